@@ -1,0 +1,37 @@
+# BoltMQ tasks. Run through ./dev, which bootstraps .venv with uv and just.
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+py := ".venv/bin/python"
+
+# List the recipes.
+default:
+    @just --list
+
+# Install the project and its test/lint extras into .venv (skipped when pyproject is unchanged).
+sync:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    stamp=.venv/.boltmq-sync
+    want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+    if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+        echo "sync: installing boltmq and its extras into .venv" >&2
+        .venv/bin/uv pip install -q --python {{py}} -e ".[test,lint]"
+        echo "$want" > "$stamp"
+    fi
+
+# Start the embedded cluster (registry + broker in one process, data under ~/boltmq).
+up *ARGS: sync
+    .venv/bin/boltmq cluster {{ARGS}}
+
+# Run the whole test suite.
+test *ARGS: sync
+    {{py}} -m pytest {{ARGS}}
+
+# Lint (ruff) and type-check (mypy) the packages.
+lint: sync
+    .venv/bin/ruff check protocol actors storage supervisors boltmq tests bench
+    .venv/bin/mypy
+
+# Run the benchmarks and print their figures.
+bench *ARGS: sync
+    {{py}} -m bench {{ARGS}}
