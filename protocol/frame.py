@@ -73,7 +73,9 @@ def encode_header(command: RemotingCommand) -> bytes:
     return orjson.dumps(doc)
 
 
-def decode(frame: bytes | bytearray | memoryview, limit: int = DEFAULT_FRAME_LIMIT) -> RemotingCommand:
+def decode(
+    frame: bytes | bytearray | memoryview, limit: int = DEFAULT_FRAME_LIMIT
+) -> RemotingCommand:
     """Decode exactly one whole frame (as one websocket message carries), prefix included."""
     view = memoryview(frame)
     if len(view) < 8:
@@ -202,7 +204,9 @@ def _decode_json_header(header: memoryview) -> RemotingCommand:
         ext_fields = ext
         for value in ext.values():
             if type(value) is not str:
-                ext_fields = {k: v if type(v) is str else _coerce(v) for k, v in ext.items() if v is not None}
+                ext_fields = {
+                    k: v if type(v) is str else _coerce(v) for k, v in ext.items() if v is not None
+                }
                 break
     else:
         raise FrameError("JSON header extFields is not an object")
@@ -251,7 +255,9 @@ def _decode_binary_header(header: memoryview) -> RemotingCommand:
     pos = 17
     if remark_len < 0 or pos + remark_len + 4 > size:
         raise FrameError("ROCKETMQ header remark overruns the header")
-    remark = bytes(header[pos : pos + remark_len]).decode("utf-8", "replace") if remark_len else None
+    remark = (
+        bytes(header[pos : pos + remark_len]).decode("utf-8", "replace") if remark_len else None
+    )
     pos += remark_len
     (map_len,) = _INT.unpack_from(header, pos)
     pos += 4

@@ -1,0 +1,143 @@
+"""The remoting client: one connection per address, calls by opaque, reconnect with backoff.
+
+Runs on trio or asyncio (anyio). Requests the peer sends us (a broker asking a consumer for
+its running info, say) go to the client's own `Dispatcher`.
+
+    async with RemotingClient() as client:
+        response = await client.invoke("127.0.0.1:9876", request, timeout=3)
+"""
+
+from __future__ import annotations
+
+import logging
+from types import TracebackType
+
+import anyio
+import anyio.abc
+
+from protocol.command import ConnectionClosedError, RemotingCommand
+from protocol.connection import Connection, Dispatcher
+from protocol.frame import DEFAULT_FRAME_LIMIT
+from protocol.transport import FrameTransport, connect_tcp, parse_address
+
+log = logging.getLogger("boltmq.remoting")
+
+
+class RemotingClient:
+    """Pooled connections to any number of peers, addressed as ``host:port`` or ``ws://...``."""
+
+    def __init__(
+        self,
+        dispatcher: Dispatcher | None = None,
+        *,
+        connect_timeout: float = 3.0,
+        frame_limit: int = DEFAULT_FRAME_LIMIT,
+        backoff_initial: float = 0.1,
+        backoff_max: float = 5.0,
+    ) -> None:
+        self.dispatcher = dispatcher or Dispatcher()
+        self.connect_timeout = connect_timeout
+        self.frame_limit = frame_limit
+        self.backoff_initial = backoff_initial
+        self.backoff_max = backoff_max
+        self._connections: dict[str, Connection] = {}
+        self._locks: dict[str, anyio.Lock] = {}
+        self._failures: dict[str, tuple[int, float]] = {}  # address -> (count, retry-not-before)
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self._close_listeners: list[object] = []
+
+    async def __aenter__(self) -> RemotingClient:
+        self._task_group = anyio.create_task_group()
+        await self._task_group.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        assert self._task_group is not None
+        self.close_all()
+        self._task_group.cancel_scope.cancel()
+        return await self._task_group.__aexit__(exc_type, exc, tb)
+
+    async def connection(self, address: str) -> Connection:
+        """The live connection to ``address``, opening one (with backoff after failures)."""
+        conn = self._connections.get(address)
+        if conn is not None and not conn.closed:
+            return conn
+        lock = self._locks.setdefault(address, anyio.Lock())
+        async with lock:
+            conn = self._connections.get(address)
+            if conn is not None and not conn.closed:
+                return conn
+            count, not_before = self._failures.get(address, (0, 0.0))
+            now = anyio.current_time()
+            if now < not_before:
+                raise ConnectionClosedError(
+                    f"cannot connect to {address}: last {count} attempt(s) failed; "
+                    f"next attempt in {not_before - now:.1f}s"
+                )
+            try:
+                with anyio.fail_after(self.connect_timeout):
+                    transport = await self._open(address)
+            except (OSError, TimeoutError, ValueError) as exc:
+                count += 1
+                delay = min(self.backoff_max, self.backoff_initial * 2 ** (count - 1))
+                self._failures[address] = (count, anyio.current_time() + delay)
+                log.warning(
+                    "cannot connect to %s (%s); retry allowed in %.1fs", address, exc, delay
+                )
+                raise ConnectionClosedError(f"cannot connect to {address}: {exc}") from exc
+            self._failures.pop(address, None)
+            conn = Connection(
+                transport,
+                self.dispatcher,
+                frame_limit=self.frame_limit,
+                idle_timeout=None,
+            )
+            if self._task_group is None:
+                raise RuntimeError("RemotingClient must be used as 'async with RemotingClient()'")
+            await self._task_group.start(conn.run)
+            self._connections[address] = conn
+            return conn
+
+    async def _open(self, address: str) -> FrameTransport:
+        if address.startswith(("ws://", "wss://")):
+            from protocol.websocket import run_client_websocket
+
+            assert self._task_group is not None
+            transport: FrameTransport = await self._task_group.start(
+                run_client_websocket, address, self.frame_limit + 8
+            )
+            return transport
+        host, port = parse_address(address)
+        return await connect_tcp(host, port)
+
+    async def invoke(
+        self, address: str, request: RemotingCommand, timeout: float = 3.0
+    ) -> RemotingCommand:
+        """Send ``request`` to ``address`` and return its response (raises on timeout/close)."""
+        conn = await self.connection(address)
+        return await conn.invoke(request, timeout)
+
+    async def invoke_oneway(self, address: str, request: RemotingCommand) -> None:
+        """Send a oneway ``request`` to ``address``."""
+        conn = await self.connection(address)
+        conn.send_oneway(request)
+
+    def close(self, address: str) -> None:
+        """Drop the connection to ``address`` (pending calls fail)."""
+        conn = self._connections.pop(address, None)
+        if conn is not None:
+            conn.close("closed by the client")
+
+    def close_all(self) -> None:
+        """Drop every connection."""
+        for address in list(self._connections):
+            self.close(address)
+
+    def addresses(self) -> list[str]:
+        """Addresses with a live connection."""
+        return [a for a, c in self._connections.items() if not c.closed]

@@ -1,0 +1,361 @@
+"""One remoting connection: frame reader, coalescing writer, request dispatch, pending calls.
+
+The same class serves both ends. A server's connection dispatches the peer's requests to the
+`Dispatcher`; a client's connection mostly matches responses to its pending calls by opaque,
+but also dispatches requests the peer sends it (a broker calls its clients).
+
+Batching rules (trio and asyncio pay per call, see docs/remoting.md): the reader parses every
+complete frame one receive delivers; synchronous handlers run inline with no task spawn; the
+writer sends every reply that is ready in one send.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeAlias
+
+import anyio
+import anyio.abc
+import attrs
+import trio
+import trio_websocket
+
+from protocol.codes import RequestCode, ResponseCode
+from protocol.command import (
+    ConnectionClosedError,
+    RemotingCommand,
+    RemotingError,
+    RemotingTimeoutError,
+)
+from protocol.frame import DEFAULT_FRAME_LIMIT, FrameDecoder, FrameError, decode, encode_parts
+from protocol.transport import FrameTransport, Part
+
+log = logging.getLogger("boltmq.remoting")
+
+_SEND_ERRORS = (
+    anyio.BrokenResourceError,
+    anyio.ClosedResourceError,
+    trio.BrokenResourceError,
+    trio.ClosedResourceError,
+    trio_websocket.ConnectionClosed,
+    OSError,
+)
+
+SyncHandler: TypeAlias = Callable[["Connection", RemotingCommand], RemotingCommand | None]
+AsyncHandler: TypeAlias = Callable[
+    ["Connection", RemotingCommand], Awaitable[RemotingCommand | None]
+]
+Handler: TypeAlias = SyncHandler | AsyncHandler
+CloseListener: TypeAlias = Callable[["Connection"], None]
+
+
+def code_name(code: int) -> str:
+    """A request code's RocketMQ name, or the number when unknown."""
+    try:
+        return RequestCode(code).name
+    except ValueError:
+        return str(code)
+
+
+class Dispatcher:
+    """Maps request codes to handlers; knows nothing of sockets.
+
+    A plain function is called inline by the connection's reader (cheapest: use it for answers
+    that need no waiting); an ``async def`` runs in a task of its own so a slow request (a held
+    pull) does not delay the others, and its answer goes out when it is ready.
+    """
+
+    def __init__(self) -> None:
+        self._handlers: dict[int, tuple[bool, Handler]] = {}
+
+    def register(self, code: int, handler: Handler) -> None:
+        """Serve ``code`` with ``handler`` (replacing any previous one)."""
+        self._handlers[int(code)] = (inspect.iscoroutinefunction(handler), handler)
+
+    def lookup(self, code: int) -> tuple[bool, Handler] | None:
+        """(is_async, handler) for a code, or None when the code is not served."""
+        return self._handlers.get(code)
+
+    def codes(self) -> list[int]:
+        """Every code served, sorted."""
+        return sorted(self._handlers)
+
+
+class _Pending:
+    __slots__ = ("error", "event", "response")
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+        self.response: RemotingCommand | None = None
+        self.error: BaseException | None = None
+
+
+class Connection:
+    """A remoting connection over one transport; `run` drives it until it closes."""
+
+    def __init__(
+        self,
+        transport: FrameTransport,
+        dispatcher: Dispatcher | None = None,
+        *,
+        frame_limit: int = DEFAULT_FRAME_LIMIT,
+        max_in_flight: int = 1024,
+        idle_timeout: float | None = None,
+        close_listeners: list[CloseListener] | None = None,
+    ) -> None:
+        self.transport = transport
+        self.peer = transport.peer
+        self.dispatcher = dispatcher or Dispatcher()
+        self.frame_limit = frame_limit
+        self.max_in_flight = max_in_flight
+        self.idle_timeout = idle_timeout
+        #: Free-form per-connection state for handlers (client id, language, ...).
+        self.attributes: dict[str, Any] = {}
+        self._close_listeners = close_listeners if close_listeners is not None else []
+        self._decoder = FrameDecoder(frame_limit)
+        self._pending: dict[int, _Pending] = {}
+        self._outbox: list[list[Part]] = []
+        self._wake_writer = anyio.Event()
+        self._room = anyio.Event()
+        self._in_flight = 0
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self._closed = False
+        self._started = anyio.Event()
+        self._last_activity = 0.0
+        self.requests_handled = 0
+        self.close_reason: str | None = None
+
+    # ----------------------------------------------------------------- lifetime
+
+    @property
+    def closed(self) -> bool:
+        """True once the connection stopped; sends fail from then on."""
+        return self._closed
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Serve the connection until the peer goes away, a frame is bad, or `close` is called."""
+        self._last_activity = anyio.current_time()
+        try:
+            async with anyio.create_task_group() as tg:
+                self._task_group = tg
+                tg.start_soon(self._writer)
+                if self.idle_timeout:
+                    tg.start_soon(self._idle_watchdog, self.idle_timeout)
+                self._started.set()
+                task_status.started()
+                await self._reader()
+                tg.cancel_scope.cancel()
+        finally:
+            await self._shutdown()
+
+    def close(self, reason: str = "closed locally") -> None:
+        """Ask the connection to stop; `run` returns once it has."""
+        if self.close_reason is None:
+            self.close_reason = reason
+        if self._task_group is not None:
+            self._task_group.cancel_scope.cancel()
+
+    async def _shutdown(self) -> None:
+        self._closed = True
+        error = ConnectionClosedError(
+            f"connection to {self.peer} closed ({self.close_reason or 'peer went away'})"
+        )
+        for pending in self._pending.values():
+            pending.error = error
+            pending.event.set()
+        self._pending.clear()
+        self._room.set()
+        with anyio.CancelScope(shield=True):
+            try:
+                with anyio.move_on_after(1):
+                    await self.transport.aclose()
+            except Exception:
+                pass
+        for listener in self._close_listeners:
+            try:
+                listener(self)
+            except Exception:
+                log.exception("close listener %r failed for %s", listener, self.peer)
+
+    # ----------------------------------------------------------------- calls to the peer
+
+    async def invoke(self, request: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
+        """Send a request and wait for its response, at most ``timeout`` seconds."""
+        if self._closed:
+            raise ConnectionClosedError(f"connection to {self.peer} is closed")
+        pending = _Pending()
+        opaque = request.opaque
+        self._pending[opaque] = pending
+        try:
+            self._enqueue(request)
+            with anyio.move_on_after(timeout):
+                await pending.event.wait()
+        finally:
+            self._pending.pop(opaque, None)
+        if pending.error is not None:
+            raise pending.error
+        if pending.response is None:
+            raise RemotingTimeoutError(
+                f"no response to {code_name(request.code)} (opaque {opaque}) from {self.peer} "
+                f"within {timeout:g}s"
+            )
+        return pending.response
+
+    def send_oneway(self, request: RemotingCommand) -> None:
+        """Send a oneway request (the peer must not answer)."""
+        if self._closed:
+            raise ConnectionClosedError(f"connection to {self.peer} is closed")
+        request.flag |= 0x2
+        self._enqueue(request)
+
+    def send(self, command: RemotingCommand) -> None:
+        """Queue any command (e.g. a late response) for the writer."""
+        if self._closed:
+            raise ConnectionClosedError(f"connection to {self.peer} is closed")
+        self._enqueue(command)
+
+    def _enqueue(self, command: RemotingCommand) -> None:
+        head, body = encode_parts(command)
+        self._outbox.append([head] if body is None else [head, body])
+        self._wake_writer.set()
+
+    # ----------------------------------------------------------------- reader / writer
+
+    async def _reader(self) -> None:
+        transport = self.transport
+        decoder = self._decoder
+        framed = transport.message_framed
+        while True:
+            try:
+                data = await transport.receive_some()
+                if not data:
+                    self.close_reason = self.close_reason or "peer closed the connection"
+                    return
+                self._last_activity = anyio.current_time()
+                commands = [decode(data, self.frame_limit)] if framed else decoder.feed(data)
+            except FrameError as exc:
+                self.close_reason = f"bad frame: {exc}"
+                log.warning("closing connection from %s: %s", self.peer, exc)
+                return
+            for command in commands:
+                if command.is_response:
+                    pending = self._pending.get(command.opaque)
+                    if pending is not None:
+                        pending.response = command
+                        pending.event.set()
+                    else:
+                        log.debug(
+                            "late or unknown response opaque %d from %s", command.opaque, self.peer
+                        )
+                else:
+                    self._dispatch(command)
+            while self._in_flight >= self.max_in_flight:
+                # Backpressure: stop reading until handlers finish; the peer's sends then block.
+                self._room = anyio.Event()
+                await self._room.wait()
+
+    async def _writer(self) -> None:
+        transport = self.transport
+        while True:
+            if not self._outbox:
+                await self._wake_writer.wait()
+                self._wake_writer = anyio.Event()
+                continue
+            frames, self._outbox = self._outbox, []
+            try:
+                await transport.send_frames(frames)
+            except _SEND_ERRORS as exc:
+                self.close(f"send failed: {exc!r}")
+                return
+            self._last_activity = anyio.current_time()
+
+    async def _idle_watchdog(self, idle: float) -> None:
+        while True:
+            deadline = self._last_activity + idle
+            now = anyio.current_time()
+            if now >= deadline:
+                log.info("closing connection from %s: idle for %.0fs", self.peer, idle)
+                self.close(f"idle for {idle:g}s")
+                return
+            await anyio.sleep(deadline - now)
+
+    # ----------------------------------------------------------------- dispatch
+
+    def _dispatch(self, request: RemotingCommand) -> None:
+        entry = self.dispatcher.lookup(request.code)
+        if entry is None:
+            if not request.is_oneway:
+                self._enqueue(
+                    request.response(
+                        ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                        f" request type {request.code} not supported",
+                    )
+                )
+            return
+        is_async, handler = entry
+        if is_async:
+            self._in_flight += 1
+            assert self._task_group is not None
+            self._task_group.start_soon(self._run_async, handler, request)
+            return
+        self.requests_handled += 1
+        try:
+            response = handler(self, request)
+        except Exception as exc:
+            response = self._error_response(request, exc)
+        if response is not None and not request.is_oneway:
+            self._enqueue(response)  # type: ignore[arg-type]
+
+    async def _run_async(self, handler: Handler, request: RemotingCommand) -> None:
+        try:
+            try:
+                response = await handler(self, request)  # type: ignore[misc]
+            except Exception as exc:
+                response = self._error_response(request, exc)
+            self.requests_handled += 1
+            if response is not None and not request.is_oneway and not self._closed:
+                self._enqueue(response)
+        finally:
+            self._in_flight -= 1
+            if self._in_flight < self.max_in_flight:
+                self._room.set()
+
+    def _error_response(self, request: RemotingCommand, exc: Exception) -> RemotingCommand:
+        if isinstance(exc, RemotingError):
+            return request.response(exc.code, exc.remark)
+        log.exception(
+            "handler for %s from %s failed", code_name(request.code), self.peer, exc_info=exc
+        )
+        return request.response(
+            ResponseCode.SYSTEM_ERROR,
+            f"{type(exc).__name__}: {exc} (while handling {code_name(request.code)})",
+        )
+
+    def statistics(self) -> ConnectionStatistics:
+        """A snapshot of this connection's counters."""
+        return ConnectionStatistics(
+            peer=self.peer,
+            in_flight=self._in_flight,
+            pending_calls=len(self._pending),
+            queued_frames=len(self._outbox),
+            requests_handled=self.requests_handled,
+            buffered_bytes=self._decoder.buffered,
+            closed=self._closed,
+        )
+
+
+@attrs.frozen
+class ConnectionStatistics:
+    """Counters of one connection at one moment."""
+
+    peer: str
+    in_flight: int
+    pending_calls: int
+    queued_frames: int
+    requests_handled: int
+    buffered_bytes: int
+    closed: bool

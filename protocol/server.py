@@ -1,0 +1,149 @@
+"""The remoting server: the same `Dispatcher` served over TCP and over websocket.
+
+Limits (a documented contract, see docs/remoting.md): frames above ``frame_limit`` close the
+connection; at most ``max_in_flight`` asynchronous requests per connection run at once, after
+which the server stops reading that connection until one finishes; a connection with no
+traffic for ``idle_timeout`` seconds is closed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import attrs
+import trio
+import trio_websocket
+
+from protocol.connection import CloseListener, Connection, Dispatcher
+from protocol.frame import DEFAULT_FRAME_LIMIT
+from protocol.transport import FrameTransport, TrioStreamTransport
+from protocol.websocket import WebSocketTransport
+
+log = logging.getLogger("boltmq.remoting")
+
+
+@attrs.define
+class ServerConfig:
+    """Limits of a remoting server (RocketMQ names in comments)."""
+
+    frame_limit: int = DEFAULT_FRAME_LIMIT  # com.rocketmq.remoting.frameMaxLength
+    max_in_flight: int = 1024
+    idle_timeout: float | None = 120.0  # serverChannelMaxIdleTimeSeconds
+
+
+@attrs.frozen
+class ServerStatistics:
+    """Counters of a server at one moment."""
+
+    connections: int
+    accepted_total: int
+    closed_total: int
+    requests_handled_closed: int
+
+
+class RemotingServer:
+    """Serves a dispatcher over any number of TCP and websocket listeners."""
+
+    def __init__(self, dispatcher: Dispatcher, config: ServerConfig | None = None) -> None:
+        self.dispatcher = dispatcher
+        self.config = config or ServerConfig()
+        self.connections: set[Connection] = set()
+        self._close_listeners: list[CloseListener] = [self._forget]
+        self._accepted = 0
+        self._closed = 0
+        self._handled_closed = 0
+
+    def add_close_listener(self, listener: Callable[[Connection], None]) -> None:
+        """Call ``listener(connection)`` whenever a connection closes (it must not block)."""
+        self._close_listeners.append(listener)
+
+    async def serve_tcp(
+        self,
+        port: int,
+        host: str | None = "127.0.0.1",
+        *,
+        task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Listen on ``host:port`` (port 0 picks one); reports the bound port when ready."""
+        listeners = await trio.open_tcp_listeners(port, host=host)
+        bound = listeners[0].socket.getsockname()[1]
+        log.info("remoting: listening on tcp %s:%d", host or "*", bound)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(trio.serve_listeners, self._serve_tcp_stream, listeners)
+            task_status.started(bound)
+
+    async def serve_websocket(
+        self,
+        port: int,
+        host: str = "127.0.0.1",
+        *,
+        task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Listen for websocket clients on any request path; reports the bound port."""
+        async with trio.open_nursery() as nursery:
+            server = await nursery.start(
+                _serve_websocket,
+                self._serve_websocket_request,
+                host,
+                port,
+                self.config.frame_limit + 8,
+            )
+            bound = server.port
+            log.info("remoting: listening on websocket %s:%d", host, bound)
+            task_status.started(bound)
+
+    async def _serve_tcp_stream(self, stream: trio.SocketStream) -> None:
+        await self.serve_transport(TrioStreamTransport(stream))
+
+    async def _serve_websocket_request(self, request: trio_websocket.WebSocketRequest) -> None:
+        ws = await request.accept()
+        await self.serve_transport(WebSocketTransport(ws))
+
+    async def serve_transport(self, transport: FrameTransport) -> None:
+        """Serve one accepted transport until it closes."""
+        connection = Connection(
+            transport,
+            self.dispatcher,
+            frame_limit=self.config.frame_limit,
+            max_in_flight=self.config.max_in_flight,
+            idle_timeout=self.config.idle_timeout,
+            close_listeners=self._close_listeners,
+        )
+        self.connections.add(connection)
+        self._accepted += 1
+        log.debug("remoting: connection from %s", connection.peer)
+        await connection.run()
+
+    def _forget(self, connection: Connection) -> None:
+        self.connections.discard(connection)
+        self._closed += 1
+        self._handled_closed += connection.requests_handled
+        log.debug("remoting: %s closed: %s", connection.peer, connection.close_reason)
+
+    def statistics(self) -> ServerStatistics:
+        """Connection counters."""
+        return ServerStatistics(
+            connections=len(self.connections),
+            accepted_total=self._accepted,
+            closed_total=self._closed,
+            requests_handled_closed=self._handled_closed,
+        )
+
+
+async def _serve_websocket(
+    handler: Callable[[trio_websocket.WebSocketRequest], object],
+    host: str,
+    port: int,
+    max_message_size: int,
+    *,
+    task_status: trio.TaskStatus[trio_websocket.WebSocketServer] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    await trio_websocket.serve_websocket(
+        handler,  # type: ignore[arg-type]
+        host,
+        port,
+        ssl_context=None,
+        max_message_size=max_message_size,
+        task_status=task_status,
+    )

@@ -1,0 +1,130 @@
+"""Thin byte transports under a remoting `Connection`: TCP (trio or anyio) and websocket.
+
+A transport moves bytes; framing lives in `protocol.frame` and request handling in
+`protocol.connection`. TCP delivers an arbitrary chunk per receive and takes many frames per
+send; websocket delivers exactly one frame per message and sends one frame per message.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Sequence
+from typing import Protocol
+
+import anyio
+import anyio.abc
+import trio
+
+Part = bytes | bytearray | memoryview
+
+
+class FrameTransport(Protocol):
+    """What a `Connection` needs from a transport."""
+
+    #: True when every received chunk is exactly one whole frame (websocket messages).
+    message_framed: bool
+    #: The peer as ``host:port``.
+    peer: str
+
+    async def receive_some(self) -> bytes | bytearray:
+        """Next chunk of bytes; empty at end of stream."""
+        ...
+
+    async def send_frames(self, frames: Sequence[Sequence[Part]]) -> None:
+        """Send whole frames, each given as its parts, in order."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close the transport; further calls fail."""
+        ...
+
+
+def format_address(host: str, port: int) -> str:
+    """``host:port`` with IPv4-mapped IPv6 addresses shown as IPv4 (RocketMQ peers expect it)."""
+    if host.startswith("::ffff:") and "." in host:
+        host = host[7:]
+    if ":" in host:
+        return f"[{host}]:{port}"
+    return f"{host}:{port}"
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """Split ``host:port`` (or ``[v6]:port``) into its parts; raises ValueError when malformed."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"address {address!r} is not host:port")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host, int(port)
+
+
+def _join(frames: Sequence[Sequence[Part]]) -> bytes:
+    # One send per batch: trio and anyio both pay per send call, so coalesce.
+    if len(frames) == 1 and len(frames[0]) == 1:
+        only = frames[0][0]
+        return only if isinstance(only, bytes) else bytes(only)
+    return b"".join([part for frame in frames for part in frame])
+
+
+class TrioStreamTransport:
+    """TCP over a `trio.SocketStream` (the servers' transport)."""
+
+    message_framed = False
+
+    def __init__(self, stream: trio.SocketStream, receive_size: int = 256 * 1024) -> None:
+        self._stream = stream
+        self._receive_size = receive_size
+        try:
+            name = stream.socket.getpeername()
+            self.peer = format_address(name[0], name[1])
+        except OSError:
+            self.peer = "unknown"
+
+    async def receive_some(self) -> bytes | bytearray:
+        try:
+            return await self._stream.receive_some(self._receive_size)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return b""
+
+    async def send_frames(self, frames: Sequence[Sequence[Part]]) -> None:
+        await self._stream.send_all(_join(frames))
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+class AnyioStreamTransport:
+    """TCP over an anyio byte stream (the client's transport on trio or asyncio)."""
+
+    message_framed = False
+
+    def __init__(
+        self, stream: anyio.abc.ByteStream, peer: str, receive_size: int = 256 * 1024
+    ) -> None:
+        self._stream = stream
+        self._receive_size = receive_size
+        self.peer = peer
+
+    async def receive_some(self) -> bytes | bytearray:
+        try:
+            return await self._stream.receive(self._receive_size)
+        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            return b""
+
+    async def send_frames(self, frames: Sequence[Sequence[Part]]) -> None:
+        await self._stream.send(_join(frames))
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+async def connect_tcp(host: str, port: int) -> AnyioStreamTransport:
+    """Open a TCP connection with Nagle off (small requests must not wait for acks)."""
+    stream = await anyio.connect_tcp(host, port)
+    try:
+        stream.extra(anyio.abc.SocketAttribute.raw_socket).setsockopt(
+            socket.IPPROTO_TCP, socket.TCP_NODELAY, 1
+        )
+    except (OSError, anyio.TypedAttributeLookupError):
+        pass
+    return AnyioStreamTransport(stream, format_address(host, port))

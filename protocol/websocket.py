@@ -1,0 +1,63 @@
+"""Websocket transport: one binary message carries exactly one whole frame (length included)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import trio
+import trio_websocket
+
+from protocol.frame import FrameError
+from protocol.transport import Part, format_address
+
+
+class WebSocketTransport:
+    """A remoting transport over a trio-websocket connection (server or client side)."""
+
+    message_framed = True
+
+    def __init__(self, ws: trio_websocket.WebSocketConnection) -> None:
+        self._ws = ws
+        self._closed = trio.Event()
+        remote = ws.remote
+        if isinstance(remote, trio_websocket.Endpoint):
+            self.peer = format_address(str(remote.address), remote.port)
+        else:
+            self.peer = str(remote)
+
+    async def receive_some(self) -> bytes | bytearray:
+        try:
+            message = await self._ws.get_message()
+        except trio_websocket.ConnectionClosed:
+            return b""
+        if isinstance(message, str):
+            raise FrameError("a text websocket message cannot carry a frame; send binary")
+        return message
+
+    async def send_frames(self, frames: Sequence[Sequence[Part]]) -> None:
+        for frame in frames:
+            data = frame[0] if len(frame) == 1 else b"".join(frame)
+            await self._ws.send_message(bytes(data))
+
+    async def aclose(self) -> None:
+        try:
+            await self._ws.aclose()
+        finally:
+            self._closed.set()
+
+    async def wait_closed(self) -> None:
+        """Return once `aclose` was called."""
+        await self._closed.wait()
+
+
+async def run_client_websocket(
+    url: str,
+    max_message_size: int,
+    *,
+    task_status: trio.TaskStatus[WebSocketTransport] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Open a client websocket (trio only); reports its transport and lives until it closes."""
+    async with trio_websocket.open_websocket_url(url, max_message_size=max_message_size) as ws:
+        transport = WebSocketTransport(ws)
+        task_status.started(transport)
+        await transport.wait_closed()
