@@ -141,6 +141,7 @@ class Connection:
         self._sweep_wake = anyio.Event()
         self._outbox: list[list[Part]] = []
         self._wake_writer = anyio.Event()
+        self._sending = False
         self._room = anyio.Event()
         self._in_flight = 0
         self._task_group: anyio.abc.TaskGroup | None = None
@@ -284,7 +285,7 @@ class Connection:
                 if not data:
                     self.close_reason = self.close_reason or "peer closed the connection"
                     return
-                self._last_activity = anyio.current_time()
+                self._last_activity = self._now()
                 commands = [decode(data, self.frame_limit)] if framed else decoder.feed(data)
             except FrameError as exc:
                 self.close_reason = f"bad frame: {exc}"
@@ -302,25 +303,39 @@ class Connection:
                         )
                 else:
                     self._dispatch(command)
+            # Answers of inline handlers go out from here: handing them to the writer task
+            # would add a scheduler round trip to every sequential request.
+            if self._outbox and not self._sending and not await self._flush():
+                return
             while self._in_flight >= self.max_in_flight:
                 # Backpressure: stop reading until handlers finish; the peer's sends then block.
                 self._room = anyio.Event()
                 await self._room.wait()
 
     async def _writer(self) -> None:
-        transport = self.transport
         while True:
-            if not self._outbox:
+            if not self._outbox or self._sending:
                 await self._wake_writer.wait()
                 self._wake_writer = anyio.Event()
                 continue
-            frames, self._outbox = self._outbox, []
-            try:
-                await transport.send_frames(frames)
-            except _SEND_ERRORS as exc:
-                self.close(f"send failed: {exc!r}")
+            if not await self._flush():
                 return
-            self._last_activity = anyio.current_time()
+
+    async def _flush(self) -> bool:
+        """Send everything queued in one send; False when the connection broke."""
+        frames, self._outbox = self._outbox, []
+        self._sending = True
+        try:
+            await self.transport.send_frames(frames)
+        except _SEND_ERRORS as exc:
+            self.close(f"send failed: {exc!r}")
+            return False
+        finally:
+            self._sending = False
+        self._last_activity = self._now()
+        if self._outbox:
+            self._wake_writer.set()
+        return True
 
     async def _idle_watchdog(self, idle: float) -> None:
         while True:
