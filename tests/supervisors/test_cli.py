@@ -1,0 +1,205 @@
+"""The `boltmq` command line: help, version, plugged-in and unavailable sub-commands, signals.
+
+Sub-commands under test are real modules written to tmp_path and imported from there.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from supervisors import ChildSpec, Supervisor, cli
+
+
+@pytest.fixture(autouse=True)
+def restore_logging() -> Iterator[None]:
+    """`main` configures the root logger; put it back as the other tests expect it."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+@pytest.fixture
+def commands(monkeypatch: pytest.MonkeyPatch) -> dict[str, cli.CommandEntry]:
+    """The command table, restored after the test."""
+    table = dict(cli.COMMANDS)
+    monkeypatch.setattr(cli, "COMMANDS", table)
+    return table
+
+
+@pytest.fixture
+def plugin_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield tmp_path
+    for name in [name for name in sys.modules if name.startswith("boltmq_test_")]:
+        del sys.modules[name]
+
+
+def test_help_lists_the_sub_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "usage: boltmq" in out
+    for name in ("registry", "broker", "cluster"):
+        assert name in out
+    assert "run a registry (RocketMQ's NameServer)" in out
+    assert "--log-level" in out
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"boltmq {cli.version()}"
+
+
+def test_no_sub_command_prints_usage_and_returns_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main([]) == 2
+    assert "usage: boltmq" in capsys.readouterr().err
+
+
+def test_an_unknown_sub_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["nonsense"]) == 2
+    assert "invalid choice: 'nonsense'" in capsys.readouterr().err
+
+
+def test_a_sub_command_whose_module_is_absent_says_so_and_returns_2(
+    commands: dict[str, cli.CommandEntry], capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli.register_command("ghost", "not built yet", "boltmq_test_absent.main:command")
+    assert cli.main(["ghost", "--port", "1"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "boltmq: the 'ghost' command is not available in this build "
+        "(module boltmq_test_absent.main is not installed)" in err
+    )
+
+
+def test_a_missing_function_is_unavailable_too(
+    commands: dict[str, cli.CommandEntry],
+    plugin_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    (plugin_dir / "boltmq_test_empty.py").write_text('"""Nothing here."""\n')
+    cli.register_command("empty", "no function", "boltmq_test_empty:command")
+    assert cli.main(["empty"]) == 2
+    assert "boltmq_test_empty:command does not exist" in capsys.readouterr().err
+
+
+PLUGIN = textwrap.dedent(
+    """
+    import argparse
+    import logging
+
+    def command(parser: argparse.ArgumentParser):
+        parser.add_argument("--word", required=True, help="what to say")
+
+        def run(args: argparse.Namespace) -> int:
+            print(f"said {args.word} at {logging.getLogger().getEffectiveLevel()}")
+            return 7
+
+        return run
+    """
+)
+
+
+def test_a_plugged_in_sub_command_adds_arguments_and_runs(
+    commands: dict[str, cli.CommandEntry],
+    plugin_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    (plugin_dir / "boltmq_test_say.py").write_text(PLUGIN)
+    cli.register_command("say", "say a word", "boltmq_test_say:command")
+    assert cli.main(["say", "--word", "hello", "--log-level", "DEBUG"]) == 7
+    assert capsys.readouterr().out == f"said hello at {logging.DEBUG}\n"
+    assert cli.main(["--log-level", "warning", "say", "--word", "hi"]) == 7
+    assert capsys.readouterr().out == f"said hi at {logging.WARNING}\n"
+    assert cli.main(["say", "--help"]) == 0
+    help_text = capsys.readouterr().out
+    assert "usage: boltmq say" in help_text
+    assert "what to say" in help_text
+    assert cli.main(["say"]) == 2
+    assert "the following arguments are required: --word" in capsys.readouterr().err
+
+
+def test_a_broken_import_inside_a_command_module_is_not_hidden(
+    commands: dict[str, cli.CommandEntry], plugin_dir: Path
+) -> None:
+    (plugin_dir / "boltmq_test_broken.py").write_text("import boltmq_test_no_such_dependency\n")
+    cli.register_command("broken", "broken", "boltmq_test_broken:command")
+    with pytest.raises(ModuleNotFoundError, match="boltmq_test_no_such_dependency"):
+        cli.main(["broken"])
+
+
+def test_log_lines_carry_time_level_and_logger(capsys: pytest.CaptureFixture[str]) -> None:
+    cli.configure_logging("info")
+    cli.configure_logging("info")  # a second call replaces the handler, no doubled lines
+    logging.getLogger("boltmq.test").info("hello %s", "there")
+    err = capsys.readouterr().err
+    assert err.count("hello there") == 1
+    line = err.strip().splitlines()[-1]
+    assert line.endswith("INFO    boltmq.test: hello there")
+    assert line[:4].isdigit() and line[4] == "-"  # starts with the date
+
+
+def test_sigterm_stops_the_tree_in_reverse_order_and_exits_0(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    stopped: list[str] = []
+
+    def child(name: str) -> ChildSpec:
+        async def run(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+            task_status.started()
+            try:
+                await trio.sleep_forever()
+            finally:
+                stopped.append(name)
+
+        return ChildSpec.function(name, run)
+
+    async def serve() -> None:
+        supervisor = Supervisor("root", [child("registry"), child("broker")])
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(supervisor.run)
+                os.kill(os.getpid(), signal.SIGTERM)
+                await trio.sleep_forever()
+
+    with caplog.at_level(logging.INFO, logger="boltmq"):
+        assert cli.run_until_signalled(serve) == 0
+    assert stopped == ["broker", "registry"]
+    assert "received SIGTERM; stopping" in caplog.messages
+    assert caplog.messages[-1] == "stopped"
+
+
+def test_a_failing_main_is_logged_and_exits_1(caplog: pytest.LogCaptureFixture) -> None:
+    async def fail() -> None:
+        await trio.sleep(0)
+        raise OSError("address already in use")
+
+    with caplog.at_level(logging.INFO, logger="boltmq"):
+        assert cli.run_until_signalled(fail) == 1
+    assert "failed: address already in use" in caplog.messages
+
+
+def test_an_argv_style_sub_command_gets_its_arguments_without_log_level(
+    commands: dict[str, cli.CommandEntry],
+    plugin_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    (plugin_dir / "boltmq_test_argv.py").write_text(
+        "import logging\n"
+        "def run(argv):\n"
+        "    print(argv, logging.getLogger().getEffectiveLevel())\n"
+        "    return 3\n"
+    )
+    cli.register_command("argv", "parses its own", "boltmq_test_argv:run", argv=True)
+    assert cli.main(["argv", "-c", "x.conf", "--log-level", "error", "--listenPort", "1"]) == 3
+    assert capsys.readouterr().out == f"['-c', 'x.conf', '--listenPort', '1'] {logging.ERROR}\n"
