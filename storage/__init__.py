@@ -1,0 +1,87 @@
+"""BoltMQ's message store: RocketMQ 4.x's on-disk format, read and written from trio.
+
+Layers, bottom up:
+
+* `mapped_file` - fixed-size memory-mapped files named by their 20-digit start offset.
+* `commit_log`, `consume_queue`, `index_file`, `checkpoint` - the store files (sheet 6).
+* `dispatch` - commit-log records to consume-queue entries and index keys.
+* `message_store` - the `MessageStore` protocol and `FileMessageStore`, whose writes go through
+  the store writer actor (``actors.broker.store_writer``) and whose reads slice the maps.
+* `retention` - deletion of old files; `config_file` - atomic JSON config files.
+
+docs/storage.md describes the layout, flush modes, recovery and retention.
+"""
+
+from storage.checkpoint import StoreCheckpoint, StoreLock
+from storage.commit_log import AppendResult, CommitLog, EncodedPut
+from storage.config_file import ConfigFileError, load_json_config, save_json_config
+from storage.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue, ConsumeQueueStore
+from storage.dispatch import CommitLogDispatcher
+from storage.index_file import IndexFile, IndexService, index_file_size
+from storage.mapped_file import MappedFile, MappedFileQueue, offset_to_file_name
+from storage.message_store import (
+    FileMessageStore,
+    MessageArrivingListener,
+    MessageStore,
+    open_message_store,
+)
+from storage.results import (
+    GetMessageResult,
+    GetMessageStatus,
+    MessageBatch,
+    MessageExtBrokerInner,
+    PutMessageResult,
+    PutMessageStatus,
+    QueryMessageResult,
+    StoreStatistics,
+)
+from storage.retention import RetentionResult, RetentionService
+from storage.store_config import (
+    BrokerRole,
+    FlushDiskType,
+    MessageStoreConfig,
+    StoreCorruptionError,
+    StoreError,
+    StoreLockedError,
+)
+
+__all__ = [
+    "CQ_STORE_UNIT_SIZE",
+    "AppendResult",
+    "BrokerRole",
+    "CommitLog",
+    "CommitLogDispatcher",
+    "ConfigFileError",
+    "ConsumeQueue",
+    "ConsumeQueueStore",
+    "EncodedPut",
+    "FileMessageStore",
+    "FlushDiskType",
+    "GetMessageResult",
+    "GetMessageStatus",
+    "IndexFile",
+    "IndexService",
+    "MappedFile",
+    "MappedFileQueue",
+    "MessageArrivingListener",
+    "MessageBatch",
+    "MessageExtBrokerInner",
+    "MessageStore",
+    "MessageStoreConfig",
+    "PutMessageResult",
+    "PutMessageStatus",
+    "QueryMessageResult",
+    "RetentionResult",
+    "RetentionService",
+    "StoreCheckpoint",
+    "StoreCorruptionError",
+    "StoreError",
+    "StoreLock",
+    "StoreLockedError",
+    "StoreStatistics",
+    "index_file_size",
+    "load_json_config",
+    "offset_to_file_name",
+    "open_message_store",
+    "save_json_config",
+]

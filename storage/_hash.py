@@ -1,0 +1,44 @@
+"""Java's String.hashCode, fast enough for every key of every message."""
+
+from __future__ import annotations
+
+import operator
+import sys
+
+_MASK = 0xFFFFFFFF
+_POWERS: list[int] = [1]
+# Per string length n: the weights 31**(n-1) .. 31**0 mod 2**32, built once per length.
+_WEIGHTS: dict[int, list[int]] = {}
+_UTF16 = "utf-16-le" if sys.byteorder == "little" else "utf-16-be"
+
+
+def _weights(n: int) -> list[int]:
+    weights = _WEIGHTS.get(n)
+    if weights is None:
+        while len(_POWERS) < n:
+            _POWERS.append((_POWERS[-1] * 31) & _MASK)
+        weights = _WEIGHTS[n] = _POWERS[n - 1 :: -1] if n else []
+    return weights
+
+
+def java_hash(text: str) -> int:
+    """``String.hashCode`` over UTF-16 code units as a signed 32-bit int ("" -> 0)."""
+    if text.isascii():
+        units: bytes | memoryview = text.encode("ascii")
+    else:
+        units = memoryview(text.encode(_UTF16)).cast("H")
+    h: int = sum(map(operator.mul, units, _weights(len(units)))) & _MASK
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+_TAGS_CODES: dict[str, int] = {}
+
+
+def tags_code(tags: str) -> int:
+    """`java_hash` of a TAGS value, cached: a topic has few distinct tags."""
+    code = _TAGS_CODES.get(tags)
+    if code is None:
+        if len(_TAGS_CODES) > 65536:
+            _TAGS_CODES.clear()
+        code = _TAGS_CODES[tags] = java_hash(tags)
+    return code

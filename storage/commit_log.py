@@ -1,0 +1,370 @@
+"""The commit log: every message of every topic, appended in RocketMQ's V1 record layout.
+
+One writer (the store writer actor) appends; it assigns each record's physical offset, queue
+offset and store timestamp, writes an end-of-file blank record when a record does not fit,
+and then publishes `committed_offset`. Readers slice the mapped files up to that offset
+without a copy and without asking the writer.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Callable
+from pathlib import Path
+
+import attrs
+from protocol.message import BLANK_MAGIC_CODE, MAGIC_CODE
+
+from storage._record import (
+    BAD,
+    BLANK,
+    BLANK_RECORD,
+    END,
+    RECORD,
+    TRANSACTION_PREPARED,
+    TRANSACTION_ROLLBACK,
+    DispatchRequest,
+    check_record,
+    patch_append_fields,
+    read_dispatch_request,
+    read_store_timestamp,
+    transaction_type,
+)
+from storage.mapped_file import MappedFile, MappedFileQueue
+from storage.store_config import MessageStoreConfig, StoreCorruptionError
+
+log = logging.getLogger("boltmq.storage")
+
+_MAGIC_BYTES = struct.pack(">i", MAGIC_CODE)
+_INT = struct.Struct(">i")
+
+
+@attrs.define(slots=True)
+class EncodedPut:
+    """One put, encoded by the caller: one record, or a batch's records back to back.
+
+    ``record_starts`` are the records' positions in ``data``; ``dispatch`` holds per record
+    ``(tags code, KEYS value, UNIQ_KEY value)``. The writer patches the append-time fields.
+    """
+
+    topic: str
+    queue_id: int
+    sys_flag: int
+    data: bytearray
+    record_starts: list[int]
+    dispatch: list[tuple[int, str, str]]
+
+
+@attrs.define(slots=True)
+class AppendResult:
+    """Where a put landed in the commit log (first record's offsets for a batch)."""
+
+    wrote_offset: int
+    wrote_bytes: int
+    queue_offset: int
+    msg_num: int
+    store_timestamp: int
+    physical_offsets: list[int]
+
+
+class MessageTooLargeForFile(ValueError):
+    """The encoded put is larger than a whole commit-log file."""
+
+
+class CommitLog:
+    """The commit-log files plus the write state the store writer owns."""
+
+    def __init__(self, config: MessageStoreConfig) -> None:
+        self.config = config
+        self.file_size = config.mapped_file_size_commit_log
+        self.files = MappedFileQueue(config.commit_log_dir, self.file_size)
+        # Readers see bytes below this offset only (whole records; published by the writer).
+        self.committed_offset = 0
+        self.flushed_offset = 0
+        # topic-queue -> next queue offset; owned by the writer, rebuilt at recovery.
+        self.topic_queue_table: dict[tuple[str, int], int] = {}
+        self.last_store_timestamp = 0
+        self.flushed_store_timestamp = 0
+
+    # -- loading and recovery --------------------------------------------------------------
+
+    def load(self) -> None:
+        """Map the files on disk (recovery sets the write position)."""
+        self.files.load()
+
+    def recover_normally(self) -> None:
+        """After a clean shutdown: validate the last three files, truncate after the end."""
+        files = self.files.files
+        self._recover_from(max(0, len(files) - 3))
+
+    def recover_abnormally(self, checkpoint_min_timestamp: int) -> int:
+        """After a crash: scan from the newest file whose first record is older than the
+        checkpoint; returns the offset the consume queues and index are replayed from."""
+        files = self.files.files
+        start = 0
+        for index in range(len(files) - 1, -1, -1):
+            mapped = files[index]
+            check = check_record(mapped.view, 0, mapped.file_from_offset, self.file_size, False)
+            if check.kind != RECORD:
+                continue
+            stored = read_store_timestamp(mapped.view, 0)
+            if stored and stored <= checkpoint_min_timestamp:
+                start = index
+                break
+        self._recover_from(start)
+        return files[start].file_from_offset if files else 0
+
+    def _recover_from(self, start: int) -> None:
+        files = self.files.files
+        if not files:
+            return
+        check_crc = self.config.check_crc_on_recover
+        end = files[start].file_from_offset
+        last: tuple[memoryview, int] | None = None
+        for index in range(start, len(files)):
+            mapped = files[index]
+            view = mapped.view
+            pos = 0
+            while True:
+                check = check_record(view, pos, mapped.file_from_offset, self.file_size, check_crc)
+                if check.kind == RECORD:
+                    last = (view, pos)
+                    pos += check.size
+                    end = mapped.file_from_offset + pos
+                    continue
+                if check.kind == BLANK or (check.kind == END and check.reason == "end of file"):
+                    end = mapped.file_from_offset + self.file_size
+                    break
+                if check.kind == BAD:
+                    if self._valid_record_after(index, pos):
+                        raise StoreCorruptionError(
+                            mapped.path, mapped.file_from_offset + pos, check.reason
+                        )
+                    log.warning(
+                        "commit log %s: torn tail at offset %d (%s); truncated there",
+                        mapped.path.name,
+                        mapped.file_from_offset + pos,
+                        check.reason,
+                    )
+                elif self._valid_file_after(index):
+                    raise StoreCorruptionError(
+                        mapped.path,
+                        mapped.file_from_offset + pos,
+                        "no record here but later files hold records",
+                    )
+                self._set_end(end, last)
+                return
+        self._set_end(end, last)
+
+    def _valid_record_after(self, index: int, pos: int) -> bool:
+        """Whether a valid record exists past ``pos`` of file ``index`` (not a torn tail)."""
+        mapped = self.files.files[index]
+        hit = mapped.find(_MAGIC_BYTES, pos + 5)
+        while hit != -1:
+            candidate = hit - 4
+            check = check_record(
+                mapped.view, candidate, mapped.file_from_offset, self.file_size, True
+            )
+            if check.kind == RECORD:
+                return True
+            hit = mapped.find(_MAGIC_BYTES, hit + 1)
+        return self._valid_file_after(index)
+
+    def _valid_file_after(self, index: int) -> bool:
+        for later in self.files.files[index + 1 :]:
+            check = check_record(later.view, 0, later.file_from_offset, self.file_size, True)
+            if check.kind in (RECORD, BLANK):
+                return True
+        return False
+
+    def _set_end(self, end: int, last: tuple[memoryview, int] | None) -> None:
+        if end < self.files.max_offset:
+            self.files.truncate_dirty(end)
+        for mapped in self.files.files:
+            mapped.flushed_position = mapped.wrote_position
+        self.committed_offset = self.flushed_offset = end
+        if last is None:
+            last = self.last_record_offset()
+        if last is not None:
+            self.last_store_timestamp = read_store_timestamp(*last)
+            self.flushed_store_timestamp = self.last_store_timestamp
+
+    def last_record_offset(self) -> tuple[memoryview, int] | None:
+        """(view, position) of the newest record, found by walking the last file."""
+        for mapped in reversed(self.files.files):
+            pos, found = 0, -1
+            while pos + 8 <= mapped.wrote_position:
+                total, magic = BLANK_RECORD.unpack_from(mapped.view, pos)
+                if magic != MAGIC_CODE or total <= 0:
+                    break
+                found, pos = pos, pos + total
+            if found >= 0:
+                return mapped.view, found
+        return None
+
+    # -- writing (store writer only) -------------------------------------------------------
+
+    def append(self, put: EncodedPut, store_timestamp: int) -> AppendResult:
+        """Append one encoded put (never split across files); patch its append-time fields."""
+        data = put.data
+        size = len(data)
+        if size + 8 > self.file_size:
+            raise MessageTooLargeForFile(
+                f"{size} bytes do not fit a {self.file_size}-byte commit-log file"
+            )
+        mapped = self.files.writable_file()
+        if mapped.remaining < size + 8:
+            self._write_blank(mapped)
+            mapped = self.files.writable_file()
+        phys = mapped.file_from_offset + mapped.wrote_position
+        starts = put.record_starts
+        count = len(starts)
+        if transaction_type(put.sys_flag) in (TRANSACTION_PREPARED, TRANSACTION_ROLLBACK):
+            queue_offset = 0
+            for start in starts:
+                patch_append_fields(data, start, 0, phys + start, store_timestamp)
+        else:
+            key = (put.topic, put.queue_id)
+            queue_offset = self.topic_queue_table.get(key, 0)
+            self.topic_queue_table[key] = queue_offset + count
+            for i, start in enumerate(starts):
+                patch_append_fields(data, start, queue_offset + i, phys + start, store_timestamp)
+        mapped.append(data)
+        self.last_store_timestamp = store_timestamp
+        return AppendResult(
+            phys, size, queue_offset, count, store_timestamp, [phys + s for s in starts]
+        )
+
+    def _write_blank(self, mapped: MappedFile) -> None:
+        remaining = mapped.remaining
+        mapped.append(BLANK_RECORD.pack(remaining, BLANK_MAGIC_CODE))
+        mapped.wrote_position = mapped.file_size
+
+    def append_data(self, start_offset: int, data: bytes | memoryview) -> bool:
+        """Append replicated raw commit-log bytes at exactly the current max offset (HA)."""
+        if start_offset != self.max_offset and self.files.files:
+            return False
+        view = memoryview(data)
+        if not self.files.files:
+            mapped = self.files.create_file(start_offset - start_offset % self.file_size)
+            mapped.wrote_position = mapped.flushed_position = start_offset % self.file_size
+        while view:
+            mapped = self.files.writable_file()
+            n = min(len(view), mapped.remaining)
+            mapped.append(view[:n])
+            view = view[n:]
+        return True
+
+    def publish(self) -> None:
+        """Make everything appended so far visible to readers."""
+        self.committed_offset = self.files.max_offset
+
+    def flush(self) -> int:
+        """Make every appended byte durable (blocking: fdatasync; run in a worker thread)."""
+        target = self.files.max_offset
+        timestamp = self.last_store_timestamp
+        for mapped in list(self.files.files):
+            if mapped.file_from_offset + self.file_size <= self.flushed_offset:
+                continue
+            mapped.flush()
+        self.flushed_offset = max(self.flushed_offset, target)
+        self.flushed_store_timestamp = timestamp
+        return self.flushed_offset
+
+    # -- reading ---------------------------------------------------------------------------
+
+    @property
+    def min_offset(self) -> int:
+        """Offset of the first byte still on disk."""
+        return self.files.min_offset
+
+    @property
+    def max_offset(self) -> int:
+        """Offset just past the last appended byte."""
+        return self.files.max_offset
+
+    def get_data(self, offset: int, size: int) -> memoryview | None:
+        """``size`` committed bytes at ``offset`` inside one file, zero-copy; None if gone."""
+        if offset + size > self.committed_offset or size <= 0:
+            return None
+        mapped = self.files.find_file(offset)
+        if mapped is None:
+            return None
+        pos = offset - mapped.file_from_offset
+        if pos + size > self.file_size:
+            return None
+        return mapped.slice(pos, size)
+
+    def get_record(self, offset: int) -> memoryview | None:
+        """The whole record starting at ``offset`` (None if absent or not a record)."""
+        head = self.get_data(offset, 8)
+        if head is None:
+            return None
+        total, magic = BLANK_RECORD.unpack_from(head, 0)
+        if magic != MAGIC_CODE or total <= 0:
+            return None
+        return self.get_data(offset, total)
+
+    def get_data_from(self, offset: int) -> memoryview | None:
+        """Committed bytes from ``offset`` to the end of its file's data (HA transfer)."""
+        mapped = self.files.find_file(offset)
+        if mapped is None or offset >= self.committed_offset:
+            return None
+        pos = offset - mapped.file_from_offset
+        end = min(mapped.wrote_position, self.committed_offset - mapped.file_from_offset)
+        return mapped.slice(pos, end - pos) if end > pos else None
+
+    def store_time_of(self, offset: int, size: int) -> int | None:
+        """STORETIMESTAMP of the record at ``offset`` (None if its file is gone)."""
+        data = self.get_data(offset, size)
+        if data is None or size < 80:
+            return None
+        return read_store_timestamp(data, 0)
+
+    def roll_next_file(self, offset: int) -> int:
+        """Start offset of the file after the one holding ``offset``."""
+        return offset + self.file_size - offset % self.file_size
+
+    def iter_dispatch(
+        self, from_offset: int, to_offset: int, dispatch: Callable[[DispatchRequest], None]
+    ) -> int:
+        """Dispatch every whole record in ``[from_offset, to_offset)``; returns where it stopped
+        (before a partial record, which replicated data may end with)."""
+        offset = max(from_offset, self.min_offset)
+        while offset + 8 <= to_offset:
+            mapped = self.files.find_file(offset)
+            if mapped is None:
+                break
+            pos = offset - mapped.file_from_offset
+            if pos + 8 > self.file_size:
+                offset = mapped.file_from_offset + self.file_size
+                continue
+            total, magic = BLANK_RECORD.unpack_from(mapped.view, pos)
+            if magic == BLANK_MAGIC_CODE:
+                offset = mapped.file_from_offset + self.file_size
+                continue
+            if magic != MAGIC_CODE or total <= 0:
+                raise StoreCorruptionError(mapped.path, offset, f"bad magic code {magic:#x}")
+            if offset + total > to_offset:
+                break
+            dispatch(read_dispatch_request(mapped.view, pos))
+            offset += total
+        return offset
+
+    def first_store_timestamp(self) -> int:
+        """Store time of the oldest record on disk (0 when empty)."""
+        for mapped in self.files.files:
+            check = check_record(mapped.view, 0, mapped.file_from_offset, self.file_size, False)
+            if check.kind == RECORD:
+                return read_store_timestamp(mapped.view, 0)
+        return 0
+
+    def close(self) -> None:
+        """Unmap every file."""
+        self.files.close()
+
+    @property
+    def directory(self) -> Path:
+        """``<root>/commitlog``."""
+        return self.files.directory

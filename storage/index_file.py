@@ -1,0 +1,279 @@
+"""Index files: RocketMQ's on-disk hash index from ``<topic>#<key>`` to commit-log offsets.
+
+Layout of one file (sheet 6.2): a 40-byte header (begin/end store timestamp, begin/end
+commit-log offset, used slot count, next entry number starting at 1), ``max_hash_slot_num``
+4-byte slots each holding the number of the newest entry of its bucket, then
+``max_index_num`` 20-byte entries ``(key hash, commit-log offset, seconds since the file's
+begin timestamp, previous entry number in the bucket)``. The file is created sparse, so an
+index that is mostly empty costs little disk.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import struct
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from storage._hash import java_hash
+
+log = logging.getLogger("boltmq.storage")
+
+INDEX_HEADER_SIZE = 40
+HASH_SLOT_SIZE = 4
+INDEX_ENTRY_SIZE = 20
+_HEADER = struct.Struct(">qqqqii")
+_SLOT = struct.Struct(">i")
+_ENTRY = struct.Struct(">iqii")
+_INT_MAX = 0x7FFFFFFF
+_fdatasync = getattr(os, "fdatasync", os.fsync)
+
+
+def index_file_size(max_hash_slot_num: int, max_index_num: int) -> int:
+    """Bytes of an index file with these dimensions (420,000,040 by default)."""
+    return INDEX_HEADER_SIZE + max_hash_slot_num * HASH_SLOT_SIZE + max_index_num * INDEX_ENTRY_SIZE
+
+
+def key_hash(key: str) -> int:
+    """The index's key hash: abs(String.hashCode), 0 for the one value with no abs."""
+    h = java_hash(key)
+    return 0 if h == -0x80000000 else abs(h)
+
+
+class IndexFile:
+    """One index file, mapped whole."""
+
+    def __init__(self, path: Path, max_hash_slot_num: int, max_index_num: int) -> None:
+        self.path = path
+        self.max_hash_slot_num = max_hash_slot_num
+        self.max_index_num = max_index_num
+        size = index_file_size(max_hash_slot_num, max_index_num)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            current = os.fstat(fd).st_size
+            if current == 0:
+                os.ftruncate(fd, size)  # sparse
+            elif current != size:
+                raise ValueError(f"index file {path} is {current} bytes, expected {size}")
+            self._map = mmap.mmap(fd, size)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        header: tuple[int, int, int, int, int, int] = _HEADER.unpack_from(self._map, 0)
+        self.begin_timestamp: int = header[0]
+        self.end_timestamp: int = header[1]
+        self.begin_phy_offset: int = header[2]
+        self.end_phy_offset: int = header[3]
+        self.hash_slot_count: int = header[4]
+        self.index_count: int = header[5]
+        if self.index_count <= 0:
+            self.index_count = 1
+        self._entries_start = INDEX_HEADER_SIZE + max_hash_slot_num * HASH_SLOT_SIZE
+
+    @property
+    def is_full(self) -> bool:
+        """Whether every entry is used (a new file takes the next keys)."""
+        return self.index_count >= self.max_index_num
+
+    def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
+        """Add one key; False when the file is full."""
+        if self.index_count >= self.max_index_num:
+            return False
+        khash = key_hash(key)
+        slot_pos = INDEX_HEADER_SIZE + (khash % self.max_hash_slot_num) * HASH_SLOT_SIZE
+        buf = self._map
+        (previous,) = _SLOT.unpack_from(buf, slot_pos)
+        if previous <= 0 or previous > self.index_count:
+            previous = 0
+        if self.index_count <= 1:
+            self.begin_timestamp = store_timestamp
+            self.begin_phy_offset = phy_offset
+            time_diff = 0
+        else:
+            time_diff = min(max((store_timestamp - self.begin_timestamp) // 1000, 0), _INT_MAX)
+        number = self.index_count
+        _ENTRY.pack_into(
+            buf,
+            self._entries_start + number * INDEX_ENTRY_SIZE,
+            khash,
+            phy_offset,
+            time_diff,
+            previous,
+        )
+        _SLOT.pack_into(buf, slot_pos, number)
+        if previous == 0:
+            self.hash_slot_count += 1
+        self.index_count = number + 1
+        self.end_phy_offset = phy_offset
+        self.end_timestamp = store_timestamp
+        _HEADER.pack_into(
+            buf,
+            0,
+            self.begin_timestamp,
+            self.end_timestamp,
+            self.begin_phy_offset,
+            self.end_phy_offset,
+            self.hash_slot_count,
+            self.index_count,
+        )
+        return True
+
+    def overlaps(self, begin: int, end: int) -> bool:
+        """Whether the file's store-time range meets ``[begin, end]``."""
+        return self.index_count > 1 and self.begin_timestamp <= end and self.end_timestamp >= begin
+
+    def select_phy_offsets(self, key: str, max_num: int, begin: int, end: int) -> list[int]:
+        """Commit-log offsets of entries for ``key`` stored within ``[begin, end]``, newest first.
+
+        Hash collisions are possible: the caller checks the messages' keys.
+        """
+        found: list[int] = []
+        khash = key_hash(key)
+        (number,) = _SLOT.unpack_from(
+            self._map, INDEX_HEADER_SIZE + (khash % self.max_hash_slot_num) * HASH_SLOT_SIZE
+        )
+        count = self.index_count
+        if number <= 0 or number >= count:
+            return found
+        seen = 0
+        while len(found) < max_num and seen < count:
+            seen += 1
+            entry_hash, phy, time_diff, previous = _ENTRY.unpack_from(
+                self._map, self._entries_start + number * INDEX_ENTRY_SIZE
+            )
+            stored = self.begin_timestamp + time_diff * 1000
+            if entry_hash == khash and begin <= stored <= end:
+                found.append(phy)
+            if previous <= 0 or previous >= count or previous == number or stored < begin:
+                break
+            number = previous
+        return found
+
+    def flush(self) -> None:
+        """Make the file durable (blocking; run in a worker thread)."""
+        try:
+            _fdatasync(self._fd)
+        except OSError as exc:
+            log.debug("flush of %s skipped: %s", self.path, exc)
+
+    def close(self) -> None:
+        """Unmap and close."""
+        if self._fd >= 0:
+            self._map.close()
+            os.close(self._fd)
+            self._fd = -1
+
+    def destroy(self) -> None:
+        """Close and delete the file."""
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+
+class IndexService:
+    """The index files of a store: add keys of dispatched messages, query by key and time."""
+
+    def __init__(
+        self, directory: Path, max_hash_slot_num: int, max_index_num: int, clock: Callable[[], int]
+    ) -> None:
+        self.directory = directory
+        self.max_hash_slot_num = max_hash_slot_num
+        self.max_index_num = max_index_num
+        self.clock = clock
+        self.files: list[IndexFile] = []
+
+    def load(self) -> None:
+        """Map the existing index files, oldest first."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for path in sorted(self.directory.iterdir()):
+            if path.name.isdigit():
+                self.files.append(IndexFile(path, self.max_hash_slot_num, self.max_index_num))
+
+    @property
+    def end_phy_offset(self) -> int:
+        """Commit-log offset of the last indexed message (-1 when nothing is indexed)."""
+        for index in reversed(self.files):
+            if index.index_count > 1:
+                return index.end_phy_offset
+        return -1
+
+    @property
+    def last_update_timestamp(self) -> int:
+        """Store time of the newest indexed message (0 when none)."""
+        return self.files[-1].end_timestamp if self.files else 0
+
+    def build(self, topic: str, keys: list[str], phy_offset: int, store_timestamp: int) -> None:
+        """Index ``<topic>#<key>`` for each key of one message."""
+        index = self._writable()
+        for key in keys:
+            if not key:
+                continue
+            full = f"{topic}#{key}"
+            if not index.put_key(full, phy_offset, store_timestamp):
+                index = self._new_file()
+                index.put_key(full, phy_offset, store_timestamp)
+
+    def query(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[int]:
+        """Commit-log offsets of messages of ``topic`` with ``key`` stored in ``[begin, end]``."""
+        found: list[int] = []
+        full = f"{topic}#{key}"
+        for index in reversed(self.files):
+            if len(found) >= max_num:
+                break
+            if index.overlaps(begin, end):
+                found.extend(index.select_phy_offsets(full, max_num - len(found), begin, end))
+        return found
+
+    def delete_expired(self, commit_log_min_offset: int) -> int:
+        """Delete index files (never the last) whose entries all point below the min offset."""
+        count = 0
+        for index in self.files[:-1]:
+            if index.end_phy_offset >= commit_log_min_offset:
+                break
+            index.destroy()
+            count += 1
+        self.files = self.files[count:]
+        return count
+
+    def truncate_after(self, phy_offset: int) -> None:
+        """Delete index files that start at or past ``phy_offset`` (they are rebuilt)."""
+        while (
+            self.files
+            and self.files[-1].index_count > 1
+            and (self.files[-1].begin_phy_offset >= phy_offset)
+        ):
+            self.files.pop().destroy()
+
+    def flush(self) -> None:
+        """Make the newest file durable (blocking; run in a worker thread)."""
+        if self.files:
+            self.files[-1].flush()
+
+    def close(self) -> None:
+        """Unmap every file."""
+        for index in self.files:
+            index.close()
+
+    def _writable(self) -> IndexFile:
+        if self.files and not self.files[-1].is_full:
+            return self.files[-1]
+        return self._new_file()
+
+    def _new_file(self) -> IndexFile:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        now = self.clock()
+        name = _time_name(now)
+        while (self.directory / name).exists() or (self.files and name <= self.files[-1].path.name):
+            now += 1
+            name = _time_name(now)
+        index = IndexFile(self.directory / name, self.max_hash_slot_num, self.max_index_num)
+        self.files.append(index)
+        return index
+
+
+def _time_name(ms: int) -> str:
+    """``yyyyMMddHHmmssSSS`` in local time, as RocketMQ names index files."""
+    return time.strftime("%Y%m%d%H%M%S", time.localtime(ms // 1000)) + f"{ms % 1000:03d}"

@@ -1,0 +1,284 @@
+"""Memory-mapped store files of a fixed size named by their 20-digit start offset.
+
+A `MappedFile` is one preallocated (sparse) file mapped whole; writers copy bytes into the
+map, readers get memoryview slices of it without a copy, and `flush` makes the written range
+durable with fdatasync (which writes back the map's dirty pages; it releases the GIL so it can
+run in a worker thread). A `MappedFileQueue` is the ordered list of such files that makes up
+one log (the commit log, or one consume queue).
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+from pathlib import Path
+
+log = logging.getLogger("boltmq.storage")
+
+_fdatasync = getattr(os, "fdatasync", os.fsync)
+
+
+def offset_to_file_name(offset: int) -> str:
+    """The 20-digit zero-padded name of the file starting at ``offset``."""
+    return f"{offset:020d}"
+
+
+class MappedFile:
+    """One fixed-size store file mapped into memory."""
+
+    __slots__ = (
+        "_fd",
+        "_map",
+        "file_from_offset",
+        "file_size",
+        "flushed_position",
+        "path",
+        "view",
+        "wrote_position",
+    )
+
+    def __init__(self, path: Path, file_size: int) -> None:
+        self.path = path
+        self.file_size = file_size
+        self.file_from_offset = int(path.name)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            size = os.fstat(fd).st_size
+            if size < file_size:
+                # ftruncate extends sparsely: no data blocks are written until used.
+                os.ftruncate(fd, file_size)
+            elif size > file_size:
+                raise ValueError(f"{path} is {size} bytes, expected {file_size}")
+            self._map = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        self.view = memoryview(self._map)
+        self.wrote_position = 0
+        self.flushed_position = 0
+
+    # -- positions -------------------------------------------------------------------------
+
+    @property
+    def remaining(self) -> int:
+        """Bytes left after the write position."""
+        return self.file_size - self.wrote_position
+
+    @property
+    def is_full(self) -> bool:
+        """Whether the write position reached the end of the file."""
+        return self.wrote_position >= self.file_size
+
+    @property
+    def end_offset(self) -> int:
+        """The log offset just past the written bytes."""
+        return self.file_from_offset + self.wrote_position
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def append(self, data: bytes | bytearray | memoryview) -> int:
+        """Copy ``data`` at the write position; returns the position it was written at."""
+        pos = self.wrote_position
+        end = pos + len(data)
+        if end > self.file_size:
+            raise ValueError(f"{self.path}: append of {len(data)} bytes at {pos} overflows")
+        self._map[pos:end] = data
+        self.wrote_position = end
+        return pos
+
+    def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
+        """Copy ``data`` at ``pos`` without moving the write position."""
+        self._map[pos : pos + len(data)] = data
+
+    def flush(self) -> int:
+        """Make everything written so far durable; returns the flushed position.
+
+        Blocking (fdatasync): the store calls it through ``trio.to_thread.run_sync``.
+        """
+        target = self.wrote_position
+        if target > self.flushed_position:
+            try:
+                _fdatasync(self._fd)
+            except OSError as exc:  # the file was destroyed by retention meanwhile
+                log.debug("flush of %s skipped: %s", self.path, exc)
+                return self.flushed_position
+            self.flushed_position = target
+        return self.flushed_position
+
+    def truncate_to(self, pos: int) -> None:
+        """Drop everything from ``pos`` on: the bytes read as zeros afterwards."""
+        # Zero 1 MiB at a time and stop at the first chunk that is already zero: logs are
+        # written contiguously, so that is where the never-written (sparse) part begins.
+        step = 1 << 20
+        zeros = bytes(step)
+        cursor = pos
+        while cursor < self.file_size:
+            end = min(cursor + step, self.file_size)
+            if self._map[cursor:end] == zeros[: end - cursor]:
+                break
+            self._map[cursor:end] = zeros[: end - cursor]
+            cursor = end
+        self.wrote_position = pos
+        self.flushed_position = min(self.flushed_position, pos)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def slice(self, pos: int, size: int) -> memoryview:
+        """A zero-copy view of ``size`` bytes at ``pos`` inside this file."""
+        return self.view[pos : pos + size]
+
+    def find(self, sub: bytes, start: int) -> int:
+        """Position of the first ``sub`` at or after ``start`` (-1 when absent)."""
+        return self._map.find(sub, start)
+
+    def last_modified(self) -> float:
+        """The file's modification time (seconds since the epoch)."""
+        return os.stat(self.path).st_mtime
+
+    # -- lifetime --------------------------------------------------------------------------
+
+    def close(self) -> bool:
+        """Unmap and close; False when readers still hold views (retry later)."""
+        if self._fd < 0:
+            return True
+        self.view.release()
+        try:
+            self._map.close()
+        except BufferError:
+            self.view = memoryview(self._map)
+            return False
+        os.close(self._fd)
+        self._fd = -1
+        return True
+
+    def destroy(self) -> bool:
+        """Delete the file; the map is closed now or by a later `close` once views are gone."""
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass
+        return self.close()
+
+
+class MappedFileQueue:
+    """The ordered files of one log in one directory, each ``file_size`` bytes."""
+
+    def __init__(self, directory: Path, file_size: int) -> None:
+        self.directory = directory
+        self.file_size = file_size
+        self.files: list[MappedFile] = []
+        # Files deleted while readers still held views; closed when possible.
+        self._closing: list[MappedFile] = []
+
+    def load(self) -> None:
+        """Map the existing files in name order (all must have the configured size)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        names = sorted(p for p in self.directory.iterdir() if _is_offset_name(p.name))
+        for path in names:
+            size = path.stat().st_size
+            if size != self.file_size:
+                raise ValueError(
+                    f"{path} is {size} bytes but the configured file size is {self.file_size}"
+                )
+            mapped = MappedFile(path, self.file_size)
+            # Until recovery says otherwise, a loaded file counts as written to its end.
+            mapped.wrote_position = mapped.flushed_position = self.file_size
+            self.files.append(mapped)
+
+    @property
+    def min_offset(self) -> int:
+        """Start offset of the first file (0 when there is none)."""
+        return self.files[0].file_from_offset if self.files else 0
+
+    @property
+    def max_offset(self) -> int:
+        """Offset just past the last written byte."""
+        return self.files[-1].end_offset if self.files else 0
+
+    def last_file(self) -> MappedFile | None:
+        """The file being written, if any."""
+        return self.files[-1] if self.files else None
+
+    def create_file(self, start_offset: int) -> MappedFile:
+        """Create and append the file starting at ``start_offset``."""
+        if start_offset % self.file_size:
+            raise ValueError(f"file start {start_offset} is not a multiple of {self.file_size}")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        mapped = MappedFile(self.directory / offset_to_file_name(start_offset), self.file_size)
+        self.files.append(mapped)
+        return mapped
+
+    def writable_file(self, start_offset: int = 0) -> MappedFile:
+        """The last file if it has room, else a new one after it (or at ``start_offset``)."""
+        last = self.files[-1] if self.files else None
+        if last is None:
+            return self.create_file(start_offset - start_offset % self.file_size)
+        if last.is_full:
+            return self.create_file(last.file_from_offset + self.file_size)
+        return last
+
+    def find_file(self, offset: int) -> MappedFile | None:
+        """The file holding log ``offset``, or None when it is outside the files."""
+        files = self.files
+        if not files:
+            return None
+        first = files[0].file_from_offset
+        if offset < first:
+            return None
+        index = (offset - first) // self.file_size
+        if index >= len(files):
+            return None
+        mapped = files[index]
+        if mapped.file_from_offset <= offset < mapped.file_from_offset + self.file_size:
+            return mapped
+        for mapped in files:  # pragma: no cover - only after a gap in file names
+            if mapped.file_from_offset <= offset < mapped.file_from_offset + self.file_size:
+                return mapped
+        return None
+
+    def truncate_dirty(self, offset: int) -> None:
+        """Drop everything at or after log ``offset`` (files after it are deleted)."""
+        keep: list[MappedFile] = []
+        for mapped in self.files:
+            end = mapped.file_from_offset + self.file_size
+            if end <= offset:
+                keep.append(mapped)
+            elif mapped.file_from_offset <= offset:
+                mapped.truncate_to(offset - mapped.file_from_offset)
+                keep.append(mapped)
+            else:
+                self._destroy(mapped)
+        self.files = keep
+
+    def delete_first(self, count: int) -> list[MappedFile]:
+        """Delete the first ``count`` files (retention); returns them."""
+        gone, self.files = self.files[:count], self.files[count:]
+        for mapped in gone:
+            self._destroy(mapped)
+        return gone
+
+    def destroy_all(self) -> None:
+        """Delete every file of this log."""
+        for mapped in self.files:
+            self._destroy(mapped)
+        self.files = []
+
+    def close(self) -> None:
+        """Unmap every file (views still held by readers keep their map alive)."""
+        for mapped in self.files:
+            mapped.close()
+        self.retry_close()
+
+    def retry_close(self) -> None:
+        """Close the maps of deleted files whose readers have let go."""
+        self._closing = [m for m in self._closing if not m.close()]
+
+    def _destroy(self, mapped: MappedFile) -> None:
+        if not mapped.destroy():
+            self._closing.append(mapped)
+
+
+def _is_offset_name(name: str) -> bool:
+    return len(name) == 20 and name.isdigit()

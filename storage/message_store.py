@@ -1,0 +1,482 @@
+"""The `MessageStore` protocol and its file implementation, RocketMQ's DefaultMessageStore.
+
+Writes go through the store writer actor (``actors.broker.store_writer``), which owns the
+write side: group commit, flush, dispatch to consume queues and the index. Reads are plain
+method calls that slice the mapped files up to the published committed offset.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Set
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from storage._encode import encode_batch, encode_message
+from storage._record import read_dispatch_request, read_store_timestamp
+from storage.checkpoint import StoreCheckpoint, StoreLock, create_abort_file, delete_abort_file
+from storage.commit_log import CommitLog, EncodedPut
+from storage.consume_queue import CQ_STORE_UNIT_SIZE, ENTRY, ConsumeQueueStore
+from storage.dispatch import CommitLogDispatcher
+from storage.index_file import IndexService
+from storage.results import (
+    GetMessageResult,
+    GetMessageStatus,
+    MessageBatch,
+    MessageExtBrokerInner,
+    PutMessageResult,
+    PutMessageStatus,
+    QueryMessageResult,
+    StoreStatistics,
+)
+from storage.store_api import (
+    MAX_TRANSFER_BYTES_ON_MESSAGE_IN_MEMORY,
+    MAX_TRANSFER_COUNT_ON_MESSAGE_IN_MEMORY,
+    MessageArrivingListener,
+    MessageStore,
+)
+from storage.store_config import BrokerRole, MessageStoreConfig
+
+if TYPE_CHECKING:
+    from actors.broker.store_writer import StoreWriter
+
+log = logging.getLogger("boltmq.storage")
+
+PUT_CALL_TIMEOUT = 60.0
+"""Seconds a put waits for the writer when its mailbox is full (a backstop, not a flush timeout)."""
+
+__all__ = ["FileMessageStore", "MessageArrivingListener", "MessageStore", "open_message_store"]
+
+
+class FileMessageStore:
+    """The file store: commit log, consume queues, index, checkpoint; see docs/storage.md."""
+
+    def __init__(
+        self,
+        config: MessageStoreConfig,
+        *,
+        message_arriving_listener: MessageArrivingListener | None = None,
+    ) -> None:
+        self.config = config
+        self.message_arriving_listener = message_arriving_listener
+        self.commit_log = CommitLog(config)
+        self.consume_queues = ConsumeQueueStore(
+            config.consume_queue_dir, config.mapped_file_size_consume_queue_entries
+        )
+        self.index: IndexService | None = (
+            IndexService(
+                config.index_dir, config.max_hash_slot_num, config.max_index_num, config.clock
+            )
+            if config.message_index_enable
+            else None
+        )
+        self.checkpoint = StoreCheckpoint(config.checkpoint_path)
+        self.dispatcher = CommitLogDispatcher(self.consume_queues, self.index)
+        self._lock = StoreLock(config.lock_path)
+        self._writer: StoreWriter | None = None
+        self._opened = False
+        self._closing = trio.Event()
+        self._stopped = trio.Event()
+        self.reput_from_offset = 0
+        self.counters: dict[str, int] = dict.fromkeys(
+            ("puts", "put_messages", "put_bytes", "put_failures", "write_batches", "flushes",
+             "gets", "get_messages"), 0,
+        )  # fmt: skip
+        self.recovered_abnormally = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Lock the directory, load the files and recover (abnormally if ``abort`` exists)."""
+        if self._opened:
+            return
+        config = self.config
+        config.store_path_root_dir.mkdir(parents=True, exist_ok=True)
+        self._lock.acquire()
+        try:
+            abnormal = create_abort_file(config.abort_path)
+            self.recovered_abnormally = abnormal
+            self.commit_log.load()
+            self.consume_queues.load()
+            if self.index is not None:
+                self.index.load()
+            self.consume_queues.recover()
+            if abnormal:
+                log.warning(
+                    "store %s was not shut down cleanly: recovering from the checkpoint",
+                    config.store_path_root_dir,
+                )
+                replay_from = self.commit_log.recover_abnormally(self.checkpoint.min_timestamp())
+            else:
+                self.commit_log.recover_normally()
+                replay_from = self.consume_queues.max_physic_offset()
+            commit_log = self.commit_log
+            self.consume_queues.truncate_dirty(commit_log.max_offset)
+            self.consume_queues.correct_min_offsets(commit_log.min_offset)
+            replay_from = min(max(replay_from, commit_log.min_offset), commit_log.max_offset)
+            self.dispatcher.index_end_offset = (
+                self.index.end_phy_offset if self.index is not None else -1
+            )
+            self.reput_from_offset = commit_log.iter_dispatch(
+                replay_from, commit_log.max_offset, self.dispatcher.dispatch
+            )
+            commit_log.topic_queue_table = self.consume_queues.queue_offset_table()
+        except BaseException:
+            self._close_files()
+            self._lock.release()
+            raise
+        self._opened = True
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Open (if needed), run the writer and the flush and retention services until
+        `aclose` or cancellation, then shut down cleanly."""
+        from actors.broker.store_writer import StoreWriter
+        from storage.retention import RetentionService
+
+        self.open()
+        self._closing = trio.Event()
+        self._stopped = trio.Event()
+        writer = StoreWriter(self)
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(writer.run)
+                self._writer = writer
+                nursery.start_soon(self._flush_commit_log_service)
+                nursery.start_soon(self._flush_logics_service)
+                nursery.start_soon(RetentionService(self).run)
+                task_status.started()
+                await self._closing.wait()
+                self._writer = None
+                with trio.move_on_after(30):
+                    await writer.aclose()
+                nursery.cancel_scope.cancel()
+        finally:
+            self._writer = None
+            self._shutdown()
+            self._stopped.set()
+
+    async def aclose(self) -> None:
+        """Stop taking puts, finish queued ones, flush everything and release the directory."""
+        self._closing.set()
+        if self._opened:
+            await self._stopped.wait()
+
+    def _shutdown(self) -> None:
+        if not self._opened:
+            return
+        try:
+            self.commit_log.flush()
+            self.consume_queues.flush()
+            if self.index is not None:
+                self.index.flush()
+            self._update_checkpoint()
+            self.checkpoint.flush()
+            delete_abort_file(self.config.abort_path)
+        finally:
+            self._close_files()
+            self._lock.release()
+            self._opened = False
+
+    def _close_files(self) -> None:
+        self.commit_log.close()
+        self.consume_queues.close()
+        if self.index is not None:
+            self.index.close()
+
+    @property
+    def running(self) -> bool:
+        """Whether puts are being taken."""
+        return self._writer is not None
+
+    # -- background services ---------------------------------------------------------------
+
+    async def _flush_commit_log_service(self) -> None:
+        interval = self.config.flush_interval_commit_log_ms / 1000
+        while True:
+            await trio.sleep(interval)
+            if self.commit_log.flushed_offset < self.commit_log.max_offset:
+                await trio.to_thread.run_sync(self.commit_log.flush)
+                self.counters["flushes"] += 1
+
+    async def _flush_logics_service(self) -> None:
+        interval = self.config.flush_interval_consume_queue_ms / 1000
+        while True:
+            await trio.sleep(interval)
+            await trio.to_thread.run_sync(self.flush_logics)
+
+    def flush_logics(self) -> None:
+        """Flush consume queues and index, then the checkpoint (blocking)."""
+        logics_timestamp = self.dispatcher.last_dispatch_timestamp
+        index_timestamp = self.index.last_update_timestamp if self.index is not None else 0
+        self.consume_queues.flush()
+        if self.index is not None:
+            self.index.flush()
+        self._update_checkpoint(logics_timestamp, index_timestamp)
+        self.checkpoint.flush()
+
+    def _update_checkpoint(self, logics: int | None = None, index: int | None = None) -> None:
+        checkpoint = self.checkpoint
+        if self.commit_log.flushed_store_timestamp:
+            checkpoint.physic_msg_timestamp = self.commit_log.flushed_store_timestamp
+        logics = self.dispatcher.last_dispatch_timestamp if logics is None else logics
+        if logics:
+            checkpoint.logics_msg_timestamp = logics
+        if index is None and self.index is not None:
+            index = self.index.last_update_timestamp
+        if index:
+            checkpoint.index_msg_timestamp = index
+
+    # -- writing ---------------------------------------------------------------------------
+
+    async def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
+        """Store one message (answered per flushDiskType)."""
+        refused = self._refuse_put()
+        if refused is not None:
+            return refused
+        encoded = encode_message(msg, self.config.store_host, self.config.max_message_size)
+        return await self._put(encoded)
+
+    async def put_messages(self, batch: MessageBatch) -> PutMessageResult:
+        """Store a batch: consecutive queue offsets, never split across files."""
+        refused = self._refuse_put()
+        if refused is not None:
+            return refused
+        encoded = encode_batch(batch, self.config.store_host, self.config.max_message_size)
+        return await self._put(encoded)
+
+    async def put_encoded(self, put: EncodedPut) -> PutMessageResult:
+        """Store records the caller has already encoded (no copy of the record bytes)."""
+        refused = self._refuse_put()
+        return refused if refused is not None else await self._put(put)
+
+    async def _put(self, encoded: EncodedPut | PutMessageResult) -> PutMessageResult:
+        if isinstance(encoded, PutMessageResult):
+            self.counters["put_failures"] += 1
+            return encoded
+        writer = self._writer
+        if writer is None:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store closed")
+        return await writer.put(encoded, PUT_CALL_TIMEOUT)
+
+    async def append_to_commit_log(self, start_offset: int, data: bytes | memoryview) -> bool:
+        """Append replicated bytes at exactly the store's max offset (HA slave)."""
+        writer = self._writer
+        if writer is None:
+            return False
+        return await writer.append_replicated(start_offset, data, PUT_CALL_TIMEOUT)
+
+    def _refuse_put(self) -> PutMessageResult | None:
+        if self._writer is None:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store closed")
+        if self.config.broker_role is BrokerRole.SLAVE:
+            return PutMessageResult(
+                PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="the broker role is slave"
+            )
+        return None
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def get_message(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msg_nums: int,
+        tag_codes: Set[int] | None = None,
+        max_total_bytes: int = MAX_TRANSFER_BYTES_ON_MESSAGE_IN_MEMORY,
+    ) -> GetMessageResult:
+        """Whole records from ``offset`` on (sheet 3.13 limits), zero-copy."""
+        self.counters["gets"] += 1
+        queue = self.consume_queues.find(topic, queue_id)
+        if queue is None:
+            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        min_offset, max_offset = queue.min_offset, queue.max_offset
+        if max_offset == 0:
+            return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0, min_offset, 0)
+        if offset < min_offset:
+            return GetMessageResult(
+                GetMessageStatus.OFFSET_TOO_SMALL, min_offset, min_offset, max_offset
+            )
+        if offset == max_offset:
+            return GetMessageResult(
+                GetMessageStatus.OFFSET_OVERFLOW_ONE, offset, min_offset, max_offset
+            )
+        if offset > max_offset:
+            return GetMessageResult(
+                GetMessageStatus.OFFSET_OVERFLOW_BADLY, max_offset, min_offset, max_offset
+            )
+        scan_bytes = max(16000, max_msg_nums * CQ_STORE_UNIT_SIZE)
+        entries = queue.entries_from(offset, scan_bytes)
+        if entries is None:
+            # Skip to the start of the next consume-queue file.
+            per_file = queue.file_size // CQ_STORE_UNIT_SIZE
+            next_offset = (offset // per_file + 1) * per_file
+            return GetMessageResult(
+                GetMessageStatus.OFFSET_FOUND_NULL, next_offset, min_offset, max_offset
+            )
+        result = GetMessageResult(
+            GetMessageStatus.NO_MATCHED_MESSAGE, offset, min_offset, max_offset
+        )
+        buffers = result.buffers
+        queue_offsets = result.queue_offsets
+        total = 0
+        get_data = self.commit_log.get_data
+        unpack = ENTRY.unpack_from
+        next_file_start = -1
+        pos = 0
+        end = len(entries)
+        removing = False
+        while pos < end:
+            phys, size, tags = unpack(entries, pos)
+            if next_file_start >= 0 and phys < next_file_start:
+                pos += CQ_STORE_UNIT_SIZE
+                continue
+            if buffers and (
+                len(buffers) >= max_msg_nums
+                or total + size > max_total_bytes
+                or len(buffers) >= MAX_TRANSFER_COUNT_ON_MESSAGE_IN_MEMORY
+            ):
+                break
+            pos += CQ_STORE_UNIT_SIZE
+            if tag_codes is not None and tags not in tag_codes:
+                continue
+            data = get_data(phys, size)
+            if data is None:
+                if not buffers:
+                    removing = True
+                next_file_start = self.commit_log.roll_next_file(phys)
+                continue
+            buffers.append(data)
+            queue_offsets.append(offset + pos // CQ_STORE_UNIT_SIZE - 1)
+            total += size
+        result.next_begin_offset = offset + pos // CQ_STORE_UNIT_SIZE
+        result.buffer_total_size = total
+        if buffers:
+            result.status = GetMessageStatus.FOUND
+            self.counters["get_messages"] += len(buffers)
+        elif removing:
+            result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
+        return result
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """First live queue offset (0 when the queue does not exist)."""
+        queue = self.consume_queues.find(topic, queue_id)
+        return queue.min_offset if queue is not None else 0
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """Entries ever written (0 when the queue does not exist)."""
+        queue = self.consume_queues.find(topic, queue_id)
+        return queue.max_offset if queue is not None else 0
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        """Queue offset stored at ``timestamp`` or the nearer neighbour (0 when empty)."""
+        queue = self.consume_queues.find(topic, queue_id)
+        if queue is None:
+            return 0
+        return queue.offset_by_time(timestamp, self.commit_log.store_time_of)
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
+        """Store time of the message at a queue offset (-1 when absent)."""
+        queue = self.consume_queues.find(topic, queue_id)
+        entry = queue.get(offset) if queue is not None else None
+        if entry is None:
+            return -1
+        stored = self.commit_log.store_time_of(entry[0], entry[1])
+        return -1 if stored is None else stored
+
+    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        """Store time of a queue's first live message (-1 when none)."""
+        return self.get_message_store_timestamp(
+            topic, queue_id, self.get_min_offset_in_queue(topic, queue_id)
+        )
+
+    def get_earliest_message_store_time(self) -> int:
+        """Store time of the oldest record in the commit log (0 when empty)."""
+        return self.commit_log.first_store_timestamp()
+
+    def look_message_by_offset(self, commit_log_offset: int) -> memoryview | None:
+        """The record at a commit-log offset (None when absent)."""
+        return self.commit_log.get_record(commit_log_offset)
+
+    def query_message(
+        self, topic: str, key: str, max_num: int, begin: int, end: int
+    ) -> QueryMessageResult:
+        """Records of ``topic`` whose KEYS token or UNIQ_KEY is ``key``, newest first."""
+        index = self.index
+        buffers: list[memoryview] = []
+        if index is None:
+            return QueryMessageResult(buffers, 0, 0)
+        for phys in index.query(topic, key, max_num * 2 + 8, begin, end):
+            record = self.commit_log.get_record(phys)
+            if record is None:
+                continue
+            meta = read_dispatch_request(record, 0)
+            # The hash index has collisions; keep only real matches.
+            if meta.topic == topic and (key == meta.uniq_key or key in meta.keys.split(" ")):
+                buffers.append(record)
+                if len(buffers) >= max_num:
+                    break
+        last = index.files[-1] if index.files else None
+        return QueryMessageResult(
+            buffers,
+            last.end_timestamp if last else 0,
+            last.end_phy_offset if last else 0,
+        )
+
+    def get_commit_log_data(self, offset: int) -> memoryview | None:
+        """Committed bytes from ``offset`` to the end of its file's data (HA master)."""
+        return self.commit_log.get_data_from(offset)
+
+    def get_max_phy_offset(self) -> int:
+        """Commit-log offset just past the last record."""
+        return self.commit_log.max_offset
+
+    def get_min_phy_offset(self) -> int:
+        """Commit-log offset of the first byte still on disk."""
+        return self.commit_log.min_offset
+
+    def store_timestamp_at(self, commit_log_offset: int) -> int | None:
+        """STORETIMESTAMP of the record at a commit-log offset."""
+        record = self.commit_log.get_record(commit_log_offset)
+        return read_store_timestamp(record, 0) if record is not None else None
+
+    def statistics(self) -> StoreStatistics:
+        """Counters at one moment."""
+        c = self.counters
+        commit_log = self.commit_log
+        return StoreStatistics(
+            commit_log_min_offset=commit_log.min_offset,
+            commit_log_max_offset=commit_log.max_offset,
+            committed_offset=commit_log.committed_offset,
+            flushed_offset=commit_log.flushed_offset,
+            commit_log_files=len(commit_log.files.files),
+            consume_queues=len(self.consume_queues.queues),
+            index_files=len(self.index.files) if self.index is not None else 0,
+            puts=c["puts"],
+            put_messages=c["put_messages"],
+            put_bytes=c["put_bytes"],
+            put_failures=c["put_failures"],
+            write_batches=c["write_batches"],
+            flushes=c["flushes"],
+            gets=c["gets"],
+            get_messages=c["get_messages"],
+            dispatch_behind_bytes=commit_log.max_offset - self.reput_from_offset,
+            running=self.running,
+        )
+
+
+@contextlib.asynccontextmanager
+async def open_message_store(
+    config: MessageStoreConfig, **kwargs: Any
+) -> AsyncIterator[FileMessageStore]:
+    """Run a `FileMessageStore` for the duration of the block, closing it cleanly after."""
+    store = FileMessageStore(config, **kwargs)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(store.run)
+        try:
+            yield store
+        finally:
+            await store.aclose()

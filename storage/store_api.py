@@ -1,0 +1,96 @@
+"""The `MessageStore` protocol: what the broker needs of a store (RocketMQ's MessageStore).
+
+`storage.message_store.FileMessageStore` implements it; broker tests may use any other
+implementation with the same methods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Set
+from typing import Protocol
+
+from storage.results import (
+    GetMessageResult,
+    MessageBatch,
+    MessageExtBrokerInner,
+    PutMessageResult,
+    QueryMessageResult,
+    StoreStatistics,
+)
+
+MessageArrivingListener = Callable[[str, int, int], None]
+"""Called after each group commit with (topic, queue id, new max queue offset)."""
+
+MAX_TRANSFER_BYTES_ON_MESSAGE_IN_MEMORY = 256 * 1024
+MAX_TRANSFER_COUNT_ON_MESSAGE_IN_MEMORY = 32
+
+
+class MessageStore(Protocol):
+    """What the broker needs of a store (RocketMQ's MessageStore interface)."""
+
+    async def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
+        """Store one message."""
+        ...
+
+    async def put_messages(self, batch: MessageBatch) -> PutMessageResult:
+        """Store a batch: consecutive queue offsets, one commit-log file."""
+        ...
+
+    def get_message(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msg_nums: int,
+        tag_codes: Set[int] | None = None,
+        max_total_bytes: int = MAX_TRANSFER_BYTES_ON_MESSAGE_IN_MEMORY,
+    ) -> GetMessageResult:
+        """Whole records from ``offset`` on, filtered by tag hash codes (None = ``*``)."""
+        ...
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """First live queue offset."""
+        ...
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """Entries ever written (next queue offset)."""
+        ...
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        """Queue offset stored at ``timestamp`` or the nearer neighbour."""
+        ...
+
+    def look_message_by_offset(self, commit_log_offset: int) -> memoryview | None:
+        """The record at a commit-log offset (VIEW_MESSAGE_BY_ID)."""
+        ...
+
+    def query_message(
+        self, topic: str, key: str, max_num: int, begin: int, end: int
+    ) -> QueryMessageResult:
+        """Records of ``topic`` with KEYS token or UNIQ_KEY ``key`` stored in ``[begin, end]``."""
+        ...
+
+    def get_commit_log_data(self, offset: int) -> memoryview | None:
+        """Committed commit-log bytes from ``offset`` to its file's end (HA master)."""
+        ...
+
+    async def append_to_commit_log(self, start_offset: int, data: bytes | memoryview) -> bool:
+        """Append replicated bytes at exactly the store's max offset (HA slave)."""
+        ...
+
+    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        """Store time of a queue's first live message (-1 when none)."""
+        ...
+
+    def get_max_phy_offset(self) -> int:
+        """Commit-log offset just past the last record."""
+        ...
+
+    def get_min_phy_offset(self) -> int:
+        """Commit-log offset of the first byte still on disk."""
+        ...
+
+    def statistics(self) -> StoreStatistics:
+        """Counters at one moment."""
+        ...
