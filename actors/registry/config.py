@@ -1,0 +1,81 @@
+"""The registry's configuration, under RocketMQ's NameServer key names."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import attrs
+
+from supervisors.config import ConfigError, build_config, config_properties
+
+__all__ = ["KEYS", "RUNTIME_KEYS", "ConfigError", "RegistryConfig"]
+
+DEFAULT_HOME = Path("~/boltmq/namesrv")
+
+_port = attrs.validators.and_(attrs.validators.ge(0), attrs.validators.le(65535))
+_positive = attrs.validators.gt(0)
+_not_negative = attrs.validators.ge(0)
+
+
+@attrs.define(on_setattr=attrs.setters.validate)
+class RegistryConfig:
+    """Registry settings; each attribute has a Java-style key (see `KEYS`)."""
+
+    listen_port: int = attrs.field(default=9876, validator=_port)
+    bind_address: str = "0.0.0.0"
+    websocket_listen_port: int = attrs.field(default=0, validator=_port)  # 0 = off
+    kv_config_path: str | None = str(DEFAULT_HOME / "kvConfig.json")  # None = memory only
+    scan_not_active_broker_interval: int = attrs.field(default=10_000, validator=_positive)  # ms
+    broker_expired_millis: int = attrs.field(default=120_000, validator=_positive)
+    order_message_enable: bool = False
+    server_channel_max_idle_time_seconds: int = attrs.field(default=120, validator=_not_negative)
+
+    def to_properties(self) -> dict[str, str]:
+        """Every key with its value as text (GET_NAMESRV_CONFIG's body)."""
+        return config_properties(self)
+
+    def update(self, properties: Mapping[str, str], *, runtime: bool = False) -> list[str]:
+        """Apply Java-named keys; with ``runtime`` only keys a running registry can change.
+
+        Returns the keys applied. Raises `ConfigError` (and changes nothing) on a bad key/value.
+        """
+        for key in properties:
+            if key not in KEYS:
+                raise ConfigError(f"unknown registry config key {key!r}")
+            if runtime and key not in RUNTIME_KEYS:
+                raise ConfigError(f"{key} cannot be changed while the registry runs")
+        updated = build_config(
+            RegistryConfig,
+            self.to_properties(),
+            source="current config",
+            overrides=dict(properties),
+            overrides_source="update",
+        )
+        for key in properties:
+            attr = KEYS[key]
+            setattr(self, attr, getattr(updated, attr))
+        return list(properties)
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, str]) -> RegistryConfig:
+        """A config from Java-named keys (unknown keys are logged and ignored)."""
+        return build_config(cls, properties)
+
+
+#: Java key -> attribute (the same names supervisors.config derives from the fields).
+KEYS = {
+    "listenPort": "listen_port",
+    "bindAddress": "bind_address",
+    "websocketListenPort": "websocket_listen_port",
+    "kvConfigPath": "kv_config_path",
+    "scanNotActiveBrokerInterval": "scan_not_active_broker_interval",
+    "brokerExpiredMillis": "broker_expired_millis",
+    "orderMessageEnable": "order_message_enable",
+    "serverChannelMaxIdleTimeSeconds": "server_channel_max_idle_time_seconds",
+}
+
+#: Keys UPDATE_NAMESRV_CONFIG may change; the others need a restart.
+RUNTIME_KEYS = frozenset(
+    {"scanNotActiveBrokerInterval", "brokerExpiredMillis", "orderMessageEnable"}
+)

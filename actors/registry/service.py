@@ -1,0 +1,120 @@
+"""`Registry`: the actor, its handlers and the remoting listeners, started as one unit."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import attrs
+import trio
+
+from actors.registry.actor import RegistryActor, RegistryStatistics
+from actors.registry.config import RegistryConfig
+from actors.registry.handlers import BROKER_CONNECTION, register_handlers
+from actors.registry.kv_config import KVConfig
+from protocol.connection import Connection, Dispatcher
+from protocol.server import RemotingServer, ServerConfig, ServerStatistics
+
+log = logging.getLogger("boltmq.registry")
+
+
+@attrs.frozen
+class RegistryServiceStatistics:
+    """The registry's actor and server counters at one moment."""
+
+    actor: RegistryStatistics
+    server: ServerStatistics
+
+
+class Registry:
+    """A RocketMQ NameServer: route tables, broker liveness and KV config over remoting."""
+
+    def __init__(self, config: RegistryConfig | None = None) -> None:
+        self.config = config or RegistryConfig()
+        self.kv_config = KVConfig(self.config.kv_config_path)
+        self.actor = RegistryActor(self.config, kv_config=self.kv_config)
+        self.dispatcher = Dispatcher()
+        register_handlers(self.dispatcher, self.actor)
+        idle = self.config.server_channel_max_idle_time_seconds
+        self.server = RemotingServer(self.dispatcher, ServerConfig(idle_timeout=idle or None))
+        self.server.add_close_listener(self._connection_closed)
+        self.port: int | None = None
+        self.websocket_port: int | None = None
+        self._loaded = False
+
+    async def load(self) -> None:
+        """Read kvConfig.json (`run` does it when not done yet); raises `KVConfigError`."""
+        await trio.to_thread.run_sync(self.load_blocking)
+
+    def load_blocking(self) -> None:
+        """`load` for code outside trio (a command line before it starts the event loop)."""
+        self.kv_config.load()
+        self.actor.route_table.invalidate_all()
+        self._loaded = True
+
+    @property
+    def host(self) -> str:
+        """A host a local client can dial (the bind address, loopback for the wildcard)."""
+        bind = self.config.bind_address
+        return "127.0.0.1" if bind in ("", "0.0.0.0", "::") else bind
+
+    @property
+    def address(self) -> str:
+        """``host:port`` of the TCP listener (after start)."""
+        return f"{self.host}:{self.port}"
+
+    @property
+    def websocket_address(self) -> str | None:
+        """``ws://host:port/`` of the websocket listener, when one runs."""
+        return None if not self.websocket_port else f"ws://{self.host}:{self.websocket_port}/"
+
+    async def run(
+        self, *, task_status: trio.TaskStatus[Registry] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Load the KV config, start the actor and the listeners; serve until cancelled.
+
+        Raises `KVConfigError` before listening when kvConfig.json cannot be read.
+        """
+        if not self._loaded:
+            await self.load()
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.actor.run)
+            bind = self.config.bind_address or None
+            self.port = await nursery.start(self.server.serve_tcp, self.config.listen_port, bind)
+            if self.config.websocket_listen_port:
+                self.websocket_port = await nursery.start(
+                    self.server.serve_websocket,
+                    self.config.websocket_listen_port,
+                    self.config.bind_address or "0.0.0.0",
+                )
+            log.info(
+                "registry ready: tcp port %d%s, KV config %s",
+                self.port,
+                f", websocket port {self.websocket_port}" if self.websocket_port else "",
+                self.kv_config.path or "in memory",
+            )
+            task_status.started(self)
+
+    def statistics(self) -> RegistryServiceStatistics:
+        """Actor and server counters."""
+        return RegistryServiceStatistics(self.actor.statistics(), self.server.statistics())
+
+    def _connection_closed(self, connection: Connection) -> None:
+        # Only connections a broker registered over can remove anything.
+        if connection.attributes.get(BROKER_CONNECTION):
+            reason = f"connection closed ({connection.close_reason or 'peer went away'})"
+            self.actor.notify_connection_closed(connection, reason)
+
+
+@asynccontextmanager
+async def open_registry(config: RegistryConfig | None = None) -> AsyncIterator[Registry]:
+    """Run a registry for the duration of the block; yields it once it listens."""
+    registry = Registry(config)
+    await registry.load()  # before the nursery, so a bad KV file raises plainly
+    async with trio.open_nursery() as nursery:
+        await nursery.start(registry.run)
+        try:
+            yield registry
+        finally:
+            nursery.cancel_scope.cancel()
