@@ -73,6 +73,17 @@ class RemotingServer:
             await nursery.start(trio.serve_listeners, self._serve_tcp_stream, listeners)
             task_status.started(bound)
 
+    async def serve_listeners(
+        self,
+        listeners: list[trio.SocketListener],
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Serve listeners bound beforehand (a broker binds first to learn its port)."""
+        async with trio.open_nursery() as nursery:
+            await nursery.start(trio.serve_listeners, self._serve_tcp_stream, listeners)
+            task_status.started()
+
     async def serve_websocket(
         self,
         port: int,

@@ -61,12 +61,12 @@ COMMANDS: dict[str, CommandEntry] = {
     ),
     "broker": CommandEntry(
         "run a broker: stores and serves messages, registers with the registries",
-        "actors.broker.cli:broker_main",
+        "actors.broker.launcher:broker_main",
         argv=True,
     ),
     "cluster": CommandEntry(
         "run a registry and a broker in one process (the embedded default)",
-        "actors.registry.cli:cluster_main",
+        "actors.broker.launcher:cluster_main",
         argv=True,
     ),
 }

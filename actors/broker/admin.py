@@ -1,0 +1,384 @@
+"""The broker's other request codes: client heartbeats, offsets, queue queries, message lookup
+and topic / group administration. Each handler is a plain function (answered inline by the
+connection's reader) because none of them waits.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import trio
+
+from actors.broker.clients import ClientChannel
+from actors.broker.topics import PERM_RW, retry_topic
+from protocol.bodies import (
+    BodyError,
+    ConsumerConnection,
+    ConsumerOffsetSerializeWrapper,
+    GetConsumerListByGroupResponseBody,
+    HeartbeatData,
+    ProducerConnection,
+    SubscriptionGroupConfig,
+    TopicConfig,
+    TopicFilterType,
+)
+from protocol.bodies import (
+    Connection as ConnectionBody,
+)
+from protocol.codes import RequestCode, ResponseCode
+from protocol.command import RemotingCommand, RemotingError
+from protocol.connection import Connection, Dispatcher
+from protocol.headers import (
+    CreateTopicRequestHeader,
+    DeleteSubscriptionGroupRequestHeader,
+    DeleteTopicRequestHeader,
+    GetConsumerConnectionListRequestHeader,
+    GetConsumerListByGroupRequestHeader,
+    GetEarliestMsgStoretimeRequestHeader,
+    GetEarliestMsgStoretimeResponseHeader,
+    GetMaxOffsetRequestHeader,
+    GetMaxOffsetResponseHeader,
+    GetMinOffsetRequestHeader,
+    GetMinOffsetResponseHeader,
+    GetProducerConnectionListRequestHeader,
+    NotifyConsumerIdsChangedRequestHeader,
+    QueryConsumerOffsetRequestHeader,
+    QueryConsumerOffsetResponseHeader,
+    QueryMessageRequestHeader,
+    QueryMessageResponseHeader,
+    SearchOffsetRequestHeader,
+    SearchOffsetResponseHeader,
+    UnregisterClientRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+    ViewMessageRequestHeader,
+    decode_header,
+    encode_header,
+)
+
+if TYPE_CHECKING:
+    from actors.broker.service import Broker
+
+log = logging.getLogger("boltmq.broker")
+
+DEFAULT_QUERY_MAX_NUM = 32
+
+
+def register_admin_handlers(dispatcher: Dispatcher, broker: Broker) -> None:
+    """Serve the codes of this module on ``dispatcher``."""
+    handlers = _Handlers(broker)
+    table = {
+        RequestCode.HEART_BEAT: handlers.heart_beat,
+        RequestCode.UNREGISTER_CLIENT: handlers.unregister_client,
+        RequestCode.GET_CONSUMER_LIST_BY_GROUP: handlers.get_consumer_list_by_group,
+        RequestCode.GET_CONSUMER_CONNECTION_LIST: handlers.get_consumer_connection_list,
+        RequestCode.GET_PRODUCER_CONNECTION_LIST: handlers.get_producer_connection_list,
+        RequestCode.QUERY_CONSUMER_OFFSET: handlers.query_consumer_offset,
+        RequestCode.UPDATE_CONSUMER_OFFSET: handlers.update_consumer_offset,
+        RequestCode.GET_ALL_CONSUMER_OFFSET: handlers.get_all_consumer_offset,
+        RequestCode.GET_MIN_OFFSET: handlers.get_min_offset,
+        RequestCode.GET_MAX_OFFSET: handlers.get_max_offset,
+        RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: handlers.search_offset_by_timestamp,
+        RequestCode.GET_EARLIEST_MSG_STORETIME: handlers.get_earliest_msg_storetime,
+        RequestCode.VIEW_MESSAGE_BY_ID: handlers.view_message_by_id,
+        RequestCode.QUERY_MESSAGE: handlers.query_message,
+        RequestCode.UPDATE_AND_CREATE_TOPIC: handlers.update_and_create_topic,
+        RequestCode.DELETE_TOPIC_IN_BROKER: handlers.delete_topic_in_broker,
+        RequestCode.GET_ALL_TOPIC_CONFIG: handlers.get_all_topic_config,
+        RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: handlers.update_and_create_group,
+        RequestCode.DELETE_SUBSCRIPTIONGROUP: handlers.delete_group,
+        RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: handlers.get_all_group_config,
+    }
+    for code, handler in table.items():
+        dispatcher.register(code, handler)
+
+
+class _Handlers:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    # -- clients ---------------------------------------------------------------------------
+
+    def heart_beat(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
+        broker = self.broker
+        try:
+            data = HeartbeatData.from_json(request.body or b"")
+        except BodyError as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"bad heartbeat body: {exc}")
+        now = trio.current_time()
+
+        def channel() -> ClientChannel:
+            return ClientChannel(connection, data.client_id, request.language, request.version, now)
+
+        for consumer in data.consumer_data_set:
+            group_config = broker.groups.find_subscription_group_config(consumer.group_name)
+            notify = broker.config.notify_consumer_ids_changed_enable
+            if group_config is not None:
+                notify = notify and group_config.notify_consumer_ids_changed_enable
+                broker.topics.create_topic_in_send_back(
+                    retry_topic(consumer.group_name), group_config.retry_queue_nums, PERM_RW
+                )
+            changed = broker.clients.register_consumer(
+                consumer.group_name, channel(), consumer.consume_type, consumer.message_model,
+                consumer.consume_from_where, consumer.subscription_data_set, notify,
+            )  # fmt: skip
+            if changed:
+                log.info(
+                    "consumer group %s: %s joined or changed its subscriptions",
+                    consumer.group_name, data.client_id,
+                )  # fmt: skip
+        for producer in data.producer_data_set:
+            broker.clients.register_producer(producer.group_name, channel())
+        return request.response()
+
+    def unregister_client(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        header = decode_header(UnregisterClientRequestHeader, request.ext_fields)
+        if header.producer_group:
+            self.broker.clients.unregister_producer(header.producer_group, connection)
+        if header.consumer_group:
+            self.broker.clients.unregister_consumer(header.consumer_group, connection)
+        return request.response()
+
+    def get_consumer_list_by_group(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        header = decode_header(GetConsumerListByGroupRequestHeader, request.ext_fields)
+        info = self.broker.clients.get_consumer_group_info(header.consumer_group)
+        if info is None or not info.channels:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {header.consumer_group}"
+            )
+        body = GetConsumerListByGroupResponseBody(consumer_id_list=info.client_ids())
+        return request.response(body=body.to_json())
+
+    def get_consumer_connection_list(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        header = decode_header(GetConsumerConnectionListRequestHeader, request.ext_fields)
+        info = self.broker.clients.get_consumer_group_info(header.consumer_group)
+        if info is None or not info.channels:
+            return request.response(
+                ResponseCode.CONSUMER_NOT_ONLINE,
+                f"the consumer group {header.consumer_group} is not online",
+            )
+        body = ConsumerConnection(
+            connection_set=[_connection_body(c) for c in info.channels.values()],
+            subscription_table=dict(info.subscriptions),
+            consume_type=info.consume_type,
+            message_model=info.message_model,
+            consume_from_where=info.consume_from_where,
+        )
+        return request.response(body=body.to_json())
+
+    def get_producer_connection_list(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        header = decode_header(GetProducerConnectionListRequestHeader, request.ext_fields)
+        channels = self.broker.clients.producer_table.get(header.producer_group)
+        if not channels:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"the producer group {header.producer_group} has no connection",
+            )
+        body = ProducerConnection(connection_set=[_connection_body(c) for c in channels.values()])
+        return request.response(body=body.to_json())
+
+    # -- offsets ---------------------------------------------------------------------------
+
+    def query_consumer_offset(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        header = decode_header(QueryConsumerOffsetRequestHeader, request.ext_fields)
+        broker = self.broker
+        offset = broker.offsets.query_offset(header.consumer_group, header.topic, header.queue_id)
+        if offset < 0:
+            # A new group starts a queue that still holds its first message at offset 0,
+            # as RocketMQ does; otherwise the client applies its consumeFromWhere.
+            if broker.store.get_min_offset_in_queue(header.topic, header.queue_id) <= 0:
+                offset = 0
+            else:
+                return request.response(
+                    ResponseCode.QUERY_NOT_FOUND,
+                    f"no offset of {header.consumer_group} on {header.topic}:{header.queue_id}",
+                )
+        return request.response(
+            ext_fields=encode_header(QueryConsumerOffsetResponseHeader(offset=offset))
+        )
+
+    def update_consumer_offset(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        header = decode_header(UpdateConsumerOffsetRequestHeader, request.ext_fields)
+        self.broker.offsets.commit_offset(
+            header.consumer_group, header.topic, header.queue_id, header.commit_offset
+        )
+        return request.response()
+
+    def get_all_consumer_offset(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        table = self.broker.offsets.offset_table
+        body = ConsumerOffsetSerializeWrapper(offset_table={k: dict(v) for k, v in table.items()})
+        return request.response(body=body.to_json())
+
+    def get_min_offset(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
+        header = decode_header(GetMinOffsetRequestHeader, request.ext_fields)
+        offset = self.broker.store.get_min_offset_in_queue(header.topic, header.queue_id)
+        return request.response(ext_fields=encode_header(GetMinOffsetResponseHeader(offset=offset)))
+
+    def get_max_offset(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
+        header = decode_header(GetMaxOffsetRequestHeader, request.ext_fields)
+        offset = self.broker.store.get_max_offset_in_queue(header.topic, header.queue_id)
+        return request.response(ext_fields=encode_header(GetMaxOffsetResponseHeader(offset=offset)))
+
+    def search_offset_by_timestamp(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        header = decode_header(SearchOffsetRequestHeader, request.ext_fields)
+        offset = self.broker.store.get_offset_in_queue_by_time(
+            header.topic, header.queue_id, header.timestamp
+        )
+        return request.response(ext_fields=encode_header(SearchOffsetResponseHeader(offset=offset)))
+
+    def get_earliest_msg_storetime(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        header = decode_header(GetEarliestMsgStoretimeRequestHeader, request.ext_fields)
+        timestamp = self.broker.store.get_earliest_message_time(header.topic, header.queue_id)
+        return request.response(
+            ext_fields=encode_header(GetEarliestMsgStoretimeResponseHeader(timestamp=timestamp))
+        )
+
+    # -- message lookup --------------------------------------------------------------------
+
+    def view_message_by_id(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        header = decode_header(ViewMessageRequestHeader, request.ext_fields)
+        record = self.broker.store.look_message_by_offset(header.offset)
+        if record is None:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR, f"no message at commit-log offset {header.offset}"
+            )
+        body = bytes(record)
+        record.release()
+        return request.response(body=body)
+
+    def query_message(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
+        header = decode_header(QueryMessageRequestHeader, request.ext_fields)
+        max_num = DEFAULT_QUERY_MAX_NUM if header.unique_key_query else header.max_num
+        result = self.broker.store.query_message(
+            header.topic, header.key, max(1, max_num), header.begin_timestamp, header.end_timestamp
+        )
+        if not result.buffers:
+            return request.response(
+                ResponseCode.QUERY_NOT_FOUND,
+                f"no message of topic {header.topic} with key {header.key} in that time range",
+            )
+        body = b"".join(result.buffers)
+        for buffer in result.buffers:
+            buffer.release()
+        ext = encode_header(
+            QueryMessageResponseHeader(
+                index_last_update_timestamp=result.index_last_update_timestamp,
+                index_last_update_phyoffset=result.index_last_update_phyoffset,
+            )
+        )
+        return request.response(ext_fields=ext, body=body)
+
+    # -- topics and groups -----------------------------------------------------------------
+
+    def update_and_create_topic(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        from actors.broker.topics import check_topic_name
+
+        header = decode_header(CreateTopicRequestHeader, request.ext_fields)
+        broker = self.broker
+        if broker.config.is_slave:
+            return request.response(
+                ResponseCode.NO_PERMISSION, "a slave does not create topics; ask its master"
+            )
+        problem = check_topic_name(header.topic)
+        if problem is not None:
+            return request.response(ResponseCode.SYSTEM_ERROR, problem)
+        if (
+            header.topic in broker.topics.system_topics
+            or header.topic == broker.config.broker_cluster_name
+        ):
+            return request.response(
+                ResponseCode.SYSTEM_ERROR, f"topic {header.topic} is a system topic"
+            )
+        try:
+            filter_type = TopicFilterType[header.topic_filter_type or "SINGLE_TAG"]
+        except KeyError:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"topicFilterType {header.topic_filter_type!r} is not SINGLE_TAG or MULTI_TAG",
+            )
+        broker.topics.update_topic_config(
+            TopicConfig(
+                topic_name=header.topic,
+                read_queue_nums=header.read_queue_nums,
+                write_queue_nums=header.write_queue_nums,
+                perm=header.perm,
+                topic_filter_type=filter_type,
+                topic_sys_flag=header.topic_sys_flag or 0,
+                order=header.order,
+            )
+        )
+        return request.response()
+
+    def delete_topic_in_broker(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        header = decode_header(DeleteTopicRequestHeader, request.ext_fields)
+        self.broker.topics.delete_topic_config(header.topic)
+        return request.response()
+
+    def get_all_topic_config(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        return request.response(body=self.broker.topics.to_json())
+
+    def update_and_create_group(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        try:
+            config = SubscriptionGroupConfig.from_json(request.body or b"")
+        except BodyError as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"bad group body: {exc}")
+        self.broker.groups.update(config)
+        return request.response()
+
+    def delete_group(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
+        header = decode_header(DeleteSubscriptionGroupRequestHeader, request.ext_fields)
+        self.broker.groups.delete(header.group_name)
+        if header.remove_offset:
+            self.broker.offsets.remove_group(header.group_name)
+        return request.response()
+
+    def get_all_group_config(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        return request.response(body=self.broker.groups.to_json())
+
+
+def _connection_body(channel: ClientChannel) -> ConnectionBody:
+    return ConnectionBody(
+        client_id=channel.client_id,
+        client_addr=channel.connection.peer,
+        language=channel.language,
+        version=channel.version,
+    )
+
+
+def notify_request(group: str) -> RemotingCommand:
+    """The oneway NOTIFY_CONSUMER_IDS_CHANGED a broker sends to a group's members."""
+    header = encode_header(NotifyConsumerIdsChangedRequestHeader(consumer_group=group))
+    return RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, header, oneway=True)
+
+
+__all__ = ["RemotingError", "notify_request", "register_admin_handlers"]

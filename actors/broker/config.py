@@ -1,0 +1,153 @@
+"""The broker's configuration under RocketMQ's BrokerConfig / MessageStoreConfig key names.
+
+One flat attrs class, so ``broker.conf`` (a Java properties file) and ``--key value`` flags
+map onto it by name (`supervisors.config`); `BrokerConfig.store_config` derives the store's
+settings from it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+
+from storage import BrokerRole, FlushDiskType, MessageStoreConfig
+from supervisors.config import ConfigError, build_config, config_properties, load_config
+
+__all__ = ["DEFAULT_STORE_ROOT", "BrokerConfig", "ConfigError", "load_broker_config"]
+
+DEFAULT_STORE_ROOT = Path("~/store")
+
+_port = attrs.validators.and_(attrs.validators.ge(0), attrs.validators.le(65535))
+_positive = attrs.validators.gt(0)
+
+
+@attrs.define(kw_only=True)
+class BrokerConfig:
+    """Broker and store settings; each attribute's key is its camelCase name."""
+
+    broker_cluster_name: str = "DefaultCluster"
+    broker_name: str = "broker-a"
+    broker_id: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    # ';'-separated registry addresses; empty = do not register anywhere.
+    namesrv_addr: str = ""
+    broker_ip1: str = attrs.field(default="127.0.0.1", metadata={"key": "brokerIP1"})
+    listen_port: int = attrs.field(default=10911, validator=_port)
+    # 0 = listenPort + 1 (RocketMQ's default).
+    ha_listen_port: int = attrs.field(default=0, validator=_port)
+    # 0 = off.
+    websocket_listen_port: int = attrs.field(default=0, validator=_port)
+    # Also listen on listenPort - 2 (the "VIP" port older Java producers send to).
+    fast_port_enable: bool = True
+    bind_address: str = "0.0.0.0"
+    store_path_root_dir: str = str(DEFAULT_STORE_ROOT)
+    broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
+    flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
+    broker_permission: int = 6
+    auto_create_topic_enable: bool = True
+    auto_create_subscription_group: bool = True
+    default_topic_queue_nums: int = attrs.field(default=8, validator=_positive)
+    cluster_topic_enable: bool = True
+    broker_topic_enable: bool = True
+    trace_topic_enable: bool = False
+    notify_consumer_ids_changed_enable: bool = True
+    max_message_size: int = attrs.field(default=4 * 1024 * 1024, validator=_positive)
+    region_id: str = "DefaultRegion"
+    trace_on: bool = True
+    register_broker_timeout_mills: int = attrs.field(default=6000, validator=_positive)
+    register_name_server_period: int = attrs.field(default=30_000, validator=_positive)
+    flush_consumer_offset_interval: int = attrs.field(default=5000, validator=_positive)
+    channel_expired_timeout: int = attrs.field(default=120_000, validator=_positive)
+    long_polling_enable: bool = True
+    short_polling_time_mills: int = attrs.field(default=1000, validator=_positive)
+    # Held pulls at once; a pull over the bound is answered PULL_NOT_FOUND at once.
+    max_held_pulls: int = attrs.field(default=10_000, validator=_positive)
+    slave_read_enable: bool = False
+    which_broker_when_consume_slowly: int = 1
+    server_channel_max_idle_time_seconds: int = 120
+    # Store settings (RocketMQ keeps the historical "maped" spelling in the key).
+    mapped_file_size_commit_log: int = attrs.field(
+        default=1024 * 1024 * 1024, validator=_positive, metadata={"key": "mapedFileSizeCommitLog"}
+    )
+    mapped_file_size_consume_queue: int = attrs.field(
+        default=300_000 * 20, validator=_positive, metadata={"key": "mapedFileSizeConsumeQueue"}
+    )
+    flush_interval_commit_log: int = attrs.field(default=500, validator=_positive)
+    flush_interval_consume_queue: int = attrs.field(default=1000, validator=_positive)
+    sync_flush_timeout: int = attrs.field(default=5000, validator=_positive)
+    file_reserved_time: float = 72
+    delete_when: str = "04"
+    disk_max_used_space_ratio: int = 75
+    message_index_enable: bool = True
+    max_hash_slot_num: int = 5_000_000
+    max_index_num: int = 20_000_000
+    check_crc_on_recover: bool = True
+
+    @property
+    def broker_addr(self) -> str:
+        """``brokerIP1:listenPort``: the address registries hand to clients."""
+        return f"{self.broker_ip1}:{self.listen_port}"
+
+    @property
+    def ha_addr(self) -> str:
+        """``brokerIP1:haListenPort``."""
+        return f"{self.broker_ip1}:{self.ha_listen_port or self.listen_port + 1}"
+
+    @property
+    def namesrv_list(self) -> list[str]:
+        """The registry addresses of ``namesrvAddr``."""
+        return [part.strip() for part in self.namesrv_addr.split(";") if part.strip()]
+
+    @property
+    def store_root(self) -> Path:
+        """``storePathRootDir`` with ``~`` expanded."""
+        return Path(self.store_path_root_dir).expanduser()
+
+    @property
+    def config_dir(self) -> Path:
+        """``<storePathRootDir>/config``: topics.json, consumerOffset.json, ..."""
+        return self.store_root / "config"
+
+    @property
+    def is_slave(self) -> bool:
+        """Whether this broker is a slave (refuses writes)."""
+        return self.broker_role == BrokerRole.SLAVE
+
+    def store_config(self) -> MessageStoreConfig:
+        """The store's settings derived from these."""
+        entries = self.mapped_file_size_consume_queue // 20
+        return MessageStoreConfig(
+            store_path_root_dir=self.store_root,
+            mapped_file_size_commit_log=self.mapped_file_size_commit_log,
+            mapped_file_size_consume_queue_entries=max(entries, 1),
+            flush_disk_type=self.flush_disk_type,
+            broker_role=self.broker_role,
+            flush_interval_commit_log_ms=self.flush_interval_commit_log,
+            flush_interval_consume_queue_ms=self.flush_interval_consume_queue,
+            sync_flush_timeout_ms=self.sync_flush_timeout,
+            max_message_size=self.max_message_size,
+            file_reserved_time_hours=self.file_reserved_time,
+            delete_when=self.delete_when,
+            disk_max_used_space_ratio=self.disk_max_used_space_ratio,
+            message_index_enable=self.message_index_enable,
+            max_hash_slot_num=self.max_hash_slot_num,
+            max_index_num=self.max_index_num,
+            check_crc_on_recover=self.check_crc_on_recover,
+            store_host=(self.broker_ip1, self.listen_port),
+        )
+
+    def to_properties(self) -> dict[str, str]:
+        """Every key with its value as text (GET_BROKER_CONFIG's body)."""
+        return config_properties(self)
+
+    @classmethod
+    def from_properties(cls, properties: dict[str, str]) -> BrokerConfig:
+        """A config from Java-named keys (unknown keys are logged and ignored)."""
+        return build_config(cls, properties)
+
+
+def load_broker_config(
+    path: str | None = None, overrides: dict[str, object] | None = None
+) -> BrokerConfig:
+    """``broker.conf`` (when given) plus overrides; raises `ConfigError` on a bad value."""
+    return load_config(BrokerConfig, path, overrides)

@@ -1,0 +1,172 @@
+"""The registrar: keeps every configured registry told about this broker (RocketMQ's
+BrokerOuterAPI registration loop).
+
+At start and every ``registerNameServerPeriod`` (30 s) it asks each registry whether it holds
+the current topic data version (QUERY_DATA_VERSION) and sends a full REGISTER_BROKER when not,
+or at once after a topic change (`register_soon`). A registry that is down is logged once and
+tried again next period; when it comes back it gets a full registration. On clean shutdown
+the broker unregisters from all of them.
+"""
+
+from __future__ import annotations
+
+import logging
+import zlib
+
+import trio
+
+from actors.broker.config import BrokerConfig
+from actors.broker.topics import TopicManager
+from protocol.bodies import DataVersion, KVTable, RegisterBrokerBody
+from protocol.client import RemotingClient
+from protocol.codes import RequestCode, ResponseCode
+from protocol.command import RemotingCommand, RemotingError
+from protocol.headers import (
+    QueryDataVersionRequestHeader,
+    QueryDataVersionResponseHeader,
+    RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
+    UnRegisterBrokerRequestHeader,
+    decode_header,
+    encode_header,
+)
+
+log = logging.getLogger("boltmq.broker.registrar")
+
+
+class Registrar:
+    """Registers the broker with every registry in ``namesrvAddr``; see the module docstring."""
+
+    def __init__(self, config: BrokerConfig, topics: TopicManager, client: RemotingClient) -> None:
+        self.config = config
+        self.topics = topics
+        self.client = client
+        self.master_addr: str | None = None
+        self.master_ha_addr: str | None = None
+        self.order_topics: set[str] = set()
+        self.registrations = 0
+        self._down: set[str] = set()
+        self._registered_version: dict[str, DataVersion] = {}
+        self._soon = trio.Event()
+
+    @property
+    def addresses(self) -> list[str]:
+        """The registries this broker registers with."""
+        return self.config.namesrv_list
+
+    def register_soon(self) -> None:
+        """Ask for a registration now (after a topic change)."""
+        self._soon.set()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Register now, then every period or when asked; ready after the first round."""
+        await self.register_all()
+        task_status.started()
+        period = self.config.register_name_server_period / 1000
+        while True:
+            with trio.move_on_after(period):
+                await self._soon.wait()
+            self._soon = trio.Event()
+            await self.register_all()
+
+    async def register_all(self) -> None:
+        """One round: every registry, concurrently; failures are logged, never raised."""
+        if not self.addresses:
+            return
+        async with trio.open_nursery() as nursery:
+            for address in self.addresses:
+                nursery.start_soon(self._register_one, address)
+
+    async def _register_one(self, address: str) -> None:
+        version = self.topics.data_version
+        timeout = self.config.register_broker_timeout_mills / 1000
+        try:
+            if self._registered_version.get(address) == version and not await self._changed(
+                address, version, timeout
+            ):
+                self._up(address)
+                return
+            await self._register(address, timeout)
+            self._registered_version[address] = version
+            self._up(address)
+        except (RemotingError, OSError) as exc:
+            self._registered_version.pop(address, None)
+            if address not in self._down:
+                self._down.add(address)
+                log.warning(
+                    "registry %s unreachable (%s); retrying every %d s",
+                    address, exc, self.config.register_name_server_period // 1000,
+                )  # fmt: skip
+
+    def _up(self, address: str) -> None:
+        if address in self._down:
+            self._down.discard(address)
+            log.info("registry %s reachable again; registered", address)
+
+    def _identity(self) -> dict[str, str]:
+        c = self.config
+        return encode_header(
+            QueryDataVersionRequestHeader(
+                broker_name=c.broker_name,
+                broker_addr=c.broker_addr,
+                cluster_name=c.broker_cluster_name,
+                broker_id=c.broker_id,
+            )
+        )
+
+    async def _changed(self, address: str, version: DataVersion, timeout: float) -> bool:
+        request = RemotingCommand.request(
+            RequestCode.QUERY_DATA_VERSION, self._identity(), version.to_json()
+        )
+        response = await self.client.invoke(address, request, timeout)
+        if response.code != ResponseCode.SUCCESS:
+            return True
+        return decode_header(QueryDataVersionResponseHeader, response.ext_fields).changed
+
+    async def _register(self, address: str, timeout: float) -> None:
+        c = self.config
+        body = RegisterBrokerBody(topic_config_serialize_wrapper=self.topics.wrapper()).encode()
+        header = RegisterBrokerRequestHeader(
+            broker_name=c.broker_name,
+            broker_addr=c.broker_addr,
+            cluster_name=c.broker_cluster_name,
+            ha_server_addr=c.ha_addr,
+            broker_id=c.broker_id,
+            compressed=False,
+            body_crc32=zlib.crc32(body) & 0x7FFFFFFF,
+        )
+        request = RemotingCommand.request(RequestCode.REGISTER_BROKER, encode_header(header), body)
+        response = await self.client.invoke(address, request, timeout)
+        if response.code != ResponseCode.SUCCESS:
+            raise RemotingError(response.code, response.remark or "registration refused")
+        self.registrations += 1
+        answer = decode_header(RegisterBrokerResponseHeader, response.ext_fields)
+        if c.broker_id != 0:
+            self.master_addr = answer.master_addr or None
+            self.master_ha_addr = answer.ha_server_addr or None
+        if response.body:
+            self.order_topics = set(KVTable.from_json(response.body).table)
+            self.topics.update_order_topics(self.order_topics)
+
+    async def unregister_all(self) -> None:
+        """Tell every registry this broker is leaving (best effort, bounded by the timeout)."""
+        c = self.config
+        header = encode_header(
+            UnRegisterBrokerRequestHeader(
+                broker_name=c.broker_name,
+                broker_addr=c.broker_addr,
+                cluster_name=c.broker_cluster_name,
+                broker_id=c.broker_id,
+            )
+        )
+
+        async def one(address: str) -> None:
+            request = RemotingCommand.request(RequestCode.UNREGISTER_BROKER, dict(header))
+            try:
+                await self.client.invoke(address, request, 3.0)
+            except (RemotingError, OSError) as exc:
+                log.warning("could not unregister from registry %s: %s", address, exc)
+
+        async with trio.open_nursery() as nursery:
+            for address in self.addresses:
+                nursery.start_soon(one, address)

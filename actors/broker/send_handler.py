@@ -1,0 +1,242 @@
+"""SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE (RocketMQ's SendMessageProcessor).
+
+Checks run in the order of sheet 3.12, each refusal with its RocketMQ response code and a
+remark that says what to fix; nothing is stored when a check fails. The body goes to the store
+as received (compressed bodies stay compressed); the answer carries the offset msg id, the
+queue and the queue offset.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING
+
+from actors.broker.topics import (
+    NOT_ALLOWED_SEND_TOPICS,
+    PERM_RW,
+    RETRY_GROUP_TOPIC_PREFIX,
+    check_topic_name,
+    dlq_topic,
+)
+from protocol.bodies import PERM_WRITE, TopicConfig, TopicFilterType
+from protocol.codes import RequestCode, ResponseCode
+from protocol.command import RemotingCommand
+from protocol.connection import Connection
+from protocol.headers import (
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+    decode_send_header,
+    encode_send_response,
+)
+from protocol.message import (
+    MessageConst,
+    MessageFormatError,
+    MessageSysFlag,
+    decode_batch,
+    properties_to_string,
+    string_to_properties,
+)
+from protocol.transport import parse_address
+from storage import MessageBatch, MessageExtBrokerInner, PutMessageResult, PutMessageStatus
+
+if TYPE_CHECKING:
+    from actors.broker.service import Broker
+
+#: Store statuses that still stored the message, and the code to answer them with.
+_STORED_CODES = {
+    PutMessageStatus.PUT_OK: ResponseCode.SUCCESS,
+    PutMessageStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    PutMessageStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
+}
+_FAILED_CODES = {
+    PutMessageStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
+    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
+    PutMessageStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
+}
+
+
+class SendRefused(Exception):
+    """A send check failed: the response code and remark to answer with."""
+
+    def __init__(self, code: int, remark: str) -> None:
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark
+
+
+class SendHandler:
+    """Serves the three send codes for one broker."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.config = broker.config
+        self.topics = broker.topics
+        self.cluster_name = broker.config.broker_cluster_name
+
+    async def __call__(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
+        """Check, store and answer one send request."""
+        try:
+            header = decode_send_header(request.ext_fields)
+            batch = header.batch or request.code == RequestCode.SEND_BATCH_MESSAGE
+            topic_config, queue_id, topic, reconsume = self._check(header, request)
+            result = await self._put(connection, request, header, batch, topic_config,
+                                     topic, queue_id, reconsume)  # fmt: skip
+        except SendRefused as refused:
+            return request.response(refused.code, refused.remark)
+        return self._answer(request, result, queue_id)
+
+    def _check(
+        self, header: SendMessageRequestHeader, request: RemotingCommand
+    ) -> tuple[TopicConfig, int, str, int]:
+        config = self.config
+        if config.is_slave:
+            raise SendRefused(
+                ResponseCode.SERVICE_NOT_AVAILABLE,
+                f"broker {config.broker_name} is a slave and does not take writes; "
+                "send to its master",
+            )
+        if not config.broker_permission & PERM_WRITE:
+            raise SendRefused(
+                ResponseCode.NO_PERMISSION,
+                f"the broker {config.broker_addr} forbids sending (brokerPermission "
+                f"{config.broker_permission})",
+            )
+        topic = header.topic
+        problem = check_topic_name(topic)
+        if problem is not None:
+            raise SendRefused(ResponseCode.SYSTEM_ERROR, problem)
+        if topic in NOT_ALLOWED_SEND_TOPICS:
+            raise SendRefused(
+                ResponseCode.NO_PERMISSION, f"sending to the system topic {topic} is forbidden"
+            )
+        body = request.body
+        if body is None:
+            raise SendRefused(ResponseCode.MESSAGE_ILLEGAL, "the send request has no body")
+        if len(body) > config.max_message_size:
+            raise SendRefused(
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"the message body of {len(body)} bytes exceeds maxMessageSize "
+                f"{config.max_message_size}",
+            )
+        topic_config = self.topics.select(topic)
+        if topic_config is None:
+            topic_config = self.topics.create_topic_in_send_message_method(
+                topic, header.default_topic, header.default_topic_queue_nums
+            )
+            if topic_config is None and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                topic_config = self.topics.create_topic_in_send_back(topic, 1, PERM_RW)
+            if topic_config is None:
+                raise SendRefused(
+                    ResponseCode.TOPIC_NOT_EXIST,
+                    f"topic {topic} does not exist on broker {config.broker_name} and cannot be "
+                    f"created from {header.default_topic!r} (autoCreateTopicEnable="
+                    f"{str(config.auto_create_topic_enable).lower()})",
+                )
+        if not topic_config.perm & PERM_WRITE:
+            raise SendRefused(
+                ResponseCode.NO_PERMISSION,
+                f"topic {topic} does not allow writes (perm {topic_config.perm})",
+            )
+        queue_id = header.queue_id
+        queues = max(topic_config.write_queue_nums, topic_config.read_queue_nums)
+        if queue_id >= queues:
+            raise SendRefused(
+                ResponseCode.SYSTEM_ERROR,
+                f"queue id {queue_id} is out of range: topic {topic} has {queues} queues",
+            )
+        if queue_id < 0:
+            queue_id = random.randrange(max(topic_config.write_queue_nums, 1))
+        reconsume = header.reconsume_times or 0
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            group = topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
+            group_config = self.broker.groups.find_subscription_group_config(group)
+            if group_config is None:
+                raise SendRefused(
+                    ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                    f"subscription group {group} does not exist",
+                )
+            max_times = group_config.retry_max_times
+            if header.max_reconsume_times is not None and header.max_reconsume_times >= 0:
+                max_times = header.max_reconsume_times
+            if reconsume >= max_times:
+                topic = dlq_topic(group)
+                topic_config = self.topics.create_topic_in_send_back(topic, 1, PERM_RW)
+                queue_id = 0
+        return topic_config, queue_id, topic, reconsume
+
+    async def _put(
+        self,
+        connection: Connection,
+        request: RemotingCommand,
+        header: SendMessageRequestHeader,
+        batch: bool,
+        topic_config: TopicConfig,
+        topic: str,
+        queue_id: int,
+        reconsume: int,
+    ) -> PutMessageResult:
+        body = request.body
+        assert body is not None
+        body = bytes(body)
+        born_host = parse_address(connection.peer)
+        sys_flag = header.sys_flag
+        if topic_config.topic_filter_type == TopicFilterType.MULTI_TAG:
+            sys_flag |= MessageSysFlag.MULTI_TAGS
+        properties = string_to_properties(header.properties or "")
+        properties.pop(MessageConst.WAIT, None)
+        properties[MessageConst.CLUSTER] = self.cluster_name
+        if properties.get(MessageConst.TRAN_MSG) == "true":
+            raise SendRefused(
+                ResponseCode.NO_PERMISSION,
+                f"broker {self.config.broker_name} does not take transactional messages yet",
+            )
+        if batch:
+            try:
+                elements = decode_batch(body)
+            except MessageFormatError as exc:
+                raise SendRefused(ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {exc}") from None
+            if not elements:
+                raise SendRefused(ResponseCode.MESSAGE_ILLEGAL, "the batch holds no message")
+            return await self.broker.store.put_messages(
+                MessageBatch(
+                    topic=topic,
+                    queue_id=queue_id,
+                    elements=[(e.flag, e.body, e.properties) for e in elements],
+                    properties=properties_to_string(properties),
+                    sys_flag=sys_flag,
+                    born_timestamp=header.born_timestamp,
+                    born_host=born_host,
+                    reconsume_times=reconsume,
+                )
+            )
+        return await self.broker.store.put_message(
+            MessageExtBrokerInner(
+                topic=topic,
+                body=body,
+                queue_id=queue_id,
+                flag=header.flag,
+                properties=properties,
+                sys_flag=sys_flag,
+                born_timestamp=header.born_timestamp,
+                born_host=born_host,
+                reconsume_times=reconsume,
+            )
+        )
+
+    def _answer(
+        self, request: RemotingCommand, result: PutMessageResult, queue_id: int
+    ) -> RemotingCommand:
+        code = _STORED_CODES.get(result.status)
+        if code is None:
+            failed = _FAILED_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
+            remark = result.remark or f"the store refused the message: {result.status}"
+            return request.response(failed, remark)
+        ext = encode_send_response(
+            SendMessageResponseHeader(
+                msg_id=result.msg_id, queue_id=queue_id, queue_offset=result.queue_offset
+            ),
+            region=self.config.region_id,
+            trace_on=self.config.trace_on,
+        )
+        return request.response(code, None, ext)

@@ -1,0 +1,210 @@
+"""The broker: the store, its tables and its request handlers behind remoting listeners.
+
+Children of the broker's supervisor, in start order (stopped in reverse):
+
+1. ``store`` - the message store (writer actor, flush and retention services).
+2. ``topics``, ``offsets``, ``groups`` - config tables written to ``config/*.json``.
+3. ``clients`` - the scan that drops silent client connections.
+4. ``server`` - listeners on listenPort, listenPort - 2 and the websocket port; on stop it
+   answers every held pull first.
+5. ``registrar`` - registration with the registries; on stop it unregisters.
+
+So a shutdown unregisters, stops serving, writes the tables and flushes the store, in that order.
+
+    async with open_broker(BrokerConfig(listen_port=0, namesrv_addr=registry.address)) as broker:
+        print(broker.address)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import attrs
+import trio
+
+from actors.broker.admin import notify_request, register_admin_handlers
+from actors.broker.clients import ClientManager
+from actors.broker.config import BrokerConfig
+from actors.broker.groups import SubscriptionGroupManager
+from actors.broker.offsets import ConsumerOffsetManager
+from actors.broker.pull_handler import PullHandler, PullHoldService, PullHoldStatistics
+from actors.broker.registration import Registrar
+from actors.broker.send_handler import SendHandler
+from actors.broker.topics import TopicManager
+from protocol.client import RemotingClient
+from protocol.codes import RequestCode
+from protocol.connection import Connection, Dispatcher
+from protocol.server import RemotingServer, ServerConfig, ServerStatistics
+from storage import FileMessageStore, StoreStatistics
+from supervisors.supervisor import ChildSpec, Supervisor, SupervisorStatistics
+
+log = logging.getLogger("boltmq.broker")
+
+
+@attrs.frozen
+class BrokerStatistics:
+    """One look at a running broker."""
+
+    address: str
+    topics: int
+    consumer_groups: int
+    producer_groups: int
+    store: StoreStatistics
+    server: ServerStatistics
+    pull_hold: PullHoldStatistics
+    supervisor: SupervisorStatistics
+    registrations: int
+
+
+class Broker:
+    """A RocketMQ 4.x broker; see the module docstring."""
+
+    def __init__(self, config: BrokerConfig | None = None) -> None:
+        self.config = config or BrokerConfig()
+        config_dir = self.config.config_dir
+        self.topics = TopicManager(self.config, config_dir / "topics.json")
+        self.offsets = ConsumerOffsetManager(
+            config_dir / "consumerOffset.json", self.config.flush_consumer_offset_interval
+        )
+        self.groups = SubscriptionGroupManager(
+            config_dir / "subscriptionGroup.json", self.config.auto_create_subscription_group
+        )
+        self.clients = ClientManager(self.config.channel_expired_timeout)
+        self.clients.notifier = self._notify_consumers
+        self.pull_hold = PullHoldService(self.config.max_held_pulls)
+        self.store: FileMessageStore = None  # type: ignore[assignment]  # set by run()
+        self.registrar: Registrar | None = None
+        self.dispatcher = Dispatcher()
+        register_admin_handlers(self.dispatcher, self)
+        idle = self.config.server_channel_max_idle_time_seconds
+        self.server = RemotingServer(self.dispatcher, ServerConfig(idle_timeout=idle or None))
+        self.server.add_close_listener(self.clients.connection_closed)
+        self.websocket_port: int | None = None
+        self.fast_port: int | None = None
+        self.supervisor: Supervisor | None = None
+        self._listeners: list[trio.SocketListener] = []
+        self._fast_listeners: list[trio.SocketListener] = []
+
+    # -- addresses -------------------------------------------------------------------------
+
+    @property
+    def address(self) -> str:
+        """``brokerIP1:listenPort`` (the bound port once running)."""
+        return self.config.broker_addr
+
+    # -- life ------------------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED) -> None:
+        """Bind, open the store, load the tables, serve until cancelled; then shut down cleanly."""
+        config = self.config
+        bind = config.bind_address or None
+        self._listeners = await trio.open_tcp_listeners(config.listen_port, host=bind)
+        config.listen_port = self._listeners[0].socket.getsockname()[1]
+        if config.fast_port_enable and config.listen_port > 2:
+            try:
+                self._fast_listeners = await trio.open_tcp_listeners(
+                    config.listen_port - 2, host=bind
+                )
+                self.fast_port = config.listen_port - 2
+            except OSError as exc:
+                log.warning("fast port %d not available (%s); serving on %d only",
+                            config.listen_port - 2, exc, config.listen_port)  # fmt: skip
+        self.store = FileMessageStore(
+            config.store_config(), message_arriving_listener=self.pull_hold.notify_message_arriving
+        )
+        await trio.to_thread.run_sync(self._load_tables)
+        send = SendHandler(self).__call__
+        for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2,
+                     RequestCode.SEND_BATCH_MESSAGE):  # fmt: skip
+            self.dispatcher.register(code, send)
+        self.dispatcher.register(RequestCode.PULL_MESSAGE, PullHandler(self).__call__)
+        async with RemotingClient() as client:
+            self.registrar = registrar = Registrar(config, self.topics, client)
+            self.topics.on_change.append(lambda _topic: registrar.register_soon())
+            self.supervisor = supervisor = Supervisor(
+                f"broker {config.broker_name}",
+                [
+                    ChildSpec.instance("store", self.store),
+                    ChildSpec.function("topics", self.topics.run),
+                    ChildSpec.function("offsets", self.offsets.run),
+                    ChildSpec.function("groups", self.groups.run),
+                    ChildSpec.function("clients", self.clients.run),
+                    ChildSpec.function("server", self._serve, aclose=self._quiesce),
+                    ChildSpec.function("registrar", registrar.run, aclose=registrar.unregister_all),
+                ],
+            )
+            async with trio.open_nursery() as nursery:
+                await nursery.start(supervisor.run)
+                log.info(
+                    "broker %s (%s, %s) of cluster %s ready on %s%s%s; store %s; registries: %s",
+                    config.broker_name, config.broker_role, config.flush_disk_type,
+                    config.broker_cluster_name, self.address,
+                    f", fast port {self.fast_port}" if self.fast_port else "",
+                    f", websocket port {self.websocket_port}" if self.websocket_port else "",
+                    config.store_root, ", ".join(config.namesrv_list) or "none",
+                )  # fmt: skip
+                task_status.started(self)
+
+    def _load_tables(self) -> None:
+        for table in (self.topics, self.offsets, self.groups):
+            table.load()
+        self.topics.persist()
+
+    async def _serve(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        self.pull_hold.closing = False
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.server.serve_listeners, self._listeners)
+            if self._fast_listeners:
+                await nursery.start(self.server.serve_listeners, self._fast_listeners)
+            if self.config.websocket_listen_port:
+                self.websocket_port = await nursery.start(
+                    self.server.serve_websocket,
+                    self.config.websocket_listen_port,
+                    self.config.bind_address or "0.0.0.0",
+                )
+            task_status.started()
+
+    async def _quiesce(self) -> None:
+        # Answer held pulls before the listeners go, so consumers get a reply, not a reset.
+        self.pull_hold.release_all()
+        with trio.move_on_after(1):
+            while self.pull_hold.held:
+                await trio.sleep(0.01)
+
+    def _notify_consumers(self, group: str, connections: list[Connection]) -> None:
+        for connection in connections:
+            if not connection.closed:
+                connection.send_oneway(notify_request(group))
+
+    def statistics(self) -> BrokerStatistics:
+        """Counters of the broker's parts."""
+        assert self.supervisor is not None, "the broker is not running"
+        return BrokerStatistics(
+            address=self.address,
+            topics=len(self.topics.topic_config_table),
+            consumer_groups=len(self.clients.consumer_table),
+            producer_groups=len(self.clients.producer_table),
+            store=self.store.statistics(),
+            server=self.server.statistics(),
+            pull_hold=self.pull_hold.statistics(),
+            supervisor=self.supervisor.statistics(),
+            registrations=self.registrar.registrations if self.registrar else 0,
+        )
+
+
+@asynccontextmanager
+async def open_broker(config: BrokerConfig | None = None) -> AsyncIterator[Broker]:
+    """Run a broker for the duration of the block; yields it once it serves."""
+    broker = Broker(config)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(broker.run)
+        try:
+            yield broker
+        finally:
+            assert broker.supervisor is not None
+            await broker.supervisor.aclose()
+            nursery.cancel_scope.cancel()
