@@ -61,14 +61,14 @@ def cluster_main(argv: Sequence[str] | None = None) -> int:
     home = Path(args.home).expanduser()
     if args.storePathRootDir is None:
         args.storePathRootDir = str(home / "store")
-    if args.namesrvAddr is None:
-        args.namesrvAddr = f"127.0.0.1:{args.registryPort}"
+    own_registry = args.namesrvAddr is None
     config = _broker_config(parser, args)
     if config is None:
         return 2
     registry = Registry(
         RegistryConfig(
             listen_port=args.registryPort,
+            bind_address=config.bind_address,
             kv_config_path=str(home / "namesrv" / "kvConfig.json"),
         )
     )
@@ -77,7 +77,11 @@ def cluster_main(argv: Sequence[str] | None = None) -> int:
     except KVConfigError as exc:
         log.error("%s; not starting (the file is left as it is)", exc)
         return 1
-    children = [ChildSpec.instance("registry", registry), _broker_child(Broker(config))]
+    broker = Broker(config)
+    if own_registry:
+        # The registry child starts first; its bound port (maybe ephemeral) is known by then.
+        broker.before_start = lambda: setattr(config, "namesrv_addr", registry.address)
+    children = [ChildSpec.instance("registry", registry), _broker_child(broker)]
     return run_until_signalled(_supervise, "cluster", children)
 
 

@@ -18,7 +18,7 @@ So a shutdown unregisters, stops serving, writes the tables and flushes the stor
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import attrs
@@ -84,6 +84,8 @@ class Broker:
         self.websocket_port: int | None = None
         self.fast_port: int | None = None
         self.supervisor: Supervisor | None = None
+        #: Called at the start of `run` (a launcher fills in late settings).
+        self.before_start: Callable[[], object] | None = None
         self._listeners: list[trio.SocketListener] = []
         self._fast_listeners: list[trio.SocketListener] = []
 
@@ -98,6 +100,8 @@ class Broker:
 
     async def run(self, *, task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED) -> None:
         """Bind, open the store, load the tables, serve until cancelled; then shut down cleanly."""
+        if self.before_start is not None:
+            self.before_start()
         config = self.config
         bind = config.bind_address or None
         self._listeners = await trio.open_tcp_listeners(config.listen_port, host=bind)

@@ -1,9 +1,9 @@
-"""The ``boltmq registry`` and ``boltmq cluster`` commands (entries of supervisors/cli.py).
+"""The ``boltmq registry`` command (an entry of supervisors/cli.py).
 
     boltmq registry -c namesrv.conf --listenPort 9876 --websocketListenPort 9877
-    boltmq cluster                  # registry (and, later, a broker) with data under ~/boltmq
 
-Both stop cleanly on Ctrl-C or SIGTERM (exit status 0).
+It stops cleanly on Ctrl-C or SIGTERM (exit status 0). ``boltmq cluster`` (registry and broker
+in one process) is in actors/broker/launcher.py.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import trio
 
@@ -20,12 +19,11 @@ from actors.registry.config import KEYS, ConfigError, RegistryConfig
 from actors.registry.kv_config import KVConfigError
 from actors.registry.service import Registry
 from supervisors.cli import configure_logging, run_until_signalled
-from supervisors.config import load_config, load_properties
+from supervisors.config import load_config
 from supervisors.supervisor import ChildSpec, Supervisor
 
 log = logging.getLogger("boltmq.registry")
 
-DEFAULT_CLUSTER_HOME = Path("~/boltmq")
 
 
 def registry_main(argv: Sequence[str] | None = None) -> int:
@@ -39,33 +37,6 @@ def registry_main(argv: Sequence[str] | None = None) -> int:
     if registry is None:
         return 1
     return run_until_signalled(_serve, "registry", [ChildSpec.instance("registry", registry)])
-
-
-def cluster_main(argv: Sequence[str] | None = None) -> int:
-    """Run the embedded cluster (a registry for now) under one supervisor; the exit status."""
-    parser = _parser("boltmq cluster", "Run a registry (and broker) in one process.")
-    parser.add_argument(
-        "--home",
-        default=str(DEFAULT_CLUSTER_HOME),
-        help="data directory (default ~/boltmq); the registry keeps namesrv/kvConfig.json",
-    )
-    args = parser.parse_args(argv)
-    config = _config(parser, args)
-    if config is None:
-        return 2
-    if args.kvConfigPath is None and not (
-        args.config and "kvConfigPath" in load_properties(args.config)
-    ):
-        config.kv_config_path = str(Path(args.home).expanduser() / "namesrv" / "kvConfig.json")
-    registry = _loaded(Registry(config))
-    if registry is None:
-        return 1
-    return run_until_signalled(_serve, "cluster", cluster_children(registry))
-
-
-def cluster_children(registry: Registry) -> list[ChildSpec]:
-    """The cluster supervisor's children, in start order (the broker joins as one more)."""
-    return [ChildSpec.instance("registry", registry)]
 
 
 # ----------------------------------------------------------------------------- internals
@@ -106,13 +77,8 @@ async def _serve(name: str, children: list[ChildSpec]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m actors.registry.cli registry|cluster [options]``."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    commands = {"registry": registry_main, "cluster": cluster_main}
-    if not args or args[0] not in commands:
-        print("usage: python -m actors.registry.cli {registry,cluster} [options]", file=sys.stderr)
-        return 2
-    return commands[args[0]](args[1:])
+    """``python -m actors.registry.cli [options]``: the registry."""
+    return registry_main(list(sys.argv[1:] if argv is None else argv))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""`boltmq registry` / `boltmq cluster` in a subprocess: start, query, SIGTERM, exit 0.
+"""`boltmq registry` in a subprocess: start, query, SIGTERM, exit 0.
 
 Loopback only, port 0; every wait has a deadline.
 """
@@ -93,24 +93,6 @@ async def test_registry_command_serves_and_stops_on_sigterm(tmp_path: Path) -> N
         status = await proc.wait()
     assert status == 0, lines
     assert any("SIGTERM" in line for line in lines)
-
-
-async def test_cluster_command_keeps_data_under_home(tmp_path: Path) -> None:
-    proc, port, _, lines = await _start(
-        ["cluster", "--listenPort", "0", "--bindAddress", "127.0.0.1"], tmp_path
-    )
-    async with RemotingClient() as client:
-        put = RemotingCommand.request(
-            RequestCode.PUT_KV_CONFIG, {"namespace": "NS", "key": "k", "value": "v"}
-        )
-        with trio.fail_after(5):
-            assert (await client.invoke(f"127.0.0.1:{port}", put)).code == ResponseCode.SUCCESS
-    assert (tmp_path / "boltmq" / "namesrv" / "kvConfig.json").exists()
-    proc.send_signal(signal.SIGINT)
-    with trio.fail_after(10):
-        await _drain(proc, lines)
-        status = await proc.wait()
-    assert status == 0, lines
 
 
 async def test_bad_kv_file_fails_the_start_with_its_name(tmp_path: Path) -> None:
