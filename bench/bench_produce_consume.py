@@ -1,0 +1,214 @@
+"""End-to-end produce and consume rates through a broker in its own process, over TCP.
+
+For ASYNC_FLUSH and SYNC_FLUSH: 1 KiB messages sent one per request from 64 concurrent senders
+(msgs/s, MB/s, send latency percentiles), sent in batches of 32 from 8 concurrent senders, then
+read back with pulls of 32; and the send latency at half the single-send peak rate. The client
+is BoltMQ's remoting client in this process (one connection, requests in flight by opaque).
+
+    python -m bench broker [--seconds 3] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import trio
+
+from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+from protocol.headers import (
+    PullMessageRequestHeader,
+    SendMessageRequestHeader,
+    encode_header,
+    encode_send_header_v2,
+)
+from protocol.message import BatchElement, encode_batch
+
+READY = re.compile(r"ready on ([\d.]+:\d+)")
+BODY = b"x" * 1024
+QUEUES = 8
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _send(topic: str, queue_id: int, body: bytes, batch: bool = False) -> RemotingCommand:
+    header = SendMessageRequestHeader(
+        producer_group="BenchPG", topic=topic, default_topic="TBW102", default_topic_queue_nums=8,
+        queue_id=queue_id, sys_flag=0, born_timestamp=int(time.time() * 1000), flag=0,
+        properties="TAGS\x01TagA", batch=batch,
+    )  # fmt: skip
+    code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
+    return RemotingCommand.request(code, encode_send_header_v2(header), body)
+
+
+def _pull(topic: str, queue_id: int, offset: int) -> RemotingCommand:
+    header = PullMessageRequestHeader(
+        consumer_group="BenchCG", topic=topic, queue_id=queue_id, queue_offset=offset,
+        max_msg_nums=32, sys_flag=0x4, commit_offset=0, suspend_timeout_millis=0,
+        subscription="*", sub_version=0,
+    )  # fmt: skip
+    return RemotingCommand.request(RequestCode.PULL_MESSAGE, encode_header(header))
+
+
+def _percentile(values: list[float], p: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * p))]
+
+
+async def _produce(
+    client: RemotingClient, address: str, topic: str, seconds: float, senders: int,
+    batch: int = 1, rate: float | None = None,
+) -> tuple[int, list[float]]:  # fmt: skip
+    """(messages stored, latencies in s) for ``seconds`` of sends; ``rate`` caps msgs/s."""
+    body = encode_batch(BatchElement(0, BODY, "") for _ in range(batch)) if batch > 1 else BODY
+    stored = 0
+    latencies: list[float] = []
+    deadline = trio.current_time() + seconds
+    interval = senders / rate if rate else 0.0
+
+    async def sender(n: int) -> None:
+        nonlocal stored
+        queue_id = n % QUEUES
+        next_at = trio.current_time()
+        while trio.current_time() < deadline:
+            if interval:
+                next_at += interval
+                await trio.sleep_until(next_at)
+            start = time.perf_counter()
+            answer = await client.invoke(address, _send(topic, queue_id, body, batch > 1), 10)
+            latencies.append(time.perf_counter() - start)
+            if answer.code != ResponseCode.SUCCESS:
+                raise RuntimeError(f"send failed: {answer.code} {answer.remark}")
+            stored += batch
+
+    async with trio.open_nursery() as nursery:
+        for n in range(senders):
+            nursery.start_soon(sender, n)
+    return stored, latencies
+
+
+async def _consume(client: RemotingClient, address: str, topic: str) -> tuple[int, float]:
+    """(messages, seconds) to read every queue of ``topic`` with pulls of 32."""
+    count = 0
+    start = time.perf_counter()
+
+    async def reader(queue_id: int) -> None:
+        nonlocal count
+        offset = 0
+        while True:
+            answer = await client.invoke(address, _pull(topic, queue_id, offset), 10)
+            if answer.code != ResponseCode.SUCCESS:
+                return
+            assert answer.ext_fields is not None
+            new_offset = int(answer.ext_fields["nextBeginOffset"])
+            count += new_offset - offset
+            offset = new_offset
+
+    async with trio.open_nursery() as nursery:
+        for queue_id in range(QUEUES):
+            nursery.start_soon(reader, queue_id)
+    return count, time.perf_counter() - start
+
+
+async def _run_mode(flush: str, seconds: float) -> dict[str, float]:
+    store = Path(tempfile.mkdtemp(prefix="boltmq-bench-"))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [
+        sys.executable, "-m", "supervisors.cli", "broker",
+        "--listenPort", "0", "--bindAddress", "127.0.0.1", "--fastPortEnable", "false",
+        "--storePathRootDir", str(store), "--flushDiskType", flush,
+        "--mapedFileSizeCommitLog", str(256 * 1024 * 1024),
+    ]  # fmt: skip
+    proc = await trio.lowlevel.open_process(
+        command, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL
+    )
+    assert proc.stderr is not None
+    address = ""
+    buffer = b""
+    with trio.fail_after(30):
+        while not address:
+            chunk = await proc.stderr.receive_some(4096)
+            if not chunk:
+                raise RuntimeError("the broker process ended before it was ready")
+            buffer += chunk
+            if match := READY.search(buffer.decode(errors="replace")):
+                address = match.group(1)
+    figures: dict[str, float] = {}
+    try:
+        async with RemotingClient() as client:
+            # Create the topic (and warm the connection) before measuring.
+            await _produce(client, address, "BenchSingle", 0.3, 8)
+            await _produce(client, address, "BenchBatch", 0.3, 2, batch=32)
+            sent, latencies = await _produce(client, address, "BenchSingle", seconds, 64)
+            figures["single"] = sent / seconds
+            figures["single_p50"] = _percentile(latencies, 0.5)
+            figures["single_p99"] = _percentile(latencies, 0.99)
+            sent, latencies = await _produce(client, address, "BenchBatch", seconds, 8, batch=32)
+            figures["batch"] = sent / seconds
+            figures["batch_p50"] = _percentile(latencies, 0.5)
+            read, took = await _consume(client, address, "BenchBatch")
+            figures["consume"] = read / took
+            half = figures["single"] / 2
+            sent, latencies = await _produce(client, address, "BenchSingle", seconds, 64, rate=half)
+            figures["half_rate"] = sent / seconds
+            figures["half_p50"] = _percentile(latencies, 0.5)
+            figures["half_p99"] = _percentile(latencies, 0.99)
+    finally:
+        proc.terminate()
+        with trio.move_on_after(20):
+            await proc.wait()
+        shutil.rmtree(store, ignore_errors=True)
+    return figures
+
+
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e6:,.0f} us"
+
+
+async def _main(seconds: float) -> None:
+    print(
+        f"broker produce/consume: {platform.machine()}, {os.cpu_count()} cpus, "
+        f"python {platform.python_version()}, 1 KiB bodies, {seconds:g}s per figure"
+    )
+    for flush in ("ASYNC_FLUSH", "SYNC_FLUSH"):
+        f = await _run_mode(flush, seconds)
+        mb = 1024 / 1e6
+        print(f"  {flush}")
+        print(
+            f"    single sends, 64 senders : {f['single']:>9,.0f} msgs/s "
+            f"{f['single'] * mb:6.1f} MB/s"
+            f"   p50 {_us(f['single_p50'])}  p99 {_us(f['single_p99'])}"
+        )
+        print(
+            f"    batches of 32, 8 senders : {f['batch']:>9,.0f} msgs/s {f['batch'] * mb:6.1f} MB/s"
+            f"   p50 {_us(f['batch_p50'])} per batch"
+        )
+        print(
+            f"    pulls of 32, 8 queues    : {f['consume']:>9,.0f} msgs/s "
+            f"{f['consume'] * mb:6.1f} MB/s"
+        )
+        print(f"    single at half the peak  : {f['half_rate']:>9,.0f} msgs/s"
+              f"   p50 {_us(f['half_p50'])}  p99 {_us(f['half_p99'])}")  # fmt: skip
+    print("  targets (ASYNC_FLUSH): single >= 20,000 msgs/s, batched >= 100,000 msgs/s")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of ``python -m bench broker``."""
+    parser = argparse.ArgumentParser(prog="python -m bench broker", description=__doc__)
+    parser.add_argument("--seconds", type=float, default=3.0, help="seconds per figure")
+    parser.add_argument("--quick", action="store_true", help="a short run (0.5 s per figure)")
+    args = parser.parse_args(argv)
+    trio.run(_main, 0.5 if args.quick else args.seconds)
+
+
+if __name__ == "__main__":
+    main()
