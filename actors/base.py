@@ -195,6 +195,10 @@ class Actor(Generic[C]):
         for command in commands:
             await self._handle_one(command)
 
+    def on_dropped(self, command: object) -> None:
+        """Called for each queued command that is not a `Request` when the actor stops
+        without handling it (a command with a callback can answer it here)."""
+
     async def on_start(self) -> None:
         """Called at the start of every run, before readiness: (re)build the owned state."""
 
@@ -365,6 +369,10 @@ class Actor(Generic[C]):
                     command.reply.set_error(self._stop_error(command, crash))
             elif not isinstance(command, _Close) and command is not crashed:
                 dropped += 1
+                try:
+                    self.on_dropped(command)
+                except Exception:
+                    log.exception("actor %s: on_dropped failed", self.name)
         if dropped:
             self._dropped += dropped
             log.warning("actor %s: %d queued commands dropped as it stopped", self.name, dropped)

@@ -78,7 +78,8 @@ async def _produce(
     async def sender(n: int) -> None:
         nonlocal stored
         queue_id = n % QUEUES
-        next_at = trio.current_time()
+        # Spread the senders over one interval, so a rate-limited run has no bursts.
+        next_at = trio.current_time() + interval * n / senders
         while trio.current_time() < deadline:
             if interval:
                 next_at += interval

@@ -9,6 +9,7 @@ one log (the commit log, or one consume queue).
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import mmap
 import os
@@ -17,6 +18,21 @@ from pathlib import Path
 log = logging.getLogger("boltmq.storage")
 
 _fdatasync = getattr(os, "fdatasync", os.fsync)
+_PAGE = mmap.PAGESIZE
+# Linux's MADV_POPULATE_WRITE (5.14+): fault pages in writable without touching their data.
+_MADV_POPULATE_WRITE = 23
+
+
+def _load_libc() -> ctypes.CDLL | None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    except (OSError, AttributeError):  # no libc symbols here: no prefaulting
+        return None
+    return libc
+
+
+_libc = _load_libc()
 
 
 def offset_to_file_name(offset: int) -> str:
@@ -28,12 +44,14 @@ class MappedFile:
     """One fixed-size store file mapped into memory."""
 
     __slots__ = (
+        "_address",
         "_fd",
         "_map",
         "file_from_offset",
         "file_size",
         "flushed_position",
         "path",
+        "prefaulted_position",
         "view",
         "wrote_position",
     )
@@ -58,6 +76,10 @@ class MappedFile:
         self.view = memoryview(self._map)
         self.wrote_position = 0
         self.flushed_position = 0
+        self.prefaulted_position = 0
+        anchor = ctypes.c_char.from_buffer(self._map)
+        self._address = ctypes.addressof(anchor)
+        del anchor  # releases the buffer export, so the map can still be closed
 
     # -- positions -------------------------------------------------------------------------
 
@@ -87,6 +109,21 @@ class MappedFile:
         self._map[pos:end] = data
         self.wrote_position = end
         return pos
+
+    def prefault(self, end: int) -> None:
+        """Fault the pages up to ``end`` in ahead of the writer (blocking; a worker thread).
+
+        The first write to each page of a new file otherwise costs the writer a page fault
+        (block allocation and zeroing) on the trio thread. The call only populates page
+        tables; it never changes data, so it may race with the writer safely.
+        """
+        start = self.prefaulted_position - self.prefaulted_position % _PAGE
+        end = min(end, self.file_size)
+        if _libc is None or end <= start:
+            self.prefaulted_position = max(self.prefaulted_position, end)
+            return
+        _libc.madvise(self._address + start, end - start, _MADV_POPULATE_WRITE)
+        self.prefaulted_position = end
 
     def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
         """Copy ``data`` at ``pos`` without moving the write position."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Set
+from collections.abc import AsyncIterator, Callable, Set
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from actors.broker.store_writer import StoreWriter
 
 log = logging.getLogger("boltmq.storage")
+
+PREFAULT_AHEAD = 16 * 1024 * 1024
 
 PUT_CALL_TIMEOUT = 60.0
 """Seconds a put waits for the writer when its mailbox is full (a backstop, not a flush timeout)."""
@@ -145,6 +147,7 @@ class FileMessageStore:
                 self._writer = writer
                 nursery.start_soon(self._flush_commit_log_service)
                 nursery.start_soon(self._flush_logics_service)
+                nursery.start_soon(self._prefault_service)
                 nursery.start_soon(RetentionService(self).run)
                 task_status.started()
                 await self._closing.wait()
@@ -200,6 +203,16 @@ class FileMessageStore:
                 await trio.to_thread.run_sync(self.commit_log.flush)
                 self.counters["flushes"] += 1
 
+    async def _prefault_service(self) -> None:
+        # Keep PREFAULT_AHEAD bytes past the write position faulted in (see MappedFile.prefault).
+        while True:
+            await trio.sleep(0.02)
+            last = self.commit_log.files.last_file()
+            if last is None or last.is_full:
+                continue
+            if last.prefaulted_position - last.wrote_position < PREFAULT_AHEAD // 2:
+                await trio.to_thread.run_sync(last.prefault, last.wrote_position + PREFAULT_AHEAD)
+
     async def _flush_logics_service(self) -> None:
         interval = self.config.flush_interval_consume_queue_ms / 1000
         while True:
@@ -245,6 +258,42 @@ class FileMessageStore:
             return refused
         encoded = encode_batch(batch, self.config.store_host, self.config.max_message_size)
         return await self._put(encoded)
+
+    def put_message_nowait(
+        self, msg: MessageExtBrokerInner, callback: Callable[[PutMessageResult], object]
+    ) -> None:
+        """`put_message` without waiting: ``callback`` gets the result after the group commit."""
+        refused = self._refuse_put()
+        if refused is None:
+            encoded = encode_message(msg, self.config.store_host, self.config.max_message_size)
+            self._put_nowait(encoded, callback)
+        else:
+            callback(refused)
+
+    def put_messages_nowait(
+        self, batch: MessageBatch, callback: Callable[[PutMessageResult], object]
+    ) -> None:
+        """`put_messages` without waiting: ``callback`` gets the result."""
+        refused = self._refuse_put()
+        if refused is None:
+            encoded = encode_batch(batch, self.config.store_host, self.config.max_message_size)
+            self._put_nowait(encoded, callback)
+        else:
+            callback(refused)
+
+    def _put_nowait(
+        self, encoded: EncodedPut | PutMessageResult, callback: Callable[[PutMessageResult], object]
+    ) -> None:
+        writer = self._writer
+        if isinstance(encoded, PutMessageResult):
+            self.counters["put_failures"] += 1
+            callback(encoded)
+        elif writer is None:
+            callback(
+                PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store closed")
+            )
+        else:
+            writer.put_nowait(encoded, callback)
 
     async def put_encoded(self, put: EncodedPut) -> PutMessageResult:
         """Store records the caller has already encoded (no copy of the record bytes)."""

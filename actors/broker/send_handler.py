@@ -9,6 +9,7 @@ queue and the queue offset.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from actors.broker.topics import (
@@ -20,7 +21,7 @@ from actors.broker.topics import (
 )
 from protocol.bodies import PERM_WRITE, TopicConfig, TopicFilterType
 from protocol.codes import RequestCode, ResponseCode
-from protocol.command import RemotingCommand
+from protocol.command import ConnectionClosedError, RemotingCommand
 from protocol.connection import Connection
 from protocol.headers import (
     SendMessageRequestHeader,
@@ -53,6 +54,7 @@ _FAILED_CODES = {
     PutMessageStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
     PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
     PutMessageStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
+    PutMessageStatus.OS_PAGECACHE_BUSY: ResponseCode.SYSTEM_BUSY,
 }
 
 
@@ -74,17 +76,30 @@ class SendHandler:
         self.topics = broker.topics
         self.cluster_name = broker.config.broker_cluster_name
 
-    async def __call__(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
-        """Check, store and answer one send request."""
+    def __call__(self, connection: Connection, request: RemotingCommand) -> RemotingCommand | None:
+        """Check and store one send; the answer goes out when the store has the message.
+
+        A plain function on purpose: the reader calls it inline and the store writer's
+        callback sends the answer, so a send costs no task and no event of its own.
+        """
         try:
             header = decode_send_header(request.ext_fields)
             batch = header.batch or request.code == RequestCode.SEND_BATCH_MESSAGE
             topic_config, queue_id, topic, reconsume = self._check(header, request)
-            result = await self._put(connection, request, header, batch, topic_config,
-                                     topic, queue_id, reconsume)  # fmt: skip
+
+            def done(result: PutMessageResult) -> None:
+                if request.is_oneway or connection.closed:
+                    return
+                try:
+                    connection.send(self._answer(request, result, queue_id))
+                except ConnectionClosedError:
+                    pass  # the producer went away; it will not read the answer
+
+            self._put(connection, request, header, batch, topic_config, topic, queue_id,
+                      reconsume, done)  # fmt: skip
         except SendRefused as refused:
             return request.response(refused.code, refused.remark)
-        return self._answer(request, result, queue_id)
+        return None
 
     def _check(
         self, header: SendMessageRequestHeader, request: RemotingCommand
@@ -165,7 +180,7 @@ class SendHandler:
                 queue_id = 0
         return topic_config, queue_id, topic, reconsume
 
-    async def _put(
+    def _put(
         self,
         connection: Connection,
         request: RemotingCommand,
@@ -175,7 +190,8 @@ class SendHandler:
         topic: str,
         queue_id: int,
         reconsume: int,
-    ) -> PutMessageResult:
+        done: Callable[[PutMessageResult], None],
+    ) -> None:
         body = request.body
         assert body is not None
         body = bytes(body)
@@ -198,7 +214,7 @@ class SendHandler:
                 raise SendRefused(ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {exc}") from None
             if not elements:
                 raise SendRefused(ResponseCode.MESSAGE_ILLEGAL, "the batch holds no message")
-            return await self.broker.store.put_messages(
+            self.broker.store.put_messages_nowait(
                 MessageBatch(
                     topic=topic,
                     queue_id=queue_id,
@@ -208,9 +224,11 @@ class SendHandler:
                     born_timestamp=header.born_timestamp,
                     born_host=born_host,
                     reconsume_times=reconsume,
-                )
+                ),
+                done,
             )
-        return await self.broker.store.put_message(
+            return
+        self.broker.store.put_message_nowait(
             MessageExtBrokerInner(
                 topic=topic,
                 body=body,
@@ -221,7 +239,8 @@ class SendHandler:
                 born_timestamp=header.born_timestamp,
                 born_host=born_host,
                 reconsume_times=reconsume,
-            )
+            ),
+            done,
         )
 
     def _answer(

@@ -11,6 +11,7 @@ each put. Readers never message it: they slice the mapped files up to the commit
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -52,7 +53,20 @@ class AppendReplicated(Request[bool]):
     data: bytes | memoryview
 
 
-StoreWriterCommand = PutRecords | AppendReplicated
+@attrs.frozen
+class PutRecordsThen:
+    """Append one encoded put and hand its result to ``callback`` (called on the trio thread).
+
+    The send path uses it so that a request needs no task of its own waiting for the store:
+    the callback sends the answer. A callback is called exactly once, also when the writer
+    stops before appending (with SERVICE_NOT_AVAILABLE).
+    """
+
+    put: EncodedPut
+    callback: Callable[[PutMessageResult], object]
+
+
+StoreWriterCommand = PutRecords | PutRecordsThen | AppendReplicated
 
 
 @attrs.frozen
@@ -110,6 +124,27 @@ class StoreWriter(Actor[StoreWriterCommand]):
             return await self.call(AppendReplicated(start_offset, data), timeout)
         except ActorError:
             return False
+
+    def put_nowait(self, put: EncodedPut, callback: Callable[[PutMessageResult], object]) -> None:
+        """Queue ``put`` for the next group commit; ``callback`` gets its result."""
+        try:
+            self.cast_nowait(PutRecordsThen(put, callback))
+        except MailboxFull:
+            callback(
+                PutMessageResult(
+                    PutMessageStatus.OS_PAGECACHE_BUSY,
+                    remark=f"the store writer has {WRITER_MAILBOX_SIZE} puts waiting; retry",
+                )
+            )
+        except ActorError as exc:
+            callback(PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=str(exc)))
+
+    def on_dropped(self, command: object) -> None:
+        """A queued put the writer will not append: its callback learns so."""
+        if isinstance(command, PutRecordsThen):
+            command.callback(
+                PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store stopped")
+            )
 
     # -- the actor's side ------------------------------------------------------------------
 
@@ -200,7 +235,13 @@ class StoreWriter(Actor[StoreWriterCommand]):
         self._notify(grown)
         self._account(commands, answers, wrote)
         for command, value in answers:
-            command.reply.set_result(value)
+            if isinstance(command, PutRecordsThen):
+                try:
+                    command.callback(value)
+                except Exception:
+                    log.exception("store writer: a put callback failed")
+            else:
+                command.reply.set_result(value)
 
     async def _flush(self) -> bool:
         """fdatasync the commit log in a worker thread; False on syncFlushTimeout."""

@@ -25,7 +25,6 @@ from supervisors.supervisor import ChildSpec, Supervisor
 log = logging.getLogger("boltmq.registry")
 
 
-
 def registry_main(argv: Sequence[str] | None = None) -> int:
     """Run a registry in the foreground until Ctrl-C / SIGTERM; the process exit status."""
     parser = _parser("boltmq registry", "Run a registry (RocketMQ NameServer).")
