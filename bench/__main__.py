@@ -1,7 +1,9 @@
 """``python -m bench [name ...] [--quick]``: run benchmarks and print their figures.
 
 Names: remoting, codec, store, registry, broker (default: all, in that order). Each benchmark
-module has ``main(argv)``; ``--quick`` is passed on for a short run.
+module has ``main(argv)``; with ``--quick`` each gets the arguments for a short run (its own
+``--quick`` where it has one, else a short ``--seconds``). Modules are imported only when their
+benchmark runs, so one that is missing or fails costs only its own entry.
 """
 
 from __future__ import annotations
@@ -9,6 +11,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import time
+import traceback
+from collections.abc import Callable
+from typing import cast
 
 BENCHMARKS = {
     "remoting": "bench.bench_remoting:main",
@@ -17,6 +23,7 @@ BENCHMARKS = {
     "registry": "bench.bench_registry:main",
     "broker": "bench.bench_produce_consume:main",
 }
+# remoting and registry take only --seconds; the others have --quick of their own.
 QUICK_ARGS = {
     "remoting": ["--seconds", "0.5"],
     "codec": ["--quick"],
@@ -26,21 +33,69 @@ QUICK_ARGS = {
 }
 
 
+class BenchmarkUnavailable(Exception):
+    """A benchmark's module or entry function cannot be loaded."""
+
+
+def load(name: str) -> Callable[[list[str]], None]:
+    """The ``main`` function of benchmark ``name``, imported now."""
+    module_name, _, function_name = BENCHMARKS[name].partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name:
+            raise  # the module exists but one of its own imports is missing
+        raise BenchmarkUnavailable(f"module {module_name} not found") from exc
+    function = getattr(module, function_name, None)
+    if not callable(function):
+        raise BenchmarkUnavailable(f"{module_name} has no function {function_name}()")
+    return cast(Callable[[list[str]], None], function)
+
+
+def run(name: str, quick: bool) -> bool:
+    """Run one benchmark, printing its figures or why it failed; True when it succeeded."""
+    try:
+        main = load(name)
+        main(QUICK_ARGS[name] if quick else [])
+    except BenchmarkUnavailable as exc:
+        print(f"{name}: skipped: {exc}", file=sys.stderr)
+        return False
+    except SystemExit as exc:  # argparse in the module refused its arguments
+        if exc.code in (0, None):
+            return True
+        print(f"{name}: failed: exited with status {exc.code}", file=sys.stderr)
+        return False
+    except Exception:
+        traceback.print_exc()
+        print(f"{name}: failed", file=sys.stderr)
+        return False
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the named benchmarks; the exit status."""
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    """Run the named benchmarks (default: all); the exit status, 1 if any failed."""
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("names", nargs="*", metavar="name", help=", ".join(BENCHMARKS))
     parser.add_argument("--quick", action="store_true", help="short runs")
     args = parser.parse_args(argv)
     unknown = [name for name in args.names if name not in BENCHMARKS]
     if unknown:
         parser.error(f"unknown benchmark {unknown[0]!r}; choose from {', '.join(BENCHMARKS)}")
+    failed: list[str] = []
     for name in args.names or list(BENCHMARKS):
-        module_name, _, function = BENCHMARKS[name].partition(":")
         print(f"== {name} ==", flush=True)
-        module = importlib.import_module(module_name)
-        getattr(module, function)(QUICK_ARGS[name] if args.quick else [])
-        print(flush=True)
+        start = time.perf_counter()
+        if not run(name, args.quick):
+            failed.append(name)
+        sys.stderr.flush()
+        print(f"({time.perf_counter() - start:.1f} s)\n", flush=True)
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -11,6 +11,7 @@ UNIQ_KEY ids, the tag hash code and body CRC.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import itertools
 import os
@@ -128,7 +129,8 @@ def tag_hash_code(tag: str | None) -> int:
         for ch in tag.encode():
             h = (31 * h + ch) & 0xFFFFFFFF
     else:
-        units = tag.encode("utf-16-be")
+        # surrogatepass: a lone surrogate is one UTF-16 unit in Java too, not an error.
+        units = tag.encode("utf-16-be", "surrogatepass")
         for i in range(0, len(units), 2):
             h = (31 * h + ((units[i] << 8) | units[i + 1])) & 0xFFFFFFFF
     return h - 0x100000000 if h & 0x80000000 else h
@@ -189,7 +191,9 @@ def _host_bytes(host: Host) -> bytes:
     return ip.packed
 
 
+@functools.lru_cache(maxsize=4096)
 def _pack_host(host: Host) -> bytes:
+    # Cached: a broker packs the same few hosts for every record, and parsing is most of the cost.
     raw = _host_bytes(host)
     port = host[1]
     if len(raw) == 4:
@@ -494,7 +498,13 @@ def decode_batch(body: Buffer) -> list[BatchElement]:
         if pos + 22 > end:
             raise MessageFormatError(f"batch element at offset {pos} is cut short")
         total, _magic, _crc, flag, body_len = _BATCH_HEAD.unpack_from(view, pos)
-        if body_len < 0 or total != 22 + body_len + _props_len(view, pos + 20 + body_len, end):
+        props_at = pos + 20 + body_len
+        if body_len < 0 or props_at + 2 > end:
+            raise MessageFormatError(
+                f"batch element at offset {pos}: body length {body_len} overruns the body"
+            )
+        (props_len,) = _SHORT.unpack_from(view, props_at)
+        if props_len < 0 or total != 22 + body_len + props_len:
             raise MessageFormatError(f"batch element at offset {pos}: inconsistent sizes")
         if pos + total > end:
             raise MessageFormatError(f"batch element at offset {pos} overruns the body")
@@ -508,15 +518,6 @@ def decode_batch(body: Buffer) -> list[BatchElement]:
         elements.append(BatchElement(flag, element_body, props))
         pos += total
     return elements
-
-
-def _props_len(view: memoryview, pos: int, end: int) -> int:
-    if pos + 2 > end:
-        raise MessageFormatError(f"batch element properties length at offset {pos} is cut short")
-    (length,) = _SHORT.unpack_from(view, pos)
-    if length < 0:
-        raise MessageFormatError(f"batch element properties length {length} is negative")
-    return int(length)
 
 
 # --- message ids --------------------------------------------------------------------------
@@ -534,16 +535,16 @@ def offset_msg_id_prefix(host: Host) -> str:
 
 def decode_offset_msg_id(msg_id: str) -> tuple[Host, int]:
     """(store host, commit-log offset) of an offset msg id."""
+    if len(msg_id) not in (32, 56):
+        raise MessageFormatError(f"msg id {msg_id!r} has {len(msg_id)} characters, not 32 or 56")
     try:
+        # fromhex skips whitespace; the byte count below refuses text with spaces in it
         raw = bytes.fromhex(msg_id)
     except ValueError as exc:
         raise MessageFormatError(f"msg id {msg_id!r} is not hex") from exc
-    if len(raw) == 16:
-        host, _ = _unpack_host(raw, 0, False)
-    elif len(raw) == 28:
-        host, _ = _unpack_host(raw, 0, True)
-    else:
-        raise MessageFormatError(f"msg id {msg_id!r} has {len(msg_id)} hex digits, not 32 or 56")
+    if len(raw) * 2 != len(msg_id):
+        raise MessageFormatError(f"msg id {msg_id!r} is not hex")
+    host, _ = _unpack_host(raw, 0, len(raw) == 28)
     (offset,) = _LONG.unpack_from(raw, len(raw) - 8)
     return host, offset
 
