@@ -20,6 +20,7 @@ from typing import Any, Protocol, TypeAlias
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import attrs
 import sniffio
 import trio
@@ -52,6 +53,10 @@ AsyncHandler: TypeAlias = Callable[
 ]
 Handler: TypeAlias = SyncHandler | AsyncHandler
 CloseListener: TypeAlias = Callable[["Connection"], None]
+
+
+#: Requests dispatched from one receive before the reader lets other tasks run.
+DISPATCH_SLICE = 16
 
 
 def code_name(code: int) -> str:
@@ -291,7 +296,14 @@ class Connection:
                 self.close_reason = f"bad frame: {exc}"
                 log.warning("closing connection from %s: %s", self.peer, exc)
                 return
-            for command in commands:
+            for index, command in enumerate(commands, 1):
+                if index % DISPATCH_SLICE == 0 and index < len(commands):
+                    # Let the requests dispatched so far be answered before the rest: the
+                    # peer then works on those answers while this side handles the rest,
+                    # instead of both sides taking turns with whole receives.
+                    if self._outbox and not self._sending and not await self._flush():
+                        return
+                    await anyio.lowlevel.checkpoint()
                 if command.is_response:
                     pending = self._pending.get(command.opaque)
                     if pending is not None:
