@@ -7,7 +7,6 @@ import struct
 import zlib
 
 from protocol.message import MessageFormatError, encode_record, properties_to_string
-
 from storage._hash import tags_code as hash_tags
 from storage._record import split_properties
 from storage.commit_log import EncodedPut
@@ -84,6 +83,9 @@ def encode_batch(
     """The records of a batch back to back (all or nothing)."""
     if not batch.elements:
         return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch")
+    fast = _encode_batch_ipv4(batch, store_host, max_message_size)
+    if fast is not None:
+        return fast
     header_props = batch.properties
     data = bytearray()
     starts: list[int] = []
@@ -138,6 +140,69 @@ def encode_batch(
             (hash_tags(tags) if tags else 0, props.get("KEYS", ""), props.get("UNIQ_KEY", ""))
         )
     return EncodedPut(batch.topic, batch.queue_id, record_sys_flag(data), data, starts, dispatch)
+
+
+def _encode_batch_ipv4(
+    batch: MessageBatch, store_host: tuple[str, int], max_message_size: int
+) -> EncodedPut | PutMessageResult | None:
+    """`encode_batch` for IPv4 hosts: records packed straight into one buffer, the invariant
+    parts (topic, hosts, header properties) worked out once; None for IPv6 hosts."""
+    born = _ipv4(batch.born_host[0])
+    store = _ipv4(store_host[0])
+    if born is None or store is None:
+        return None
+    topic_bytes = batch.topic.encode()
+    failure = _check(batch.topic, 0)
+    if failure is not None:
+        return failure
+    header_props = batch.properties.encode()
+    pack = _IPV4_HEAD.pack
+    crc32 = zlib.crc32
+    fixed = 91 + len(topic_bytes)
+    queue_id, sys_flag = batch.queue_id, batch.sys_flag & ~_V6_BITS
+    born_timestamp, born_port = batch.born_timestamp, batch.born_host[1]
+    store_port, reconsume = store_host[1], batch.reconsume_times
+    topic_part = bytes([len(topic_bytes)]) + topic_bytes
+    data = bytearray()
+    starts: list[int] = []
+    dispatch: list[tuple[int, str, str]] = []
+    for flag, body, element_props in batch.elements:
+        properties = element_props.encode()
+        if header_props:
+            if properties and not properties.endswith(b"\x02"):
+                properties += b"\x02"
+            properties += header_props
+        props_len = len(properties)
+        if props_len > MAX_PROPERTIES_SIZE:
+            return PutMessageResult(
+                PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
+                remark=f"properties of {props_len} bytes exceed {MAX_PROPERTIES_SIZE}",
+            )
+        body_len = len(body)
+        total = fixed + body_len + props_len
+        if total > max_message_size:
+            return PutMessageResult(
+                PutMessageStatus.MESSAGE_ILLEGAL,
+                remark=f"batch element of {total} bytes exceeds maxMessageSize",
+            )
+        starts.append(len(data))
+        data += pack(
+            total, _MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, flag, 0, 0, sys_flag,
+            born_timestamp, born, born_port, 0, store, store_port, reconsume, 0, body_len,
+        )  # fmt: skip
+        data += body
+        data += topic_part
+        data += props_len.to_bytes(2, "big")
+        data += properties
+        if element_props:
+            props = split_properties(element_props)
+            tags = props.get("TAGS")
+            dispatch.append(
+                (hash_tags(tags) if tags else 0, props.get("KEYS", ""), props.get("UNIQ_KEY", ""))
+            )
+        else:
+            dispatch.append((0, "", ""))
+    return EncodedPut(batch.topic, batch.queue_id, sys_flag, data, starts, dispatch)
 
 
 def record_sys_flag(record: bytearray) -> int:

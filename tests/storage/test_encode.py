@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from protocol.message import decode_record, encode_record
 
+from protocol.message import decode_record, encode_record
 from storage._encode import fast_encode_record
 from storage._record import RECORD, check_record, patch_append_fields, read_dispatch_request
 
@@ -65,3 +65,45 @@ def test_fast_encoder_matches_the_codec(
 
 def test_ipv6_hosts_fall_back_to_the_codec() -> None:
     assert fast_encode_record("T", b"", 0, 0, b"", 0, 0, ("::1", 1), ("127.0.0.1", 2), 0, 0) is None
+
+
+@given(
+    elements=st.lists(
+        st.tuples(
+            st.integers(-(2**31), 2**31 - 1),
+            st.binary(max_size=500),
+            st.sampled_from(["", "TAGS\x01A", "UNIQ_KEY\x01U1\x02KEYS\x01k1 k2", "TAGS\x01B\x02"]),
+        ),
+        min_size=1,
+        max_size=10,
+    ),
+    header_props=st.sampled_from(["", "WAIT\x01true", "CLUSTER\x01C"]),
+)
+@settings(max_examples=100)
+def test_batch_fast_path_matches_the_generic_one(
+    elements: list[tuple[int, bytes, str]], header_props: str
+) -> None:
+    from storage import _encode
+    from storage.results import MessageBatch
+
+    batch = MessageBatch(
+        topic="Batched", queue_id=2, elements=elements, properties=header_props,
+        sys_flag=0, born_timestamp=99, born_host=("10.0.0.9", 4000), reconsume_times=1,
+    )  # fmt: skip
+    fast = _encode._encode_batch_ipv4(batch, ("127.0.0.1", 10911), 1 << 20)
+    # Each element encoded by the reference encoder, back to back, byte for byte.
+    assert fast is not None and not isinstance(fast, _encode.PutMessageResult)
+    expected = bytearray()
+    for flag, body, props in elements:
+        text = props
+        if header_props:
+            if text and not text.endswith("\x02"):
+                text += "\x02"
+            text += header_props
+        expected += encode_record(
+            topic="Batched", body=body, queue_id=2, flag=flag, properties=text,
+            born_timestamp=99, born_host=("10.0.0.9", 4000), store_host=("127.0.0.1", 10911),
+            reconsume_times=1,
+        )  # fmt: skip
+    assert fast.data == expected
+    assert [d[0] != 0 for d in fast.dispatch] == ["TAGS" in p for _, _, p in elements]
