@@ -490,33 +490,39 @@ def encode_batch(elements: Iterable[BatchElement]) -> bytes:
 
 def decode_batch(body: Buffer) -> list[BatchElement]:
     """Split a batch body into its elements; MessageFormatError on any inconsistency."""
-    elements: list[BatchElement] = []
+    return [BatchElement(*element) for element in decode_batch_tuples(body)]
+
+
+def decode_batch_tuples(body: Buffer) -> list[tuple[int, bytes, str]]:
+    """`decode_batch` as plain (flag, body, properties) tuples: the broker's send path."""
+    elements: list[tuple[int, bytes, str]] = []
+    append = elements.append
+    unpack_head = _BATCH_HEAD.unpack_from
+    unpack_short = _SHORT.unpack_from
     view = memoryview(body)
     pos = 0
     end = len(view)
     while pos < end:
         if pos + 22 > end:
             raise MessageFormatError(f"batch element at offset {pos} is cut short")
-        total, _magic, _crc, flag, body_len = _BATCH_HEAD.unpack_from(view, pos)
+        total, _magic, _crc, flag, body_len = unpack_head(view, pos)
         props_at = pos + 20 + body_len
         if body_len < 0 or props_at + 2 > end:
             raise MessageFormatError(
                 f"batch element at offset {pos}: body length {body_len} overruns the body"
             )
-        (props_len,) = _SHORT.unpack_from(view, props_at)
+        (props_len,) = unpack_short(view, props_at)
         if props_len < 0 or total != 22 + body_len + props_len:
             raise MessageFormatError(f"batch element at offset {pos}: inconsistent sizes")
-        if pos + total > end:
+        next_pos = pos + total
+        if next_pos > end:
             raise MessageFormatError(f"batch element at offset {pos} overruns the body")
-        p = pos + 20
-        element_body = bytes(view[p : p + body_len])
-        p += body_len + 2
         try:
-            props = bytes(view[p : pos + total]).decode()
+            props = str(view[props_at + 2 : next_pos], "utf-8") if props_len else ""
         except UnicodeDecodeError as exc:
             raise MessageFormatError(f"batch element at offset {pos}: {exc}") from exc
-        elements.append(BatchElement(flag, element_body, props))
-        pos += total
+        append((flag, view[pos + 20 : props_at].tobytes(), props))
+        pos = next_pos
     return elements
 
 

@@ -33,7 +33,7 @@ from protocol.message import (
     MessageConst,
     MessageFormatError,
     MessageSysFlag,
-    decode_batch,
+    decode_batch_tuples,
     properties_to_string,
     string_to_properties,
 )
@@ -209,7 +209,7 @@ class SendHandler:
             )
         if batch:
             try:
-                elements = decode_batch(body)
+                elements = decode_batch_tuples(body)
             except MessageFormatError as exc:
                 raise SendRefused(ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {exc}") from None
             if not elements:
@@ -218,7 +218,7 @@ class SendHandler:
                 MessageBatch(
                     topic=topic,
                     queue_id=queue_id,
-                    elements=[(e.flag, e.body, e.properties) for e in elements],
+                    elements=elements,
                     properties=properties_to_string(properties),
                     sys_flag=sys_flag,
                     born_timestamp=header.born_timestamp,
