@@ -24,10 +24,10 @@ from protocol.codes import RequestCode, ResponseCode
 from protocol.command import ConnectionClosedError, RemotingCommand
 from protocol.connection import Connection
 from protocol.headers import (
+    MSG_REGION,
+    TRACE_ON,
     SendMessageRequestHeader,
-    SendMessageResponseHeader,
     decode_send_header,
-    encode_send_response,
 )
 from protocol.message import (
     MessageConst,
@@ -75,6 +75,8 @@ class SendHandler:
         self.config = broker.config
         self.topics = broker.topics
         self.cluster_name = broker.config.broker_cluster_name
+        self._region = broker.config.region_id
+        self._trace_on = "true" if broker.config.trace_on else "false"
 
     def __call__(self, connection: Connection, request: RemotingCommand) -> RemotingCommand | None:
         """Check and store one send; the answer goes out when the store has the message.
@@ -251,11 +253,13 @@ class SendHandler:
             failed = _FAILED_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
             remark = result.remark or f"the store refused the message: {result.status}"
             return request.response(failed, remark)
-        ext = encode_send_response(
-            SendMessageResponseHeader(
-                msg_id=result.msg_id, queue_id=queue_id, queue_offset=result.queue_offset
-            ),
-            region=self.config.region_id,
-            trace_on=self.config.trace_on,
-        )
+        # The SendMessageResponseHeader fields and the two extras, written directly: this runs
+        # once per send, and the generic header encoder costs more than the rest of it.
+        ext = {
+            "msgId": result.msg_id,
+            "queueId": str(queue_id),
+            "queueOffset": str(result.queue_offset),
+            MSG_REGION: self._region,
+            TRACE_ON: self._trace_on,
+        }
         return request.response(code, None, ext)
