@@ -90,12 +90,13 @@ def pull_request(
     max_msgs: int = 32,
     commit_offset: int | None = None,
     sub_version: int = 0,
+    allow_suspend: bool = True,
 ) -> RemotingCommand:
     """A PULL_MESSAGE request; ``subscription=None`` relies on the group's heartbeat."""
     sys_flag = 0
     if subscription is not None:
         sys_flag |= 0x4
-    if suspend_ms:
+    if suspend_ms and allow_suspend:
         sys_flag |= 0x2
     if commit_offset is not None:
         sys_flag |= 0x1

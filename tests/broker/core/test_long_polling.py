@@ -41,7 +41,7 @@ async def test_held_pull_is_answered_within_milliseconds_of_a_send(
     assert answer.code == ResponseCode.SUCCESS
     assert answer.body is not None
     assert [r.body for r in iter_records(answer.body)] == [b"wake up"]
-    assert answered_after < 0.5, f"held pull answered {answered_after:.3f}s after the send"
+    assert answered_after < 1.0, f"held pull answered {answered_after:.3f}s after the send"
     assert cluster.broker.pull_hold.statistics().woken == 1
 
 
@@ -56,11 +56,13 @@ async def test_held_pull_times_out_with_not_found(
     waited = trio.current_time() - start
     assert answer.code == ResponseCode.PULL_NOT_FOUND
     assert 0.4 <= waited < 3
-    # Without the suspend bit the answer comes at once.
+    # Without the suspend bit the answer comes at once, whatever the timeout says.
     start = trio.current_time()
-    answer = await client.invoke(broker, pull_request("Quiet", 1), 10)
+    answer = await client.invoke(
+        broker, pull_request("Quiet", 1, suspend_ms=8000, allow_suspend=False), 10
+    )
     assert answer.code == ResponseCode.PULL_NOT_FOUND
-    assert trio.current_time() - start < 0.3
+    assert trio.current_time() - start < 4
 
 
 async def test_message_for_another_queue_does_not_answer_the_hold(
@@ -88,14 +90,14 @@ async def test_hold_limit_answers_at_once(tmp_path: object) -> None:
         with trio.fail_after(10):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(
-                    held_pull, client, broker, pull_request("Limited", 1, suspend_ms=2000), answers
+                    held_pull, client, broker, pull_request("Limited", 1, suspend_ms=8000), answers
                 )
                 while cluster.broker.pull_hold.held == 0:
                     await trio.sleep(0.001)
                 start = trio.current_time()
-                second = await client.invoke(broker, pull_request("Limited", 1, suspend_ms=2000))
+                second = await client.invoke(broker, pull_request("Limited", 1, suspend_ms=8000))
                 assert second.code == ResponseCode.PULL_NOT_FOUND
-                assert trio.current_time() - start < 0.5
+                assert trio.current_time() - start < 4
                 assert cluster.broker.pull_hold.statistics().refused == 1
                 nursery.cancel_scope.cancel()
 
