@@ -13,7 +13,6 @@ import zlib
 from typing import NamedTuple
 
 from protocol.message import BLANK_MAGIC_CODE, MAGIC_CODE, MessageSysFlag
-
 from storage._hash import tags_code
 
 HEAD = struct.Struct(">iiiiiqqiq")  # total..born timestamp: 48 bytes

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import attrs
-from protocol.message import BLANK_MAGIC_CODE, MAGIC_CODE
 
+from protocol.message import BLANK_MAGIC_CODE, MAGIC_CODE
 from storage._record import (
     BAD,
     BLANK,

@@ -10,8 +10,8 @@ from pathlib import Path
 import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from protocol.message import decode_record
 
+from protocol.message import decode_record
 from storage import (
     GetMessageStatus,
     MessageBatch,

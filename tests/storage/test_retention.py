@@ -10,8 +10,8 @@ from typing import Any
 
 import trio
 import trio.testing
-from protocol.message import decode_record
 
+from protocol.message import decode_record
 from storage import (
     GetMessageStatus,
     MessageExtBrokerInner,

@@ -12,8 +12,8 @@ from typing import Any
 import attrs
 import pytest
 import trio
-from protocol.message import MessageSysFlag, decode_record
 
+from protocol.message import MessageSysFlag, decode_record
 from storage import (
     FileMessageStore,
     FlushDiskType,
