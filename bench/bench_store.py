@@ -8,6 +8,7 @@ per record for ASYNC; for SYNC one ``os.write`` of as many records as the store'
 group commit held (column "group") and one ``fdatasync``. Then reads by queue offset (32 per get).
 
     python -m bench store [--seconds 1] [--quick] [--dir /path/on/the/disk/to/test]
+        [--sizes 1024 ...] [--writers 1 16 256] [--flush ASYNC_FLUSH SYNC_FLUSH] [--no-read]
 """
 
 from __future__ import annotations
@@ -129,6 +130,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=1.0, help="per append measurement")
     parser.add_argument("--quick", action="store_true", help="0.3 s per measurement")
     parser.add_argument("--dir", default=None, help="where the stores go (default: a temp dir)")
+    parser.add_argument("--sizes", type=int, nargs="+", default=SIZES, help="body sizes")
+    parser.add_argument("--writers", type=int, nargs="+", default=WRITERS, help="writer tasks")
+    parser.add_argument(
+        "--flush",
+        nargs="+",
+        choices=[f.value for f in FlushDiskType],
+        default=[f.value for f in FlushDiskType],
+        help="flush disk types",
+    )
+    parser.add_argument("--no-read", action="store_true", help="skip the read measurements")
     args = parser.parse_args(argv)
     seconds = 0.3 if args.quick else args.seconds
     base = Path(tempfile.mkdtemp(prefix="boltmq-bench-store-", dir=args.dir))
@@ -142,9 +153,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     try:
         run = 0
-        for flush in (FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH):
-            for size in SIZES:
-                for writers in WRITERS:
+        for flush in (FlushDiskType(value) for value in args.flush):
+            for size in args.sizes:
+                for writers in args.writers:
                     run += 1
                     root = base / f"run{run}"
                     rate, mbps, group = trio.run(_append, root, flush, size, writers, seconds)
@@ -154,7 +165,7 @@ def main(argv: list[str] | None = None) -> None:
                         f"{flush.value:<12}{size:>7}{writers:>9}{rate:>12,.0f}{mbps:>9.1f}"
                         f"{group:>7.1f}{raw:>13,.0f}{rate / raw:>8.0%}"
                     )
-        for size in SIZES:
+        for size in () if args.no_read else args.sizes:
             root = base / f"read{size}"
             messages = 20_000 if args.quick else 100_000
             rate = trio.run(_read, root, size, messages if size < 16384 else messages // 4)

@@ -133,6 +133,29 @@ class ConsumeQueue:
         self.max_physic_offset = physic_offset + size
         return True
 
+    def put_entries(self, queue_offset: int, entries: bytes | bytearray) -> None:
+        """Write consecutive packed entries starting at ``queue_offset`` (a group commit's).
+
+        One copy into the map when they continue the last file and fit in it; otherwise
+        (new file, file end, replay, gap) entry by entry through `put`.
+        """
+        n = len(entries)
+        files = self.files.files
+        if files:
+            last = files[-1]
+            pos = last.wrote_position
+            if (
+                queue_offset * CQ_STORE_UNIT_SIZE == last.file_from_offset + pos
+                and pos + n <= last.file_size
+            ):
+                last.view[pos : pos + n] = entries
+                last.wrote_position = pos + n
+                offset, size, _ = ENTRY.unpack_from(entries, n - CQ_STORE_UNIT_SIZE)
+                self.max_physic_offset = offset + size
+                return
+        for i, (offset, size, tags) in enumerate(ENTRY.iter_unpack(entries)):
+            self.put(queue_offset + i, offset, size, tags)
+
     @staticmethod
     def _fill_blanks(mapped: MappedFile, until: int) -> None:
         count = (until - mapped.wrote_position) // CQ_STORE_UNIT_SIZE

@@ -51,3 +51,34 @@ class CommitLogDispatcher:
             self.index_end_offset = request.commit_log_offset
         self.last_dispatch_timestamp = request.store_timestamp
         self.dispatched += 1
+
+    def dispatch_group(
+        self,
+        queue_entries: list[tuple[str, int, int, bytearray]],
+        index_keys: list[tuple[str, int]],
+        last_offset: int,
+        store_timestamp: int,
+        count: int,
+    ) -> None:
+        """Add a group commit's records at once: per queue ``(topic, queue id, first queue
+        offset, packed entries)``, and the full index keys ``(<topic>#<key>, offset)``.
+
+        ``last_offset`` is the commit-log offset of the group's last record, ``count`` its
+        number of records (they all share ``store_timestamp``).
+        """
+        queues = self.consume_queues
+        for topic, queue_id, queue_offset, entries in queue_entries:
+            queue = queues.queues.get((topic, queue_id))
+            if queue is None:
+                queue = queues.find_or_create(topic, queue_id)
+            queue.put_entries(queue_offset, entries)
+        index = self.index
+        if index is not None and last_offset > self.index_end_offset:
+            if index_keys:
+                end = self.index_end_offset
+                if index_keys[0][1] <= end:  # a replay: skip what is already indexed
+                    index_keys = [k for k in index_keys if k[1] > end]
+                index.build_many(index_keys, store_timestamp)
+            self.index_end_offset = last_offset
+        self.last_dispatch_timestamp = store_timestamp
+        self.dispatched += count

@@ -81,33 +81,52 @@ class IndexFile:
 
     def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
         """Add one key; False when the file is full."""
-        if self.index_count >= self.max_index_num:
-            return False
-        khash = key_hash(key)
-        slot_pos = INDEX_HEADER_SIZE + (khash % self.max_hash_slot_num) * HASH_SLOT_SIZE
+        return self.put_keys([(key, phy_offset)], 0, store_timestamp) == 1
+
+    def put_keys(self, keys: list[tuple[str, int]], start: int, store_timestamp: int) -> int:
+        """Add ``keys[start:]`` (key, commit-log offset) until the file is full; returns the
+        position in ``keys`` after the last one added. The header is written once, at the end."""
         buf = self._map
-        (previous,) = _SLOT.unpack_from(buf, slot_pos)
-        if previous <= 0 or previous > self.index_count:
-            previous = 0
-        if self.index_count <= 1:
-            self.begin_timestamp = store_timestamp
-            self.begin_phy_offset = phy_offset
-            time_diff = 0
-        else:
-            time_diff = min(max((store_timestamp - self.begin_timestamp) // 1000, 0), _INT_MAX)
+        slots = self.max_hash_slot_num
+        entries_start = self._entries_start
         number = self.index_count
-        _ENTRY.pack_into(
-            buf,
-            self._entries_start + number * INDEX_ENTRY_SIZE,
-            khash,
-            phy_offset,
-            time_diff,
-            previous,
-        )
-        _SLOT.pack_into(buf, slot_pos, number)
-        if previous == 0:
-            self.hash_slot_count += 1
-        self.index_count = number + 1
+        limit = self.max_index_num
+        slot_count = self.hash_slot_count
+        unpack_slot = _SLOT.unpack_from
+        pack_slot = _SLOT.pack_into
+        pack_entry = _ENTRY.pack_into
+        i = start
+        end = len(keys)
+        phy_offset = self.end_phy_offset
+        while i < end and number < limit:
+            key, phy_offset = keys[i]
+            i += 1
+            khash = key_hash(key)
+            slot_pos = INDEX_HEADER_SIZE + (khash % slots) * HASH_SLOT_SIZE
+            (previous,) = unpack_slot(buf, slot_pos)
+            if previous <= 0 or previous > number:
+                previous = 0
+                slot_count += 1
+            if number <= 1:
+                self.begin_timestamp = store_timestamp
+                self.begin_phy_offset = phy_offset
+                time_diff = 0
+            else:
+                time_diff = min(max((store_timestamp - self.begin_timestamp) // 1000, 0), _INT_MAX)
+            pack_entry(
+                buf,
+                entries_start + number * INDEX_ENTRY_SIZE,
+                khash,
+                phy_offset,
+                time_diff,
+                previous,
+            )
+            pack_slot(buf, slot_pos, number)
+            number += 1
+        if i == start:
+            return start
+        self.hash_slot_count = slot_count
+        self.index_count = number
         self.end_phy_offset = phy_offset
         self.end_timestamp = store_timestamp
         _HEADER.pack_into(
@@ -117,10 +136,10 @@ class IndexFile:
             self.end_timestamp,
             self.begin_phy_offset,
             self.end_phy_offset,
-            self.hash_slot_count,
-            self.index_count,
+            slot_count,
+            number,
         )
-        return True
+        return i
 
     def overlaps(self, begin: int, end: int) -> bool:
         """Whether the file's store-time range meets ``[begin, end]``."""
@@ -207,14 +226,18 @@ class IndexService:
 
     def build(self, topic: str, keys: list[str], phy_offset: int, store_timestamp: int) -> None:
         """Index ``<topic>#<key>`` for each key of one message."""
+        self.build_many([(f"{topic}#{key}", phy_offset) for key in keys if key], store_timestamp)
+
+    def build_many(self, keys: list[tuple[str, int]], store_timestamp: int) -> None:
+        """Index full keys (``<topic>#<key>``, commit-log offset) of a group of messages."""
+        done = 0
         index = self._writable()
-        for key in keys:
-            if not key:
-                continue
-            full = f"{topic}#{key}"
-            if not index.put_key(full, phy_offset, store_timestamp):
-                index = self._new_file()
-                index.put_key(full, phy_offset, store_timestamp)
+        while True:
+            added = index.put_keys(keys, done, store_timestamp)
+            if added >= len(keys) or (added == done and index.index_count <= 1):
+                return  # all added, or a file too small to take any
+            done = added
+            index = self._new_file()
 
     def query(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[int]:
         """Commit-log offsets of messages of ``topic`` with ``key`` stored in ``[begin, end]``."""

@@ -1,11 +1,17 @@
 """The store writer actor: the only task that appends to the commit log.
 
-It drains every put waiting in its mailbox as one group: appends them all (assigning
-physical offset, queue offset and store timestamp), flushes once when flushDiskType is
-SYNC_FLUSH (fdatasync in a worker thread, so the event loop keeps serving), publishes the new
-committed offset, dispatches the group's consume-queue entries and index keys, tells the
-message-arriving listener (the pull-hold service) which queues grew, and only then answers
-each put. Readers never message it: they slice the mapped files up to the committed offset.
+It takes every put waiting in its mailbox and cuts them into group commits of at most
+`GROUP_LIMIT` puts (the callers already share one wake-up event per such run). For each group
+it appends the records straight into the mapped commit-log file (assigning physical offset,
+queue offset and store timestamp), then completes it: publishes the new committed offset,
+dispatches the group's consume-queue entries and index keys, tells the message-arriving
+listener (the pull-hold service) which queues grew, and answers each put.
+
+With ASYNC_FLUSH a group is completed at once. With SYNC_FLUSH it goes to the group commit
+service, a second task that fdatasyncs in a worker thread while the writer keeps appending:
+one flush answers every group appended before it started, and the next flush takes every
+group appended meanwhile. Readers never message the writer: they slice the mapped files up
+to the committed offset.
 """
 
 from __future__ import annotations
@@ -17,15 +23,10 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from actors.base import Actor, ActorError, ActorStatistics, MailboxFull, Request
-from storage._record import (
-    TRANSACTION_PREPARED,
-    TRANSACTION_ROLLBACK,
-    DispatchRequest,
-    offset_msg_id_prefix,
-    transaction_type,
-)
-from storage.commit_log import EncodedPut, MessageTooLargeForFile
+from actors.base import Actor, ActorError, ActorStatistics, ActorStatus, Request
+from storage._record import DispatchRequest, offset_msg_id_prefix
+from storage.commit_log import EncodedPut
+from storage.group_commit import CommitGroup, PendingPut, append_one, append_puts
 from storage.results import PutMessageResult, PutMessageStatus
 from storage.store_config import FlushDiskType
 
@@ -37,10 +38,14 @@ log = logging.getLogger("boltmq.broker.store")
 WRITER_MAILBOX_SIZE = 8192
 """Puts that may wait for the next group commit before callers block (backpressure)."""
 
+GROUP_LIMIT = 64
+"""Puts per group commit at most. Smaller groups let a SYNC_FLUSH fdatasync of one group
+overlap the appending of the next; the writer still takes its whole mailbox per wake-up."""
+
 
 @attrs.frozen
 class PutRecords(Request[PutMessageResult]):
-    """Append one encoded put (a message or a batch) and answer with its result."""
+    """Append one encoded put and answer with its result (used when the mailbox is full)."""
 
     put: EncodedPut
 
@@ -53,20 +58,15 @@ class AppendReplicated(Request[bool]):
     data: bytes | memoryview
 
 
-@attrs.frozen
-class PutRecordsThen:
-    """Append one encoded put and hand its result to ``callback`` (called on the trio thread).
+PutRecordsThen = PendingPut
+"""A queued put answered by its callback (on the trio thread) or through its shared event.
 
-    The send path uses it so that a request needs no task of its own waiting for the store:
-    the callback sends the answer. A callback is called exactly once, also when the writer
-    stops before appending (with SERVICE_NOT_AVAILABLE).
-    """
+The send path uses the callback form so that a request needs no task of its own waiting for
+the store. A put is answered exactly once, also when the writer stops before appending
+(SERVICE_NOT_AVAILABLE).
+"""
 
-    put: EncodedPut
-    callback: Callable[[PutMessageResult], object]
-
-
-StoreWriterCommand = PutRecords | PutRecordsThen | AppendReplicated
+StoreWriterCommand = PendingPut | PutRecords | AppendReplicated
 
 
 @attrs.frozen
@@ -88,6 +88,17 @@ class StoreWriter(Actor[StoreWriterCommand]):
         super().__init__("store-writer", mailbox_size=mailbox_size, batch_limit=mailbox_size)
         self.store = store
         self._msg_id_prefix = offset_msg_id_prefix(store.config.store_host)
+        self._sync_flush = store.config.flush_disk_type is FlushDiskType.SYNC_FLUSH
+        # The wake-up event the next puts share, and how many already took it.
+        self._open_event = trio.Event()
+        self._open_count = 0
+        # SYNC_FLUSH: groups appended and waiting for the group commit service's flush.
+        self._unflushed: list[CommitGroup] = []
+        self._flush_wanted = trio.Event()
+        self._stopping = False
+        # Set while no group commit service runs (so aclose never waits for one).
+        self._drained = trio.Event()
+        self._drained.set()
         self._batches = 0
         self._records = 0
         self._bytes = 0
@@ -99,22 +110,27 @@ class StoreWriter(Actor[StoreWriterCommand]):
 
     async def put(self, put: EncodedPut, timeout: float) -> PutMessageResult:
         """Append ``put`` in the next group commit and wait for its result."""
-        request = PutRecords(put)
+        if self._status is not ActorStatus.RUNNING:
+            return self._not_running()
+        pending = PendingPut(put, None, self._take_event())
         try:
-            # The hot path skips `call`'s cancel scope: the writer answers every request it
-            # takes, and a crash fails the queued ones (ActorCrashed), so nobody waits forever.
-            self.cast_nowait(request)
-        except MailboxFull:
+            # No cancel scope and no reply slot of its own: the writer answers every put it
+            # takes, and the mailbox's end answers the rest (see on_dropped).
+            self._send.send_nowait(pending)
+        except trio.WouldBlock:
             try:
-                return await self.call(request, timeout)
+                return await self.call(PutRecords(put), timeout)
             except ActorError as exc:
                 return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=str(exc))
-        except ActorError as exc:
-            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=str(exc))
-        try:
-            return await request.reply.wait()
-        except ActorError as exc:
-            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=str(exc))
+        await pending.event.wait()
+        result = pending.result
+        while result is None:
+            # The shared event was set by a group that ended before this put (the mailbox
+            # held more than one batch): wait for this put's own answer.
+            pending.event = trio.Event()
+            await pending.event.wait()
+            result = pending.result
+        return result
 
     async def append_replicated(
         self, start_offset: int, data: bytes | memoryview, timeout: float
@@ -127,121 +143,135 @@ class StoreWriter(Actor[StoreWriterCommand]):
 
     def put_nowait(self, put: EncodedPut, callback: Callable[[PutMessageResult], object]) -> None:
         """Queue ``put`` for the next group commit; ``callback`` gets its result."""
+        if self._status is not ActorStatus.RUNNING:
+            callback(self._not_running())
+            return
         try:
-            self.cast_nowait(PutRecordsThen(put, callback))
-        except MailboxFull:
+            self._send.send_nowait(PendingPut(put, callback, self._take_event()))
+        except trio.WouldBlock:
             callback(
                 PutMessageResult(
                     PutMessageStatus.OS_PAGECACHE_BUSY,
-                    remark=f"the store writer has {WRITER_MAILBOX_SIZE} puts waiting; retry",
+                    remark=f"the store writer has {self.mailbox_size} puts waiting; retry",
                 )
             )
-        except ActorError as exc:
-            callback(PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=str(exc)))
+
+    def _take_event(self) -> trio.Event:
+        event = self._open_event
+        count = self._open_count + 1
+        if count >= GROUP_LIMIT:
+            self._open_event = trio.Event()
+            count = 0
+        self._open_count = count
+        return event
+
+    def _not_running(self) -> PutMessageResult:
+        return PutMessageResult(
+            PutMessageStatus.SERVICE_NOT_AVAILABLE,
+            remark=f"actor {self.name} is {self._status.value}: put not sent",
+        )
 
     def on_dropped(self, command: object) -> None:
-        """A queued put the writer will not append: its callback learns so."""
-        if isinstance(command, PutRecordsThen):
-            command.callback(
-                PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store stopped")
+        """A queued put the writer will not append: it learns so."""
+        if isinstance(command, PendingPut) and not command.taken and command.result is None:
+            result = PutMessageResult(
+                PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store stopped"
             )
+            _answer([command], [result])
 
     # -- the actor's side ------------------------------------------------------------------
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the writer and, with SYNC_FLUSH, its group commit service."""
+        self._stopping = False
+        self._drained = trio.Event()
+        async with trio.open_nursery() as nursery:
+            if self._sync_flush:
+                nursery.start_soon(self._group_commit_service)
+            else:
+                self._drained.set()
+            try:
+                await super().run(task_status)
+            finally:
+                self._stopping = True
+                self._flush_wanted.set()
+
+    async def aclose(self) -> None:
+        """Stop taking puts, append what is queued, and wait until every group is answered."""
+        await super().aclose()
+        await self._drained.wait()
 
     async def handle(self, command: StoreWriterCommand) -> Any:
         """Handle one command as a group of one (it answers through its reply slot)."""
         await self.handle_batch([command])
 
     async def handle_batch(self, commands: list[StoreWriterCommand]) -> None:
-        """One group commit: append all, flush once, publish, dispatch, notify, answer."""
+        """Cut the commands into group commits; complete each (ASYNC) or queue it for the
+        group commit service (SYNC), letting a flush start before appending the next."""
         store = self.store
         commit_log = store.commit_log
         now = store.config.clock()
         prefix = self._msg_id_prefix
-        answers: list[tuple[StoreWriterCommand, Any]] = []
-        dispatch: list[DispatchRequest] = []
-        replicated = False
-        wrote = 0
-        for command in commands:
-            if isinstance(command, AppendReplicated):
-                ok = commit_log.append_data(command.start_offset, command.data)
-                replicated = replicated or ok
-                answers.append((command, ok))
-                continue
-            put = command.put
-            try:
-                appended = commit_log.append(put, now)
-            except MessageTooLargeForFile as exc:
-                answers.append(
-                    (command, PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=str(exc)))
-                )
-                continue
-            except OSError as exc:
-                log.error("store writer: cannot create or map a commit-log file: %s", exc)
-                answers.append(
-                    (
-                        command,
-                        PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, remark=str(exc)),
-                    )
-                )
-                continue
-            wrote += appended.wrote_bytes
-            starts = put.record_starts
-            data_len = len(put.data)
-            offsets = appended.physical_offsets
-            tran = transaction_type(put.sys_flag)
-            in_queue = tran != TRANSACTION_PREPARED and tran != TRANSACTION_ROLLBACK
-            for i, (tags_code, keys, uniq_key) in enumerate(put.dispatch):
-                size = (starts[i + 1] if i + 1 < len(starts) else data_len) - starts[i]
-                dispatch.append(
-                    DispatchRequest(
-                        put.topic,
-                        put.queue_id,
-                        offsets[i],
-                        size,
-                        tags_code,
-                        now,
-                        appended.queue_offset + i if in_queue else 0,
-                        keys,
-                        uniq_key,
-                        put.sys_flag,
-                    )
-                )
-            answers.append(
-                (
-                    command,
-                    PutMessageResult(
-                        PutMessageStatus.PUT_OK,
-                        wrote_offset=appended.wrote_offset,
-                        wrote_bytes=appended.wrote_bytes,
-                        queue_offset=appended.queue_offset,
-                        msg_num=appended.msg_num,
-                        store_timestamp=now,
-                        physical_offsets=offsets,
-                        msg_id_prefix=prefix,
-                    ),
-                )
-            )
-        sync_flush = store.config.flush_disk_type is FlushDiskType.SYNC_FLUSH
-        if (wrote or replicated) and sync_flush and not await self._flush():
-            for _, result in answers:
-                if (
-                    isinstance(result, PutMessageResult)
-                    and result.status is PutMessageStatus.PUT_OK
-                ):
-                    result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
-        commit_log.publish()
-        grown = self._dispatch(dispatch, replicated)
-        self._notify(grown)
-        self._account(commands, answers, wrote)
-        for command, value in answers:
-            if isinstance(command, PutRecordsThen):
-                try:
-                    command.callback(value)
-                except Exception:
-                    log.exception("store writer: a put callback failed")
+        index_enabled = store.index is not None
+        # Puts sent from now on share a new event (this batch takes every queued put).
+        self._open_event = trio.Event()
+        self._open_count = 0
+        i, n = 0, len(commands)
+        while i < n:
+            group = CommitGroup(now)
+            command = commands[i]
+            if isinstance(command, PendingPut):
+                i = append_puts(commit_log, commands, i, group, prefix, index_enabled)
             else:
-                command.reply.set_result(value)
+                i += 1
+                self._append_request(command, group, prefix, index_enabled)
+            group.close(commit_log)
+            if not self._sync_flush:
+                self._complete([group], flushed=True)
+                continue
+            self._unflushed.append(group)
+            self._flush_wanted.set()
+            if i < n:
+                await trio.lowlevel.checkpoint()
+
+    def _append_request(
+        self,
+        command: PutRecords | AppendReplicated,
+        group: CommitGroup,
+        prefix: str,
+        index_enabled: bool,
+    ) -> None:
+        if isinstance(command, AppendReplicated):
+            ok = self.store.commit_log.append_data(command.start_offset, command.data)
+            group.replicated = ok
+            group.replies.append((command.reply.set_result, ok))
+            return
+        result = append_one(self.store.commit_log, command.put, group, prefix, index_enabled)
+        if result.ok:
+            group.records += result.msg_num
+            group.last_offset = result.physical_offsets[-1]
+        else:
+            group.failures += 1
+        group.replies.append((command.reply.set_result, result))
+
+    async def _group_commit_service(self) -> None:
+        """SYNC_FLUSH: flush once for every group appended so far, then complete them."""
+        try:
+            while True:
+                while not self._unflushed:
+                    if self._stopping:
+                        return
+                    self._flush_wanted = trio.Event()
+                    await self._flush_wanted.wait()
+                groups, self._unflushed = self._unflushed, []
+                flushed = await self._flush()
+                self._complete(groups, flushed)
+        finally:
+            # Cancelled: stored, but the flush is not confirmed (shutdown flushes them).
+            groups, self._unflushed = self._unflushed, []
+            if groups:
+                self._complete(groups, flushed=False)
+            self._drained.set()
 
     async def _flush(self) -> bool:
         """fdatasync the commit log in a worker thread; False on syncFlushTimeout."""
@@ -257,63 +287,72 @@ class StoreWriter(Actor[StoreWriterCommand]):
         )
         return False
 
-    def _dispatch(
-        self, requests: list[DispatchRequest], replicated: bool
-    ) -> dict[tuple[str, int], int]:
-        """Write consume-queue entries and index keys; returns queue -> new max offset."""
+    def _complete(self, groups: list[CommitGroup], flushed: bool) -> None:
+        """Publish, dispatch, notify and answer ``groups`` (in order) as one group commit."""
         store = self.store
+        commit_log = store.commit_log
         dispatcher = store.dispatcher
-        grown: dict[tuple[str, int], int] = {}
-        for request in requests:
-            dispatcher.dispatch(request)
-            grown[(request.topic, request.queue_id)] = request.queue_offset + 1
-        if replicated:
-            commit_log = store.commit_log
-
-            def follow(request: DispatchRequest) -> None:
-                dispatcher.dispatch(request)
-                grown[(request.topic, request.queue_id)] = request.queue_offset + 1
-
-            # Replicated data may end inside a record: the rest comes with the next append.
-            store.reput_from_offset = commit_log.iter_dispatch(
-                store.reput_from_offset, commit_log.committed_offset, follow
+        listener = store.message_arriving_listener
+        puts = records = wrote = failures = 0
+        for group in groups:
+            commit_log.committed_offset = group.end_offset
+            if group.records:
+                dispatcher.dispatch_group(
+                    group.queue_runs,
+                    group.index_keys,
+                    group.last_offset,
+                    group.store_timestamp,
+                    group.records,
+                )
+            grown = group.grown
+            if group.replicated:
+                grown = grown + self._dispatch_replicated()
+            else:
+                store.reput_from_offset = group.end_offset
+            if listener is not None:
+                for topic, queue_id, max_offset in grown:
+                    try:
+                        listener(topic, queue_id, max_offset)
+                    except Exception:
+                        log.exception("message arriving listener failed for %s:%d", topic, queue_id)
+            if not flushed:
+                group.set_flush_timeout()
+            _answer(group.pendings, group.results)
+            for setter, value in group.replies:
+                setter(value)
+            puts += len(group.pendings) + sum(
+                isinstance(value, PutMessageResult) for _, value in group.replies
             )
-        else:
-            store.reput_from_offset = store.commit_log.committed_offset
-        return grown
-
-    def _notify(self, grown: dict[tuple[str, int], int]) -> None:
-        listener = self.store.message_arriving_listener
-        if listener is None:
-            return
-        for (topic, queue_id), max_offset in grown.items():
-            try:
-                listener(topic, queue_id, max_offset)
-            except Exception:
-                log.exception("message arriving listener failed for %s:%d", topic, queue_id)
-
-    def _account(
-        self,
-        commands: list[StoreWriterCommand],
-        answers: list[tuple[StoreWriterCommand, Any]],
-        wrote: int,
-    ) -> None:
-        counters = self.store.counters
-        records = 0
-        for _, result in answers:
-            if isinstance(result, PutMessageResult):
-                counters["puts"] += 1
-                if result.ok:
-                    records += result.msg_num
-                else:
-                    counters["put_failures"] += 1
+            records += group.records
+            wrote += group.wrote
+            failures += group.failures
+        counters = store.counters
+        counters["puts"] += puts
+        counters["put_failures"] += failures
         counters["put_messages"] += records
         counters["put_bytes"] += wrote
         counters["write_batches"] += 1
         self._batches += 1
         self._records += records
         self._bytes += wrote
-        self._largest_batch = max(self._largest_batch, len(commands))
+        self._largest_batch = max(self._largest_batch, puts)
+
+    def _dispatch_replicated(self) -> list[tuple[str, int, int]]:
+        """Dispatch replicated records up to the committed offset (they may end inside a
+        record: the rest comes with the next append)."""
+        store = self.store
+        dispatcher = store.dispatcher
+        grown: dict[tuple[str, int], int] = {}
+
+        def follow(request: DispatchRequest) -> None:
+            dispatcher.dispatch(request)
+            grown[(request.topic, request.queue_id)] = request.queue_offset + 1
+
+        commit_log = store.commit_log
+        store.reput_from_offset = commit_log.iter_dispatch(
+            store.reput_from_offset, commit_log.committed_offset, follow
+        )
+        return [(topic, queue_id, offset) for (topic, queue_id), offset in grown.items()]
 
     def statistics(self) -> StoreWriterStatistics:
         """The actor's counters plus group-commit figures."""
@@ -326,3 +365,20 @@ class StoreWriter(Actor[StoreWriterCommand]):
             flush_timeouts=self._flush_timeouts,
             largest_batch=self._largest_batch,
         )
+
+
+def _answer(pendings: list[PendingPut], results: list[PutMessageResult]) -> None:
+    """Hand each put its result: its callback, or its (shared) event."""
+    last_event = None
+    for pending, result in zip(pendings, results, strict=True):
+        pending.result = result
+        callback = pending.callback
+        if callback is not None:
+            try:
+                callback(result)
+            except Exception:
+                log.exception("store writer: a put callback failed")
+        event = pending.event
+        if event is not last_event:
+            last_event = event
+            event.set()
