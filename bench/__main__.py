@@ -1,6 +1,6 @@
 """``python -m bench [name ...] [--quick]``: run benchmarks and print their figures.
 
-Names: remoting, codec, store, registry, broker (default: all, in that order). Each benchmark
+Names: remoting, codec, store, registry, broker, stats (default: all, in that order). Each benchmark
 module has ``main(argv)``; with ``--quick`` each gets the arguments for a short run (its own
 ``--quick`` where it has one, else a short ``--seconds``). Modules are imported only when their
 benchmark runs, so one that is missing or fails costs only its own entry.
@@ -22,6 +22,7 @@ BENCHMARKS = {
     "store": "bench.bench_store:main",
     "registry": "bench.bench_registry:main",
     "broker": "bench.bench_produce_consume:main",
+    "stats": "bench.bench_stats:main",
 }
 # remoting and registry take only --seconds; the others have --quick of their own.
 QUICK_ARGS = {
@@ -30,6 +31,7 @@ QUICK_ARGS = {
     "store": ["--quick"],
     "registry": ["--seconds", "0.5"],
     "broker": ["--quick"],
+    "stats": ["--quick"],
 }
 
 

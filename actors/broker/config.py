@@ -64,6 +64,19 @@ class BrokerConfig:
     max_held_pulls: int = attrs.field(default=10_000, validator=_positive)
     slave_read_enable: bool = False
     which_broker_when_consume_slowly: int = 1
+    # Orderly consumption: ms a LOCK_BATCH_MQ lock lives without renewal (RocketMQ's
+    # rocketmq.broker.rebalance.lockMaxLiveTime).
+    rebalance_lock_max_live_time: int = attrs.field(default=60_000, validator=_positive)
+    # Transactions: a half message older than transactionTimeOut ms with no commit or rollback
+    # is checked back with its producer every transactionCheckInterval ms, at most
+    # transactionCheckMax times, then discarded.
+    transaction_time_out: int = attrs.field(default=6000, validator=attrs.validators.ge(0))
+    transaction_check_interval: int = attrs.field(default=60_000, validator=_positive)
+    transaction_check_max: int = attrs.field(default=15, validator=_positive)
+    # Delay levels 1..N (sheet 8.5): space-separated durations with unit s, m, h or d.
+    message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    # Farthest ahead a __STARTDELIVERTIME send may ask for (RocketMQ 5's timerMaxDelaySec).
+    timer_max_delay_sec: int = attrs.field(default=3 * 24 * 3600, validator=_positive)
     server_channel_max_idle_time_seconds: int = 120
     # Store settings (RocketMQ keeps the historical "maped" spelling in the key).
     mapped_file_size_commit_log: int = attrs.field(

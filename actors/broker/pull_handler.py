@@ -299,6 +299,8 @@ class PullHandler:
         body = None
         if code == ResponseCode.SUCCESS:
             body = b"".join(result.buffers)
+            broker.stats.on_get(header.consumer_group, header.topic, len(result.buffers),
+                                result.buffer_total_size)  # fmt: skip
         result.release()
         next_offset = result.next_begin_offset
         return self._answer(

@@ -19,6 +19,7 @@ from actors.broker.topics import (
     check_topic_name,
     dlq_topic,
 )
+from actors.broker.transaction import prepare_half_message
 from protocol.bodies import PERM_WRITE, TopicConfig, TopicFilterType
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import ConnectionClosedError, RemotingCommand
@@ -90,6 +91,8 @@ class SendHandler:
             topic_config, queue_id, topic, reconsume = self._check(header, request)
 
             def done(result: PutMessageResult) -> None:
+                if result.msg_num:  # stored (a refused put has none); actors.broker.stats
+                    self.broker.stats.on_put(topic, result.msg_num, result.wrote_bytes)
                 if request.is_oneway or connection.closed:
                     return
                 try:
@@ -204,11 +207,12 @@ class SendHandler:
         properties = string_to_properties(header.properties or "")
         properties.pop(MessageConst.WAIT, None)
         properties[MessageConst.CLUSTER] = self.cluster_name
-        if properties.get(MessageConst.TRAN_MSG) == "true":
-            raise SendRefused(
-                ResponseCode.NO_PERMISSION,
-                f"broker {self.config.broker_name} does not take transactional messages yet",
-            )
+        if properties.get(MessageConst.TRAN_MSG) == "true":  # a half message (transaction.py)
+            topic, queue_id, sys_flag = prepare_half_message(
+                self.broker, properties, topic, queue_id, sys_flag, batch)  # fmt: skip
+        # Delayed and timed sends are stored in the schedule / timer topic (actors.broker.schedule).
+        topic, queue_id, tags_code = self.broker.schedule.redirect_send(
+            topic, queue_id, properties, sys_flag, batch)  # fmt: skip
         if batch:
             try:
                 elements = decode_batch_tuples(body)
@@ -241,6 +245,7 @@ class SendHandler:
                 born_timestamp=header.born_timestamp,
                 born_host=born_host,
                 reconsume_times=reconsume,
+                tags_code=tags_code,
             ),
             done,
         )

@@ -5,9 +5,12 @@ Children of the broker's supervisor, in start order (stopped in reverse):
 1. ``store`` - the message store (writer actor, flush and retention services).
 2. ``topics``, ``offsets``, ``groups`` - config tables written to ``config/*.json``.
 3. ``clients`` - the scan that drops silent client connections.
-4. ``server`` - listeners on listenPort, listenPort - 2 and the websocket port; on stop it
+4. ``stats`` - the statistics sampler (minute, hour and day rates).
+5. ``schedule`` - delay levels and timed delivery (re-puts due messages).
+6. ``server`` - listeners on listenPort, listenPort - 2 and the websocket port; on stop it
    answers every held pull first.
-5. ``registrar`` - registration with the registries; on stop it unregisters.
+7. ``transaction-check`` - the check-back of unresolved half messages.
+8. ``registrar`` - registration with the registries; on stop it unregisters.
 
 So a shutdown unregisters, stops serving, writes the tables and flushes the store, in that order.
 
@@ -25,14 +28,20 @@ import attrs
 import trio
 
 from actors.broker.admin import notify_request, register_admin_handlers
+from actors.broker.broker_admin import register_broker_admin_handlers
 from actors.broker.clients import ClientManager
 from actors.broker.config import BrokerConfig
 from actors.broker.groups import SubscriptionGroupManager
+from actors.broker.locks import RebalanceLockManager, register_lock_handlers
 from actors.broker.offsets import ConsumerOffsetManager
 from actors.broker.pull_handler import PullHandler, PullHoldService, PullHoldStatistics
 from actors.broker.registration import Registrar
+from actors.broker.schedule import ScheduleMessageService
+from actors.broker.send_back import SendBackHandler
 from actors.broker.send_handler import SendHandler
+from actors.broker.stats import BrokerStatsManager, register_stats_handlers
 from actors.broker.topics import TopicManager
+from actors.broker.transaction import TransactionalMessageService, register_transaction_handlers
 from protocol.client import RemotingClient
 from protocol.codes import RequestCode
 from protocol.connection import Connection, Dispatcher
@@ -74,10 +83,18 @@ class Broker:
         self.clients = ClientManager(self.config.channel_expired_timeout)
         self.clients.notifier = self._notify_consumers
         self.pull_hold = PullHoldService(self.config.max_held_pulls)
+        self.schedule = ScheduleMessageService(self)
         self.store: FileMessageStore = None  # type: ignore[assignment]  # set by run()
         self.registrar: Registrar | None = None
         self.dispatcher = Dispatcher()
         register_admin_handlers(self.dispatcher, self)
+        self.stats = BrokerStatsManager(self.config.broker_cluster_name)
+        register_stats_handlers(self.dispatcher, self)
+        register_broker_admin_handlers(self.dispatcher, self)
+        self.locks = RebalanceLockManager(self.config.rebalance_lock_max_live_time)
+        self.transactions = TransactionalMessageService(self)
+        register_lock_handlers(self.dispatcher, self)
+        register_transaction_handlers(self)
         idle = self.config.server_channel_max_idle_time_seconds
         self.server = RemotingServer(self.dispatcher, ServerConfig(idle_timeout=idle or None))
         self.server.add_close_listener(self.clients.connection_closed)
@@ -124,6 +141,7 @@ class Broker:
                      RequestCode.SEND_BATCH_MESSAGE):  # fmt: skip
             self.dispatcher.register(code, send)
         self.dispatcher.register(RequestCode.PULL_MESSAGE, PullHandler(self).__call__)
+        self.dispatcher.register(RequestCode.CONSUMER_SEND_MSG_BACK, SendBackHandler(self).__call__)
         async with RemotingClient() as client:
             self.registrar = registrar = Registrar(config, self.topics, client)
             self.topics.on_change.append(lambda _topic: registrar.register_soon())
@@ -135,7 +153,10 @@ class Broker:
                     ChildSpec.function("offsets", self.offsets.run),
                     ChildSpec.function("groups", self.groups.run),
                     ChildSpec.function("clients", self.clients.run),
+                    ChildSpec.function("stats", self.stats.run),
+                    ChildSpec.instance("schedule", self.schedule),
                     ChildSpec.function("server", self._serve, aclose=self._quiesce),
+                    ChildSpec.function("transaction-check", self.transactions.run),
                     ChildSpec.function("registrar", registrar.run, aclose=registrar.unregister_all),
                 ],
             )

@@ -147,7 +147,6 @@ async def test_send_checks_answer_their_codes_and_store_nothing(
         (send_request("Small", queue_id=2), ResponseCode.SYSTEM_ERROR),
         (send_request("Small", b"x" * (4 * 1024 * 1024 + 1)), ResponseCode.MESSAGE_ILLEGAL),
         (send_request("Small", bad_batch, batch=True), ResponseCode.MESSAGE_ILLEGAL),
-        (send_request("Small", properties={"TRAN_MSG": "true"}), ResponseCode.NO_PERMISSION),
         (
             RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {"b": "Small"}, b"x"),
             ResponseCode.SYSTEM_ERROR,

@@ -1,0 +1,485 @@
+"""The operator's requests to a broker: offset resets and clones, the broker's settings, who
+consumes a topic and how far behind, and calls relayed to a consumer.
+
+INVOKE_BROKER_TO_RESET_OFFSET (222) takes ResetOffsetRequestHeader (``topic``, ``group``,
+``timestamp``, ``isForce``) and works in one of three ways:
+
+- **by time** (RocketMQ 4.x): every queue of the topic goes to the offset stored at
+  ``timestamp`` (-1 = the queue's end). Without ``isForce`` a queue only moves back, never
+  ahead of the group's committed offset. A queue where the group has no offset yet takes the
+  time's offset; a group with no offset on any queue of the topic is refused.
+- **explicit offsets per queue** (beyond 4.x): a ResetOffsetBody ``{"offsetTable":
+  {MessageQueue: offset, ...}}`` (fastjson object keys or JSON-text keys); queues of other
+  brokers are skipped, ``timestamp`` and ``isForce`` are ignored.
+- **one queue** (RocketMQ 5's header): ``queueId`` and ``offset`` in the header.
+
+An explicit offset must lie within the queue's [min, max] offsets, else nothing is changed.
+The new offsets are committed in the broker's offset table at once, so a group that is offline
+starts from them, and every live consumer of the group is told with a oneway
+RESET_CONSUMER_CLIENT_OFFSET (220) carrying the same table (C++ consumers get the list form
+``{"offsetTable":[{"brokerName","offset","queueId","topic"}]}`` their client reads). The answer's
+body is the ResetOffsetBody of the offsets set.
+
+UPDATE_BROKER_CONFIG (25) changes only `RUNTIME_KEYS`, the settings the broker reads at each
+use; any other key, an unknown key or a bad value refuses the whole request and changes
+nothing. GET_BROKER_CONFIG (26) answers every setting as ``key=value`` lines.
+
+The sheet's WIPE_WRITE_PERM_OF_BROKER (205) is a registry request; brokers have no such code.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+import attrs
+import orjson
+
+from actors.broker.config import BrokerConfig, ConfigError
+from actors.broker.topics import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    BENCHMARK_TOPIC,
+    OFFSET_MOVED_EVENT,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+    TRACE_TOPIC,
+    TRANS_CHECK_MAX_TIME_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+)
+from protocol.bodies import (
+    BodyError,
+    GroupList,
+    MessageQueue,
+    QueryConsumeTimeSpanBody,
+    QueueTimeSpan,
+    ResetOffsetBody,
+    TopicList,
+)
+from protocol.codes import LanguageCode, RequestCode, ResponseCode
+from protocol.command import RemotingCommand, RemotingError, RemotingTimeoutError
+from protocol.connection import Connection, Dispatcher, Handler
+from protocol.headers import (
+    CloneGroupOffsetRequestHeader,
+    ConsumeMessageDirectlyResultRequestHeader,
+    GetBrokerConfigResponseHeader,
+    GetConsumerRunningInfoRequestHeader,
+    QueryConsumeTimeSpanRequestHeader,
+    QueryTopicConsumeByWhoRequestHeader,
+    ResetOffsetRequestHeader,
+    decode_header,
+    encode_header,
+)
+from protocol.message import MessageFormatError, decode_offset_msg_id
+from supervisors.config import parse_properties, property_key
+
+if TYPE_CHECKING:
+    from actors.broker.service import Broker
+
+log = logging.getLogger("boltmq.broker.admin")
+
+#: Settings UPDATE_BROKER_CONFIG may change: each is read where it is used, so a change
+#: takes effect with the next request.
+RUNTIME_KEYS = frozenset(
+    {
+        "brokerPermission",
+        "autoCreateTopicEnable",
+        "autoCreateSubscriptionGroup",
+        "notifyConsumerIdsChangedEnable",
+        "longPollingEnable",
+        "shortPollingTimeMills",
+        "slaveReadEnable",
+        "whichBrokerWhenConsumeSlowly",
+    }
+)
+#: Seconds to wait for a consumer's answer to a relayed call (RocketMQ's callClient).
+CALL_CLIENT_TIMEOUT = 10.0
+
+_FIELD_BY_KEY = {property_key(field): field.name for field in attrs.fields(BrokerConfig)}
+_SYSTEM_TOPICS = frozenset(
+    {
+        AUTO_CREATE_TOPIC_KEY_TOPIC,
+        BENCHMARK_TOPIC,
+        OFFSET_MOVED_EVENT,
+        SCHEDULE_TOPIC,
+        SELF_TEST_TOPIC,
+        TRACE_TOPIC,
+        TRANS_CHECK_MAX_TIME_TOPIC,
+        TRANS_HALF_TOPIC,
+        TRANS_OP_HALF_TOPIC,
+    }
+)
+
+
+def register_broker_admin_handlers(dispatcher: Dispatcher, broker: Broker) -> None:
+    """Serve the codes of this module on ``dispatcher``."""
+    handlers = _BrokerAdminHandlers(broker)
+    table: dict[RequestCode, Handler] = {
+        RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: handlers.reset_offset,
+        RequestCode.GET_BROKER_CONFIG: handlers.get_broker_config,
+        RequestCode.UPDATE_BROKER_CONFIG: handlers.update_broker_config,
+        RequestCode.CLONE_GROUP_OFFSET: handlers.clone_group_offset,
+        RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: handlers.get_system_topic_list,
+        RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: handlers.query_topic_consume_by_who,
+        RequestCode.QUERY_CONSUME_TIME_SPAN: handlers.query_consume_time_span,
+        RequestCode.GET_CONSUMER_RUNNING_INFO: handlers.get_consumer_running_info,
+        RequestCode.CONSUME_MESSAGE_DIRECTLY: handlers.consume_message_directly,
+    }
+    for code, handler in table.items():
+        dispatcher.register(code, handler)
+
+
+class _BrokerAdminHandlers:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    # -- offsets ---------------------------------------------------------------------------
+
+    def reset_offset(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
+        header = decode_header(ResetOffsetRequestHeader, request.ext_fields)
+        broker = self.broker
+        topic, group = header.topic, header.group
+        topic_config = broker.topics.select(topic)
+        if topic_config is None:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"[reset-offset] no topic {topic} on broker {broker.config.broker_name}",
+            )
+        queues = max(topic_config.read_queue_nums, topic_config.write_queue_nums)
+        try:
+            explicit = self._explicit_offsets(header, request, queues)
+        except RemotingError as refused:
+            return request.response(refused.code, refused.remark)
+        if explicit is None:
+            committed = broker.offsets.queue_offsets(group, topic)
+            if not committed:
+                return request.response(
+                    ResponseCode.SYSTEM_ERROR,
+                    f"consumer group {group} has no offset on topic {topic} on this broker; "
+                    "reset it to explicit offsets instead",
+                )
+            store = broker.store
+            wanted: dict[int, int] = {}
+            for queue_id in range(topic_config.write_queue_nums):
+                if header.timestamp == -1:
+                    target = store.get_max_offset_in_queue(topic, queue_id)
+                else:
+                    target = store.get_offset_in_queue_by_time(topic, queue_id, header.timestamp)
+                target = max(target, 0)
+                current = committed.get(queue_id)
+                if current is not None and not header.is_force and target >= current:
+                    target = current  # without isForce a queue only moves back
+                wanted[queue_id] = target
+        else:
+            wanted = explicit
+        for queue_id, offset in wanted.items():
+            broker.offsets.commit_offset(group, topic, queue_id, offset)
+        table = {self._queue(topic, queue_id): offset for queue_id, offset in wanted.items()}
+        told = self._tell_consumers(header, table)
+        log.info(
+            "offsets of %s on %s reset to %s by %s; %d live consumer(s) told",
+            group, topic, wanted, connection.peer, told,
+        )  # fmt: skip
+        return request.response(body=ResetOffsetBody(offset_table=table).to_json())
+
+    def _explicit_offsets(
+        self, header: ResetOffsetRequestHeader, request: RemotingCommand, queues: int
+    ) -> dict[int, int] | None:
+        """Queue id -> offset asked for explicitly, or None for a reset by time."""
+        broker = self.broker
+        wanted: dict[int, int] = {}
+        if request.body:
+            try:
+                body = ResetOffsetBody.from_json(request.body)
+            except BodyError as exc:
+                raise RemotingError(
+                    ResponseCode.SYSTEM_ERROR, f"bad ResetOffsetBody: {exc}"
+                ) from None
+            for mq, offset in body.offset_table.items():
+                if mq.broker_name not in ("", broker.config.broker_name):
+                    continue  # another broker's queue: the admin sends the table to each
+                if mq.topic != header.topic:
+                    raise RemotingError(
+                        ResponseCode.SYSTEM_ERROR,
+                        f"the offset table names topic {mq.topic}, the header {header.topic}",
+                    )
+                wanted[mq.queue_id] = offset
+        elif header.queue_id is not None and header.offset is not None:
+            wanted[header.queue_id] = header.offset
+        else:
+            return None
+        store = broker.store
+        for queue_id, offset in wanted.items():
+            if not 0 <= queue_id < queues:
+                raise RemotingError(
+                    ResponseCode.SYSTEM_ERROR,
+                    f"queue id {queue_id} is out of range: topic {header.topic} has {queues}",
+                )
+            low = store.get_min_offset_in_queue(header.topic, queue_id)
+            high = store.get_max_offset_in_queue(header.topic, queue_id)
+            if not low <= offset <= high:
+                raise RemotingError(
+                    ResponseCode.SYSTEM_ERROR,
+                    f"offset {offset} of {header.topic}:{queue_id} is outside the queue's "
+                    f"[{low}, {high}]; nothing was reset",
+                )
+        return wanted
+
+    def _tell_consumers(
+        self, header: ResetOffsetRequestHeader, table: dict[MessageQueue, int]
+    ) -> int:
+        info = self.broker.clients.get_consumer_group_info(header.group)
+        if info is None:
+            return 0
+        ext = encode_header(
+            ResetOffsetRequestHeader(
+                topic=header.topic,
+                group=header.group,
+                timestamp=header.timestamp,
+                is_force=header.is_force,
+            )
+        )
+        java_body = ResetOffsetBody(offset_table=table).to_json()
+        told = 0
+        for channel in list(info.channels.values()):
+            if channel.connection.closed:
+                continue
+            body = _reset_body_for_cpp(table) if channel.language == LanguageCode.CPP else java_body
+            request = RemotingCommand.request(
+                RequestCode.RESET_CONSUMER_CLIENT_OFFSET, dict(ext), body, oneway=True
+            )
+            try:
+                channel.connection.send_oneway(request)
+                told += 1
+            except RemotingError as exc:
+                log.warning("could not tell %s of the offset reset: %s", channel.client_id, exc)
+        return told
+
+    def clone_group_offset(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        header = decode_header(CloneGroupOffsetRequestHeader, request.ext_fields)
+        broker = self.broker
+        source = header.src_group
+        topics = (
+            {header.topic} if header.topic and header.topic.strip()
+            else broker.offsets.topics_of_group(source)
+        )  # fmt: skip
+        info = broker.clients.get_consumer_group_info(source)
+        for topic in topics:
+            if broker.topics.select(topic) is None:
+                continue
+            if (
+                not header.offline
+                and info is not None
+                and info.subscriptions
+                and topic not in info.subscriptions
+            ):
+                continue  # the live source group no longer subscribes it (RocketMQ's rule)
+            for queue_id, offset in broker.offsets.queue_offsets(source, topic).items():
+                broker.offsets.commit_offset(header.dest_group, topic, queue_id, offset)
+        return request.response()
+
+    # -- settings --------------------------------------------------------------------------
+
+    def get_broker_config(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        broker = self.broker
+        text = "".join(f"{key}={value}\n" for key, value in broker.config.to_properties().items())
+        version = broker.topics.data_version.to_json().decode()
+        ext = encode_header(GetBrokerConfigResponseHeader(version=version))
+        return request.response(ext_fields=ext, body=text.encode())
+
+    def update_broker_config(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        raw = bytes(request.body or b"")
+        try:
+            text = raw.decode()
+        except UnicodeDecodeError:
+            text = raw.decode("iso-8859-1")
+        try:
+            changes = parse_properties(text, source="UPDATE_BROKER_CONFIG body")
+        except ConfigError as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
+        unknown = sorted(key for key in changes if key not in _FIELD_BY_KEY)
+        if unknown:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"unknown broker setting(s) {', '.join(unknown)}; nothing was changed",
+            )
+        fixed = sorted(key for key in changes if key not in RUNTIME_KEYS)
+        if fixed:
+            return request.response(
+                ResponseCode.NO_PERMISSION,
+                f"{', '.join(fixed)} cannot change while the broker runs (set them in "
+                f"broker.conf and restart); settings that can: {', '.join(sorted(RUNTIME_KEYS))}. "
+                "Nothing was changed",
+            )
+        try:
+            checked = BrokerConfig.from_properties(changes)
+        except ConfigError as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"{exc}; nothing was changed")
+        broker = self.broker
+        for key in changes:
+            name = _FIELD_BY_KEY[key]
+            setattr(broker.config, name, getattr(checked, name))
+        broker.groups.auto_create = broker.config.auto_create_subscription_group
+        if "brokerPermission" in changes and broker.registrar is not None:
+            broker.registrar.register_soon()
+        log.info("broker settings changed by %s: %s", connection.peer, changes)
+        return request.response()
+
+    # -- topics and consumers ----------------------------------------------------------------
+
+    def get_system_topic_list(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        topics = sorted(_SYSTEM_TOPICS | self.broker.topics.system_topics)
+        return request.response(body=TopicList(topic_list=topics).to_json())
+
+    def query_topic_consume_by_who(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        header = decode_header(QueryTopicConsumeByWhoRequestHeader, request.ext_fields)
+        broker = self.broker
+        groups = {
+            name
+            for name, info in broker.clients.consumer_table.items()
+            if header.topic in info.subscriptions
+        }
+        groups |= broker.offsets.groups_of_topic(header.topic)
+        return request.response(body=GroupList(group_list=sorted(groups)).to_json())
+
+    def query_consume_time_span(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        header = decode_header(QueryConsumeTimeSpanRequestHeader, request.ext_fields)
+        broker = self.broker
+        topic = header.topic
+        topic_config = broker.topics.select(topic)
+        if topic_config is None:
+            return request.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+        store = broker.store
+        now = int(time.time() * 1000)
+        spans: list[QueueTimeSpan] = []
+        for queue_id in range(topic_config.write_queue_nums):
+            min_time = store.get_earliest_message_time(topic, queue_id)
+            max_offset = store.get_max_offset_in_queue(topic, queue_id)
+            max_time = store.get_message_store_timestamp(topic, queue_id, max_offset - 1)
+            consumer_offset = broker.offsets.query_offset(header.group, topic, queue_id)
+            consume_time = (
+                store.get_message_store_timestamp(topic, queue_id, consumer_offset - 1)
+                if consumer_offset > 0
+                else min_time
+            )
+            delay = 0
+            if consumer_offset < max_offset:
+                # How long the oldest message not yet consumed has waited.
+                next_time = store.get_message_store_timestamp(
+                    topic, queue_id, max(consumer_offset, 0)
+                )
+                delay = now - next_time if next_time > 0 else 0
+            spans.append(
+                QueueTimeSpan(
+                    message_queue=self._queue(topic, queue_id),
+                    min_time_stamp=min_time,
+                    max_time_stamp=max_time,
+                    consume_time_stamp=consume_time,
+                    delay_time=delay,
+                )
+            )
+        body = QueryConsumeTimeSpanBody(consume_time_span_set=spans)
+        return request.response(body=body.to_json())
+
+    # -- calls relayed to a consumer -------------------------------------------------------
+
+    async def get_consumer_running_info(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        header = decode_header(GetConsumerRunningInfoRequestHeader, request.ext_fields)
+        return await self._call_consumer(
+            request, RequestCode.GET_CONSUMER_RUNNING_INFO, header.consumer_group,
+            header.client_id, dict(request.ext_fields or {}), request.body,
+        )  # fmt: skip
+
+    async def consume_message_directly(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        header = decode_header(ConsumeMessageDirectlyResultRequestHeader, request.ext_fields)
+        broker = self.broker
+        ext = dict(request.ext_fields or {})
+        ext["brokerName"] = broker.config.broker_name
+        body = request.body
+        if header.msg_id:
+            # The consumer gets the stored message the offset msg id points at.
+            try:
+                _, offset = decode_offset_msg_id(header.msg_id)
+            except MessageFormatError as exc:
+                return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
+            record = broker.store.look_message_by_offset(offset)
+            if record is None:
+                return request.response(
+                    ResponseCode.SYSTEM_ERROR,
+                    f"no message with msgId {header.msg_id} on broker {broker.config.broker_name}",
+                )
+            body = bytes(record)
+            record.release()
+        return await self._call_consumer(
+            request, RequestCode.CONSUME_MESSAGE_DIRECTLY, header.consumer_group,
+            header.client_id or "", ext, body,
+        )  # fmt: skip
+
+    async def _call_consumer(
+        self,
+        request: RemotingCommand,
+        code: int,
+        group: str,
+        client_id: str,
+        ext: dict[str, str],
+        body: bytes | bytearray | memoryview | None,
+    ) -> RemotingCommand:
+        info = self.broker.clients.get_consumer_group_info(group)
+        channel = None
+        if info is not None:
+            for candidate in info.channels.values():
+                if candidate.client_id == client_id and not candidate.connection.closed:
+                    channel = candidate
+                    break
+        if channel is None:
+            return request.response(
+                ResponseCode.CONSUMER_NOT_ONLINE,
+                f"The consumer <{group}> <{client_id}> not online on this broker",
+            )
+        call = RemotingCommand.request(code, ext, body)
+        try:
+            answer = await channel.connection.invoke(call, CALL_CLIENT_TIMEOUT)
+        except RemotingTimeoutError as exc:
+            return request.response(
+                ResponseCode.CONSUME_MSG_TIMEOUT, f"consumer <{group}> <{client_id}>: {exc}"
+            )
+        except RemotingError as exc:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"invoke consumer <{group}> <{client_id}> failed: {exc.remark}",
+            )
+        return request.response(answer.code, answer.remark, answer.ext_fields, answer.body)
+
+    def _queue(self, topic: str, queue_id: int) -> MessageQueue:
+        return MessageQueue(
+            topic=topic, broker_name=self.broker.config.broker_name, queue_id=queue_id
+        )
+
+
+def _reset_body_for_cpp(table: dict[MessageQueue, int]) -> bytes:
+    # RocketMQ's ResetOffsetBodyForC: the C++ client reads a list, not object keys.
+    entries = [
+        {"brokerName": mq.broker_name, "offset": offset, "queueId": mq.queue_id, "topic": mq.topic}
+        for mq, offset in table.items()
+    ]
+    return orjson.dumps({"offsetTable": entries})
+
+
+__all__ = ["CALL_CLIENT_TIMEOUT", "RUNTIME_KEYS", "register_broker_admin_handlers"]
