@@ -327,8 +327,11 @@ class _BrokerAdminHandlers:
             name = _FIELD_BY_KEY[key]
             setattr(broker.config, name, getattr(checked, name))
         broker.groups.auto_create = broker.config.auto_create_subscription_group
-        if "brokerPermission" in changes and broker.registrar is not None:
-            broker.registrar.register_soon()
+        if "brokerPermission" in changes:
+            # As RocketMQ: a new data version, so the registries replace the queue data
+            # with perms folded by the broker's permission (the registrar's on_change hook
+            # registers at once).
+            broker.topics.bump_data_version()
         log.info("broker settings changed by %s: %s", connection.peer, changes)
         return request.response()
 

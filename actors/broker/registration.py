@@ -13,11 +13,12 @@ from __future__ import annotations
 import logging
 import zlib
 
+import attrs
 import trio
 
 from actors.broker.config import BrokerConfig
 from actors.broker.topics import TopicManager
-from protocol.bodies import DataVersion, KVTable, RegisterBrokerBody
+from protocol.bodies import PERM_READ, PERM_WRITE, DataVersion, KVTable, RegisterBrokerBody
 from protocol.client import RemotingClient
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand, RemotingError
@@ -125,7 +126,19 @@ class Registrar:
 
     async def _register(self, address: str, timeout: float) -> None:
         c = self.config
-        body = RegisterBrokerBody(topic_config_serialize_wrapper=self.topics.wrapper()).encode()
+        wrapper = self.topics.wrapper()
+        permission = c.broker_permission
+        if not (permission & PERM_READ and permission & PERM_WRITE):
+            # A read-only (or write-only) broker registers its topics so: clients stop
+            # sending (or pulling) here, as with RocketMQ's brokerPermission.
+            wrapper = attrs.evolve(
+                wrapper,
+                topic_config_table={
+                    name: attrs.evolve(cfg, perm=cfg.perm & permission)
+                    for name, cfg in wrapper.topic_config_table.items()
+                },
+            )
+        body = RegisterBrokerBody(topic_config_serialize_wrapper=wrapper).encode()
         header = RegisterBrokerRequestHeader(
             broker_name=c.broker_name,
             broker_addr=c.broker_addr,

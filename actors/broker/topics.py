@@ -198,6 +198,11 @@ class TopicManager(PersistedTable):
         cfg = self.topic_config_table.get(topic)
         return cfg is not None and cfg.order
 
+    def bump_data_version(self) -> None:
+        """Mark the table changed without changing a topic (e.g. the broker's permission
+        changed), so registries take the next registration's queue data."""
+        self._changed(None)
+
     def _put(self, topic_config: TopicConfig) -> None:
         self.topic_config_table[topic_config.topic_name] = topic_config
         self._changed(topic_config)

@@ -279,3 +279,25 @@ async def test_registrar_catches_up_with_a_registry_that_was_down(tmp_path: Path
             assert info.body is not None
             table = orjson.loads(info.body)["brokerAddrTable"]
             assert table["broker-a"]["brokerAddrs"]["0"] == broker.address
+
+
+async def test_read_only_broker_permission_reaches_the_registry(
+    cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    await client.invoke(cluster.broker_address, send_request("Perm"))
+    update = RemotingCommand.request(
+        RequestCode.UPDATE_BROKER_CONFIG, None, b"brokerPermission=4\n"
+    )
+    assert (await client.invoke(cluster.broker_address, update)).code == ResponseCode.SUCCESS
+    with trio.fail_after(5):
+        while True:
+            route = await client.invoke(
+                cluster.registry_address,
+                RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "Perm"}),
+            )
+            assert route.body is not None
+            if orjson.loads(route.body)["queueDatas"][0]["perm"] == 4:
+                break
+            await trio.sleep(0.01)
+    refused = await client.invoke(cluster.broker_address, send_request("Perm"))
+    assert refused.code == ResponseCode.NO_PERMISSION
