@@ -18,7 +18,7 @@ import trio
 from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from protocol.message import iter_records
 
-from .conftest import pull_request, send_request
+from ..conftest import pull_request, send_request
 
 ROOT = Path(__file__).resolve().parents[3]
 BROKER_READY = re.compile(r"broker (\S+) .* ready on ([\d.]+:\d+)")

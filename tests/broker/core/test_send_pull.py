@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import trio
-
 from boltmq import EmbeddedCluster
 from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from protocol.headers import CreateTopicRequestHeader, encode_header
@@ -15,16 +13,11 @@ from protocol.message import (
     iter_records,
 )
 
-from .conftest import pull_request, send_request
+from ..conftest import call, pull_request, send_request
 
 NO_BODY_HEADER = dict(
     zip("abcdefgh", ["PG", "Small", "TBW102", "4", "0", "0", "0", "0"], strict=True)
 )
-
-
-async def call(client: RemotingClient, address: str, request: RemotingCommand) -> RemotingCommand:
-    with trio.fail_after(10):
-        return await client.invoke(address, request, 10)
 
 
 async def create_topic(

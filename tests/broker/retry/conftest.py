@@ -24,16 +24,12 @@ from protocol.codes import ResponseCode
 from protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
     PullMessageRequestHeader,
-    SendMessageRequestHeader,
     encode_header,
-    encode_send_header_v2,
 )
-from protocol.message import MessageExt, iter_records, properties_to_string
+from protocol.message import MessageExt, iter_records
 
-SMALL_FILES: dict[str, Any] = {
-    "mapped_file_size_commit_log": 256 * 1024,
-    "mapped_file_size_consume_queue": 20 * 1000,
-}
+from ..conftest import SMALL_FILES, send_request
+
 #: Every level one second: a retry (level 3 + reconsumeTimes) comes back within about 2 s.
 FAST_LEVELS = "1s 1s 1s 1s 1s 1s 1s 1s"
 
@@ -50,37 +46,6 @@ async def open_cluster(home: Path, **settings: Any) -> AsyncIterator[EmbeddedClu
 async def cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
     async with open_cluster(tmp_path, message_delay_level=FAST_LEVELS) as running:
         yield running
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[RemotingClient]:
-    async with RemotingClient() as remoting:
-        yield remoting
-
-
-def send_request(
-    topic: str,
-    body: bytes = b"body",
-    *,
-    queue_id: int = 0,
-    properties: dict[str, str] | None = None,
-    batch: bool = False,
-) -> RemotingCommand:
-    """A SEND_MESSAGE_V2 request as a Java producer builds it."""
-    header = SendMessageRequestHeader(
-        producer_group="PG",
-        topic=topic,
-        default_topic="TBW102",
-        default_topic_queue_nums=4,
-        queue_id=queue_id,
-        sys_flag=0,
-        born_timestamp=1_700_000_000_000,
-        flag=7,
-        properties=properties_to_string(properties or {}),
-        batch=batch,
-    )
-    code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
-    return RemotingCommand.request(code, encode_send_header_v2(header), body)
 
 
 def send_back_request(

@@ -9,9 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import trio
-
-from protocol import RemotingClient, RemotingCommand, RequestCode
+from protocol import RemotingCommand, RequestCode
 from protocol.bodies import (
     HeartbeatData,
     LockBatchRequestBody,
@@ -21,17 +19,10 @@ from protocol.bodies import (
 )
 from protocol.headers import (
     EndTransactionRequestHeader,
-    PullMessageRequestHeader,
-    SendMessageRequestHeader,
     encode_header,
-    encode_send_header_v2,
 )
-from protocol.message import properties_to_string
 
-SMALL_FILES: dict[str, Any] = {
-    "mapped_file_size_commit_log": 256 * 1024,
-    "mapped_file_size_consume_queue": 20 * 1000,
-}
+from ..conftest import send_request as shared_send_request
 
 
 def a_minute_ago() -> int:
@@ -39,36 +30,11 @@ def a_minute_ago() -> int:
     return time.time_ns() // 1_000_000 - 60_000
 
 
-async def call(client: RemotingClient, address: str, request: RemotingCommand) -> RemotingCommand:
-    """Invoke with a deadline."""
-    with trio.fail_after(10):
-        return await client.invoke(address, request, 10)
-
-
-def send_request(
-    topic: str,
-    body: bytes = b"body",
-    *,
-    queue_id: int = 0,
-    properties: dict[str, str] | None = None,
-    producer_group: str = "PG",
-    born_timestamp: int | None = None,
-    batch: bool = False,
-) -> RemotingCommand:
-    """A SEND_MESSAGE_V2 request as a Java producer builds it."""
-    header = SendMessageRequestHeader(
-        producer_group=producer_group,
-        topic=topic,
-        default_topic="TBW102",
-        default_topic_queue_nums=4,
-        queue_id=queue_id,
-        sys_flag=0,
-        born_timestamp=a_minute_ago() if born_timestamp is None else born_timestamp,
-        flag=7,
-        properties=properties_to_string(properties or {}),
-        batch=batch,
-    )
-    return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, encode_send_header_v2(header), body)
+def send_request(topic: str, body: bytes = b"body", **fields: Any) -> RemotingCommand:
+    """The shared builder, born a minute ago unless told otherwise (past transactionTimeOut)."""
+    if fields.get("born_timestamp") is None:
+        fields["born_timestamp"] = a_minute_ago()
+    return shared_send_request(topic, body, **fields)
 
 
 def half_request(
@@ -113,25 +79,6 @@ def end_transaction_request(
     return RemotingCommand.request(
         RequestCode.END_TRANSACTION, encode_header(header), oneway=oneway
     )
-
-
-def pull_request(
-    topic: str, offset: int = 0, *, group: str = "CG", queue_id: int = 0, max_msgs: int = 32
-) -> RemotingCommand:
-    """A PULL_MESSAGE request without suspension, subscribing everything."""
-    header = PullMessageRequestHeader(
-        consumer_group=group,
-        topic=topic,
-        queue_id=queue_id,
-        queue_offset=offset,
-        max_msg_nums=max_msgs,
-        sys_flag=0x4,
-        commit_offset=0,
-        suspend_timeout_millis=0,
-        subscription="*",
-        sub_version=0,
-    )
-    return RemotingCommand.request(RequestCode.PULL_MESSAGE, encode_header(header))
 
 
 def producer_heartbeat(client_id: str, group: str) -> RemotingCommand:

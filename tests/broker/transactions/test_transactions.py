@@ -28,13 +28,11 @@ from protocol.message import (
     iter_records,
 )
 
+from ..conftest import SMALL_FILES, call, pull_request
 from .conftest import (
-    SMALL_FILES,
-    call,
     end_transaction_request,
     half_request,
     producer_heartbeat,
-    pull_request,
     send_request,
 )
 

@@ -1,4 +1,4 @@
-"""A live registry + broker on loopback and helpers that speak to them as clients do.
+"""Shared by the broker tests: a live registry + broker on loopback and request builders.
 
 Rules: loopback only, ephemeral ports, a real store in ``tmp_path`` with small files, and a
 deadline (``trio.fail_after``) around every wait.
@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
 import boltmq
 from boltmq import EmbeddedCluster
@@ -42,6 +43,12 @@ async def client() -> AsyncIterator[RemotingClient]:
         yield remoting
 
 
+async def call(client: RemotingClient, address: str, request: RemotingCommand) -> RemotingCommand:
+    """Invoke with a deadline."""
+    with trio.fail_after(10):
+        return await client.invoke(address, request, 10)
+
+
 def send_request(
     topic: str,
     body: bytes = b"body",
@@ -55,16 +62,18 @@ def send_request(
     reconsume_times: int | None = None,
     max_reconsume_times: int | None = None,
     sys_flag: int = 0,
+    producer_group: str = "PG",
+    born_timestamp: int = 1_700_000_000_000,
 ) -> RemotingCommand:
     """A SEND_MESSAGE(_V2) request as a Java producer builds it."""
     header = SendMessageRequestHeader(
-        producer_group="PG",
+        producer_group=producer_group,
         topic=topic,
         default_topic=default_topic,
         default_topic_queue_nums=4,
         queue_id=queue_id,
         sys_flag=sys_flag,
-        born_timestamp=1_700_000_000_000,
+        born_timestamp=born_timestamp,
         flag=7,
         properties=properties_to_string(properties or {}),
         reconsume_times=reconsume_times,
