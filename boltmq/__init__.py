@@ -6,23 +6,46 @@
         print(cluster.registry_address)         # give it to any RocketMQ client as namesrv
 
 `open_registry` and `open_broker` run one server each; `RegistryConfig` and `BrokerConfig`
-take RocketMQ's setting names in snake case.
+take RocketMQ's setting names in snake case. The client (trio or asyncio, see docs/client.md):
+
+    async with boltmq.Producer("my-group", namesrv_addr=cluster.registry_address) as producer:
+        result = await producer.send(boltmq.Message("Orders", b"hello", tags="created"))
 """
 
 from actors.broker.config import BrokerConfig
 from actors.broker.launcher import EmbeddedCluster, embedded
 from actors.broker.service import Broker, open_broker
+from actors.client import (
+    Admin,
+    BlockingProducer,
+    BlockingPullConsumer,
+    Message,
+    MQClientError,
+    Producer,
+    PullConsumer,
+    SendResult,
+    SendStatus,
+)
 from actors.registry import Registry, RegistryConfig, open_registry
 from storage import BrokerRole, FlushDiskType
 
 __all__ = [
+    "Admin",
+    "BlockingProducer",
+    "BlockingPullConsumer",
     "Broker",
     "BrokerConfig",
     "BrokerRole",
     "EmbeddedCluster",
     "FlushDiskType",
+    "MQClientError",
+    "Message",
+    "Producer",
+    "PullConsumer",
     "Registry",
     "RegistryConfig",
+    "SendResult",
+    "SendStatus",
     "embedded",
     "open_broker",
     "open_registry",
