@@ -1,6 +1,7 @@
 """``python -m bench [name ...] [--quick]``: run benchmarks and print their figures.
 
-Names: remoting, codec, store, registry, broker, stats (default: all, in that order). Each benchmark
+Names: remoting, codec, store, registry, broker, stats, ha (default: all, in that order).
+Each benchmark
 module has ``main(argv)``; with ``--quick`` each gets the arguments for a short run (its own
 ``--quick`` where it has one, else a short ``--seconds``). Modules are imported only when their
 benchmark runs, so one that is missing or fails costs only its own entry.
@@ -23,6 +24,7 @@ BENCHMARKS = {
     "registry": "bench.bench_registry:main",
     "broker": "bench.bench_produce_consume:main",
     "stats": "bench.bench_stats:main",
+    "ha": "bench.bench_ha:main",
 }
 # remoting and registry take only --seconds; the others have --quick of their own.
 QUICK_ARGS = {
@@ -32,6 +34,7 @@ QUICK_ARGS = {
     "registry": ["--seconds", "0.5"],
     "broker": ["--quick"],
     "stats": ["--quick"],
+    "ha": ["--quick"],
 }
 
 

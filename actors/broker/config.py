@@ -64,6 +64,16 @@ class BrokerConfig:
     max_held_pulls: int = attrs.field(default=10_000, validator=_positive)
     slave_read_enable: bool = False
     which_broker_when_consume_slowly: int = 1
+    # HA (sheet 7): the master's HA address for a slave ("" = learn it at registration),
+    # report / heartbeat interval ms, silence ms after which a link is dropped, bytes per
+    # transfer frame, the lag (bytes) over which a SYNC_MASTER answers SLAVE_NOT_AVAILABLE and
+    # the ms a SYNC_MASTER send waits for a slave before FLUSH_SLAVE_TIMEOUT.
+    ha_master_address: str = ""
+    ha_send_heartbeat_interval: int = attrs.field(default=5000, validator=_positive)
+    ha_housekeeping_interval: int = attrs.field(default=20_000, validator=_positive)
+    ha_transfer_batch_size: int = attrs.field(default=32 * 1024, validator=_positive)
+    ha_slave_fallbehind_max: int = attrs.field(default=256 * 1024 * 1024, validator=_positive)
+    slave_timeout: int = attrs.field(default=3000, validator=_positive)
     # Orderly consumption: ms a LOCK_BATCH_MQ lock lives without renewal (RocketMQ's
     # rocketmq.broker.rebalance.lockMaxLiveTime).
     rebalance_lock_max_live_time: int = attrs.field(default=60_000, validator=_positive)

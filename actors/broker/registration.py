@@ -82,8 +82,12 @@ class Registrar:
         version = self.topics.data_version
         timeout = self.config.register_broker_timeout_mills / 1000
         try:
-            if self._registered_version.get(address) == version and not await self._changed(
-                address, version, timeout
+            # A slave registers in full until the answer names its master (HA needs it).
+            learned = self.config.broker_id == 0 or self.master_ha_addr is not None
+            if (
+                learned
+                and self._registered_version.get(address) == version
+                and not await self._changed(address, version, timeout)
             ):
                 self._up(address)
                 return

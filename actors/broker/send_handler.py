@@ -89,8 +89,11 @@ class SendHandler:
             header = decode_send_header(request.ext_fields)
             batch = header.batch or request.code == RequestCode.SEND_BATCH_MESSAGE
             topic_config, queue_id, topic, reconsume = self._check(header, request)
+            ha = self.broker.ha.service
 
             def done(result: PutMessageResult) -> None:
+                if ha is not None and ha.defer(result, done):
+                    return  # SYNC_MASTER: answered once a slave has it (actors.broker.ha_master)
                 if result.msg_num:  # stored (a refused put has none); actors.broker.stats
                     self.broker.stats.on_put(topic, result.msg_num, result.wrote_bytes)
                 if request.is_oneway or connection.closed:

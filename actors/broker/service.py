@@ -10,7 +10,9 @@ Children of the broker's supervisor, in start order (stopped in reverse):
 6. ``server`` - listeners on listenPort, listenPort - 2 and the websocket port; on stop it
    answers every held pull first.
 7. ``transaction-check`` - the check-back of unresolved half messages.
-8. ``registrar`` - registration with the registries; on stop it unregisters.
+8. ``ha-service`` (a master) or ``ha-client`` and ``slave-sync`` (a slave) - replication
+   (``actors.broker.ha``); a failed link restarts alone.
+9. ``registrar`` - registration with the registries; on stop it unregisters.
 
 So a shutdown unregisters, stops serving, writes the tables and flushes the store, in that order.
 
@@ -32,6 +34,7 @@ from actors.broker.broker_admin import register_broker_admin_handlers
 from actors.broker.clients import ClientManager
 from actors.broker.config import BrokerConfig
 from actors.broker.groups import SubscriptionGroupManager
+from actors.broker.ha import HAClientStatistics, HAStatistics, HighAvailability
 from actors.broker.locks import RebalanceLockManager, register_lock_handlers
 from actors.broker.offsets import ConsumerOffsetManager
 from actors.broker.pull_handler import PullHandler, PullHoldService, PullHoldStatistics
@@ -65,6 +68,7 @@ class BrokerStatistics:
     pull_hold: PullHoldStatistics
     supervisor: SupervisorStatistics
     registrations: int
+    ha: HAStatistics | HAClientStatistics | None = None  # replication (actors.broker.ha)
 
 
 class Broker:
@@ -95,6 +99,7 @@ class Broker:
         self.transactions = TransactionalMessageService(self)
         register_lock_handlers(self.dispatcher, self)
         register_transaction_handlers(self)
+        self.ha = HighAvailability(self)  # HA service (master) or client and config sync (slave)
         idle = self.config.server_channel_max_idle_time_seconds
         self.server = RemotingServer(self.dispatcher, ServerConfig(idle_timeout=idle or None))
         self.server.add_close_listener(self.clients.connection_closed)
@@ -157,6 +162,7 @@ class Broker:
                     ChildSpec.instance("schedule", self.schedule),
                     ChildSpec.function("server", self._serve, aclose=self._quiesce),
                     ChildSpec.function("transaction-check", self.transactions.run),
+                    *self.ha.children(),
                     ChildSpec.function("registrar", registrar.run, aclose=registrar.unregister_all),
                 ],
             )
@@ -218,6 +224,7 @@ class Broker:
             pull_hold=self.pull_hold.statistics(),
             supervisor=self.supervisor.statistics(),
             registrations=self.registrar.registrations if self.registrar else 0,
+            ha=self.ha.statistics(),
         )
 
 

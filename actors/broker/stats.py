@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
+from actors.broker.ha import ha_runtime_info
 from protocol.bodies import (
     BrokerStatsData,
     BrokerStatsItem,
@@ -483,6 +484,7 @@ def runtime_info(broker: Broker) -> dict[str, str]:
             ("consumeQueueDiskRatio", root / "consumequeue"),
         ):
             info[key] = repr(_disk_ratio(path if path.exists() else root))
+    info.update(ha_runtime_info(broker))  # replication lag (actors.broker.ha)
     return info
 
 

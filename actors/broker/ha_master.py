@@ -1,0 +1,341 @@
+"""The master side of RocketMQ 4.x classic HA (sheet 7): RocketMQ's HAService on haListenPort.
+
+Plain TCP, no framing, no handshake. A slave connects and writes 8-byte big-endian offsets (its
+commit-log max offset); the master streams ``[8-byte start offset][4-byte size][bytes]`` frames
+of at most ``haTransferBatchSize`` from the first reported offset (from the start of the last
+commit-log file when the slave reports 0), never across a file end, and a heartbeat frame (size
+0) after ``haSendHeartbeatInterval`` of idleness. A slave silent for ``haHousekeepingInterval``
+is dropped. The last offset a slave reported is its acknowledged offset.
+
+SYNC_MASTER: the send path hands every stored put to `HAService.defer`, which keeps it in a
+waiter table ordered by end offset and answers it when a slave acknowledges that far (one
+acknowledgement answers every put it covers), with FLUSH_SLAVE_TIMEOUT after ``slaveTimeout``,
+or at once with SLAVE_NOT_AVAILABLE when no slave is connected or the best one lags more than
+``haSlaveFallbehindMax``. ASYNC_MASTER never waits. A restart (by the broker's supervisor)
+drops the slave links; slaves reconnect and resume from their own max offset.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import logging
+import math
+import struct
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+
+from storage import BrokerRole, FileMessageStore, PutMessageResult, PutMessageStatus
+
+if TYPE_CHECKING:
+    from actors.broker.service import Broker
+
+log = logging.getLogger("boltmq.broker.ha")
+
+#: A transfer frame's header: start offset, body size.
+FRAME_HEADER = struct.Struct(">qi")
+#: A slave's offset report.
+OFFSET_REPORT = struct.Struct(">q")
+#: Seconds an idle transfer waits before looking at the commit log again. A SYNC_MASTER's
+#: sends wake it at once (RocketMQ: 100 ms); an ASYNC_MASTER's do not, so it sends what a
+#: few milliseconds of puts wrote in one go instead of one frame per group commit.
+TRANSFER_POLL = 0.1
+ASYNC_TRANSFER_POLL = 0.005
+
+
+@attrs.frozen
+class SlaveLag:
+    """How far one connected slave is behind its master."""
+
+    address: str
+    acked_offset: int
+    behind_bytes: int
+    behind_seconds: float
+
+
+@attrs.frozen
+class HAStatistics:
+    """The HA service at one moment: slaves, acknowledged offset, waiting sends."""
+
+    listen_port: int
+    slaves: tuple[SlaveLag, ...]
+    push_to_slave_max_offset: int
+    waiting_sends: int
+    transferred_bytes: int
+    slave_timeouts: int
+    slave_not_available: int
+
+
+class HAConnection:
+    """One slave's link: its reported offset and the transfer position."""
+
+    def __init__(self, service: HAService, stream: trio.SocketStream, peer: str) -> None:
+        self.service = service
+        self.stream = stream
+        self.address = peer
+        self.acked_offset = -1  # -1 until the first report
+        self.next_transfer_offset = -1
+        self.last_read = trio.current_time()
+        self.caught_up_at = trio.current_time()
+        self._first_report = trio.Event()
+        # (time, master max offset) at recent reports: the lag in seconds.
+        self._samples: collections.deque[tuple[float, int]] = collections.deque(maxlen=256)
+
+    def lag(self, max_offset: int) -> SlaveLag:
+        """This slave's lag against the master's max offset."""
+        acked = max(self.acked_offset, 0)
+        behind = max(max_offset - acked, 0)
+        seconds = trio.current_time() - self.caught_up_at if behind else 0.0
+        return SlaveLag(self.address, self.acked_offset, behind, seconds)
+
+    async def serve(self) -> None:
+        """Read reports and transfer data until the slave goes away or falls silent."""
+        async with self.stream, trio.open_nursery() as nursery:
+            nursery.start_soon(self._until_broken, self._transfer, nursery.cancel_scope)
+            await self._until_broken(self._read_reports, nursery.cancel_scope)
+
+    async def _until_broken(
+        self, work: Callable[[], Awaitable[None]], link: trio.CancelScope
+    ) -> None:
+        # Either half ending (or the socket breaking) ends the link.
+        try:
+            await work()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            log.info("HA slave %s: link broken (%s)", self.address, exc)
+        finally:
+            link.cancel()
+
+    async def _read_reports(self) -> None:
+        housekeeping = self.service.config.ha_housekeeping_interval / 1000
+        pending = b""
+        while True:
+            with trio.move_on_after(housekeeping) as idle:
+                data = await self.stream.receive_some(4096)
+            if idle.cancelled_caught:
+                log.warning("HA slave %s silent for %.0f s: dropped", self.address, housekeeping)
+                return
+            if not data:
+                return
+            pending += data
+            whole = len(pending) - len(pending) % 8
+            if not whole:
+                continue
+            # Only the last complete report counts.
+            (offset,) = OFFSET_REPORT.unpack_from(pending, whole - 8)
+            pending = pending[whole:]
+            self.last_read = trio.current_time()
+            self._on_report(offset)
+
+    def _on_report(self, offset: int) -> None:
+        service = self.service
+        if self.next_transfer_offset < 0:
+            if offset == 0:
+                max_offset = service.store.get_max_phy_offset()
+                offset_start = max_offset - max_offset % service.file_size
+            else:
+                offset_start = offset
+            self.next_transfer_offset = offset_start
+            self._first_report.set()
+            log.info("HA slave %s connected; transferring from %d", self.address, offset_start)
+        self.acked_offset = offset
+        # When was the master's max offset last at or below what the slave now has?
+        now = trio.current_time()
+        samples = self._samples
+        samples.append((now, service.store.get_max_phy_offset()))
+        while len(samples) > 1 and samples[1][1] <= offset:
+            samples.popleft()
+        if samples[0][1] <= offset:
+            self.caught_up_at = samples[0][0]
+        service.on_ack(offset)
+
+    async def _transfer(self) -> None:
+        await self._first_report.wait()
+        service = self.service
+        store = service.store
+        config = service.config
+        batch = config.ha_transfer_batch_size
+        heartbeat = config.ha_send_heartbeat_interval / 1000
+        stream = self.stream
+        poll = TRANSFER_POLL if service.sync_master else ASYNC_TRANSFER_POLL
+        last_sent = trio.current_time()
+        while True:
+            wake = service.data_event_for_wait()
+            data = store.get_commit_log_data(self.next_transfer_offset)
+            if data is None:
+                # Woken by a send (SYNC_MASTER); other puts are seen within the poll.
+                with trio.move_on_after(poll):
+                    await wake.wait()
+                if trio.current_time() - last_sent >= heartbeat:
+                    await stream.send_all(FRAME_HEADER.pack(self.next_transfer_offset, 0))
+                    last_sent = trio.current_time()
+                continue
+            chunk = data[:batch]
+            size = len(chunk)
+            await stream.send_all(FRAME_HEADER.pack(self.next_transfer_offset, size) + chunk)
+            last_sent = trio.current_time()
+            self.next_transfer_offset += size
+            service.transferred_bytes += size
+
+
+@attrs.define(slots=True)
+class _Waiter:
+    end_offset: int
+    deadline: float
+    result: PutMessageResult
+    callback: Callable[[PutMessageResult], object]
+
+
+class HAService:
+    """The master's HA listener, slave links and SYNC_MASTER waiter table."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.config = broker.config
+        self.sync_master = self.config.broker_role == BrokerRole.SYNC_MASTER
+        self.file_size = self.config.mapped_file_size_commit_log
+        self.connections: dict[int, HAConnection] = {}
+        self.push_to_slave_max_offset = 0
+        self.listen_port = 0
+        self.transferred_bytes = 0
+        self.slave_timeouts = 0
+        self.slave_not_available = 0
+        self._ids = itertools.count()
+        self._waiters: collections.deque[_Waiter] = collections.deque()
+        self._waiter_added = trio.Event()
+        self._data_event = trio.Event()
+        self._answering = False
+
+    @property
+    def store(self) -> FileMessageStore:
+        """The broker's store."""
+        return self.broker.store
+
+    # -- the send path ---------------------------------------------------------------------
+
+    def defer(
+        self, result: PutMessageResult, callback: Callable[[PutMessageResult], object]
+    ) -> bool:
+        """Called with every put's result: True when ``callback`` will get it later.
+
+        On a SYNC_MASTER a stored put waits for a slave's acknowledgement of its last byte; a
+        put is answered SLAVE_NOT_AVAILABLE at once when no slave could acknowledge it soon.
+        """
+        if not self.sync_master:
+            return False
+        self._data_event.set()  # new bytes for the slave links
+        if self._answering or result.status is not PutMessageStatus.PUT_OK:
+            return False
+        end = result.wrote_offset + result.wrote_bytes
+        if end <= self.push_to_slave_max_offset:
+            return False
+        if not self.connections or end - self.push_to_slave_max_offset > (
+            self.config.ha_slave_fallbehind_max
+        ):
+            self.slave_not_available += 1
+            result.status = PutMessageStatus.SLAVE_NOT_AVAILABLE
+            return False
+        deadline = trio.current_time() + self.config.slave_timeout / 1000
+        self._waiters.append(_Waiter(end, deadline, result, callback))
+        self._waiter_added.set()
+        return True
+
+    def on_ack(self, offset: int) -> None:
+        """A slave acknowledged ``offset``: answer every put it covers."""
+        if offset <= self.push_to_slave_max_offset:
+            return
+        self.push_to_slave_max_offset = offset
+        waiters = self._waiters
+        if waiters and waiters[0].end_offset <= offset:
+            self._answer(offset, -math.inf, None)
+
+    def data_event_for_wait(self) -> trio.Event:
+        """A fresh event the next put sets (take it before checking for data)."""
+        if self._data_event.is_set():
+            self._data_event = trio.Event()
+        return self._data_event
+
+    def _answer(self, acked: float, expired: float, status: PutMessageStatus | None) -> None:
+        """Answer the waiters covered by ``acked`` or with a deadline not after ``expired``."""
+        waiters = self._waiters
+        self._answering = True
+        try:
+            while waiters and (waiters[0].end_offset <= acked or waiters[0].deadline <= expired):
+                waiter = waiters.popleft()
+                if status is not None:
+                    waiter.result.status = status
+                try:
+                    waiter.callback(waiter.result)
+                except Exception:
+                    log.exception("HA: a send answer failed")
+        finally:
+            self._answering = False
+
+    # -- the service -----------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+        """Listen on haListenPort, serve slave links and expire waits; ready when bound."""
+        config = self.config
+        host = config.bind_address or None
+        try:
+            listeners = await trio.open_tcp_listeners(
+                config.ha_listen_port or config.listen_port + 1, host=host
+            )
+        except OSError as exc:
+            if config.ha_listen_port:
+                raise  # a configured port is a promise to the slaves
+            # listenPort + 1 is only a default: take a free port and register that one.
+            log.warning("HA port %d not available (%s); using a free port",
+                        config.listen_port + 1, exc)  # fmt: skip
+            listeners = await trio.open_tcp_listeners(0, host=host)
+        self.listen_port = config.ha_listen_port = listeners[0].socket.getsockname()[1]
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._expire_waits)
+                await nursery.start(trio.serve_listeners, self._serve_slave, listeners)
+                log.info("HA service listening on %d", self.listen_port)
+                task_status.started(self.listen_port)
+        finally:
+            self.connections.clear()
+            # Nobody can acknowledge the waiting sends any more.
+            self._answer(math.inf, math.inf, PutMessageStatus.FLUSH_SLAVE_TIMEOUT)
+
+    async def _serve_slave(self, stream: trio.SocketStream) -> None:
+        host, port = stream.socket.getpeername()[:2]
+        connection = HAConnection(self, stream, f"{host}:{port}")
+        key = next(self._ids)
+        self.connections[key] = connection
+        try:
+            await connection.serve()
+        finally:
+            self.connections.pop(key, None)
+            log.info("HA slave %s disconnected", connection.address)
+
+    async def _expire_waits(self) -> None:
+        waiters = self._waiters
+        while True:
+            if not waiters:
+                self._waiter_added = trio.Event()
+                await self._waiter_added.wait()
+                continue
+            # Deadlines grow with the table, so the first waiter's comes first.
+            await trio.sleep_until(waiters[0].deadline)
+            now = trio.current_time()
+            before = len(waiters)
+            self._answer(-math.inf, now, PutMessageStatus.FLUSH_SLAVE_TIMEOUT)
+            self.slave_timeouts += before - len(waiters)
+
+    def statistics(self) -> HAStatistics:
+        """Slaves with their lag, the acknowledged offset and the waiting sends."""
+        max_offset = self.store.get_max_phy_offset() if self.store is not None else 0
+        return HAStatistics(
+            listen_port=self.listen_port,
+            slaves=tuple(c.lag(max_offset) for c in self.connections.values()),
+            push_to_slave_max_offset=self.push_to_slave_max_offset,
+            waiting_sends=len(self._waiters),
+            transferred_bytes=self.transferred_bytes,
+            slave_timeouts=self.slave_timeouts,
+            slave_not_available=self.slave_not_available,
+        )

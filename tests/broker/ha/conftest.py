@@ -1,0 +1,96 @@
+"""Master/slave pairs on loopback for the HA tests.
+
+Rules: loopback only, ephemeral ports (the HA port is listenPort + 1), real stores in
+``tmp_path`` with 64 KiB commit-log files so replication crosses file boundaries, and a
+deadline (``trio.fail_after``) around every wait.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from actors.broker.config import BrokerConfig
+from actors.broker.ha_master import HAService
+from actors.broker.service import Broker, open_broker
+from actors.registry import Registry, RegistryConfig, open_registry
+from storage import BrokerRole, FileMessageStore
+
+COMMIT_LOG_FILE = 64 * 1024
+
+SMALL_FILES: dict[str, Any] = {
+    "mapped_file_size_commit_log": COMMIT_LOG_FILE,
+    "mapped_file_size_consume_queue": 20 * 1000,
+}
+
+
+def broker_config(
+    root: Path, registry: str, role: BrokerRole, broker_id: int = 0, **settings: Any
+) -> BrokerConfig:
+    """A loopback broker of group ``broker-a`` storing under ``root``."""
+    return BrokerConfig(
+        listen_port=0,
+        bind_address="127.0.0.1",
+        fast_port_enable=False,
+        namesrv_addr=registry,
+        store_path_root_dir=str(root),
+        broker_role=role,
+        broker_id=broker_id,
+        **{**SMALL_FILES, **settings},
+    )
+
+
+@asynccontextmanager
+async def running_registry() -> AsyncIterator[Registry]:
+    """A registry on an ephemeral loopback port."""
+    config = RegistryConfig(listen_port=0, bind_address="127.0.0.1", kv_config_path=None)
+    async with open_registry(config) as registry:
+        yield registry
+
+
+@asynccontextmanager
+async def running_slave(root: Path, registry: str, **settings: Any) -> AsyncIterator[Broker]:
+    """A slave (brokerId 1, slaveReadEnable) of ``broker-a``."""
+    settings.setdefault("slave_read_enable", True)
+    config = broker_config(root, registry, BrokerRole.SLAVE, 1, **settings)
+    async with open_broker(config) as slave:
+        yield slave
+
+
+async def wait_for(condition: Callable[[], bool], timeout: float = 10) -> None:
+    """Poll ``condition`` until it holds; fail after ``timeout`` seconds."""
+    with trio.fail_after(timeout):
+        while not condition():
+            await trio.sleep(0.01)
+
+
+def master_service(master: Broker) -> HAService:
+    """The master's HA service."""
+    service = master.ha.service
+    assert service is not None
+    return service
+
+
+async def wait_slave_linked(master: Broker) -> None:
+    """Until a slave has connected and reported its offset."""
+    service = master_service(master)
+    await wait_for(lambda: any(c.acked_offset >= 0 for c in service.connections.values()))
+
+
+async def wait_caught_up(master: Broker, slave: Broker) -> None:
+    """Until the slave's commit log is as long as the master's."""
+    await wait_for(lambda: slave.store.get_max_phy_offset() == master.store.get_max_phy_offset())
+
+
+def commit_log_bytes(store: FileMessageStore, start: int = 0) -> bytes:
+    """The committed commit log from ``start`` to its end."""
+    out = bytearray()
+    offset = start
+    while (data := store.get_commit_log_data(offset)) is not None:
+        out += data
+        offset += len(data)
+    return bytes(out)
