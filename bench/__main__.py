@@ -1,10 +1,9 @@
 """``python -m bench [name ...] [--quick]``: run benchmarks and print their figures.
 
 Names: remoting, codec, store, registry, broker, stats, ha (default: all, in that order).
-Each benchmark
-module has ``main(argv)``; with ``--quick`` each gets the arguments for a short run (its own
-``--quick`` where it has one, else a short ``--seconds``). Modules are imported only when their
-benchmark runs, so one that is missing or fails costs only its own entry.
+Each benchmark module has ``main(argv)``; with ``--quick`` each gets the arguments for a short
+run (its own ``--quick`` where it has one, else a short ``--seconds``). Modules are imported
+only when their benchmark runs, so one that is missing or fails costs only its own entry.
 """
 
 from __future__ import annotations
