@@ -16,7 +16,7 @@ from typing import Any, TypeAlias
 import attrs
 import trio
 
-from actors.base import Actor, ActorError, ActorStatistics, Request
+from actors.base import Actor, ActorError, ActorStatistics, ActorStopped, Request
 from actors.registry.config import RegistryConfig
 from actors.registry.kv_config import ORDER_TOPIC_CONFIG, KVConfig
 from actors.registry.route_table import (
@@ -171,9 +171,14 @@ class RegistryActor(Actor[RegistryCommand]):
         """Tell the actor a connection closed (callable from synchronous code)."""
         try:
             self.cast_nowait(ConnectionClosed(connection, reason))
+        except ActorStopped:
+            pass  # the registry is stopping: its tables go with it
         except ActorError as exc:
-            # The scanner drops the broker after the expiry instead.
-            log.warning("registry: close of %r not delivered: %s", connection, exc)
+            # The mailbox is full: the scanner drops the broker after the expiry instead.
+            log.warning(
+                "registry: connection close of %s not handled now (%s); its brokers expire later",
+                getattr(connection, "peer", connection), exc,
+            )  # fmt: skip
 
     def statistics(self) -> RegistryStatistics:
         """Actor counters, table sizes and the number of brokers dropped."""
