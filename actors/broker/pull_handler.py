@@ -84,6 +84,7 @@ class PullHoldService:
         self.timed_out = 0
         self.refused = 0
         self.closing = False
+        self._released = trio.Event()
         self._waiters: defaultdict[tuple[str, int], set[trio.Event]] = defaultdict(set)
 
     def notify_message_arriving(self, topic: str, queue_id: int, max_offset: int) -> None:
@@ -104,6 +105,13 @@ class PullHoldService:
     def release(self) -> None:
         """Give back a hold slot."""
         self.held -= 1
+        if self.closing and not self.held:
+            self._released.set()
+
+    async def wait_released(self) -> None:
+        """After `release_all`: wait until every held pull has let go of its slot."""
+        if self.held:
+            await self._released.wait()
 
     async def wait(self, topic: str, queue_id: int, timeout: float) -> bool:
         """Wait for an arrival on (topic, queue id) up to ``timeout`` s; True when woken."""
@@ -126,6 +134,7 @@ class PullHoldService:
     def release_all(self) -> None:
         """Shutdown: answer every held pull now and hold no more."""
         self.closing = True
+        self._released = trio.Event()
         for waiters in self._waiters.values():
             for event in waiters:
                 event.set()

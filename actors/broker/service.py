@@ -203,8 +203,7 @@ class Broker:
         # Answer held pulls before the listeners go, so consumers get a reply, not a reset.
         self.pull_hold.release_all()
         with trio.move_on_after(1):
-            while self.pull_hold.held:
-                await trio.sleep(0.01)
+            await self.pull_hold.wait_released()
 
     def _notify_consumers(self, group: str, connections: list[Connection]) -> None:
         for connection in connections:

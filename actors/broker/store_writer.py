@@ -58,14 +58,9 @@ class AppendReplicated(Request[bool]):
     data: bytes | memoryview
 
 
-PutRecordsThen = PendingPut
-"""A queued put answered by its callback (on the trio thread) or through its shared event.
-
-The send path uses the callback form so that a request needs no task of its own waiting for
-the store. A put is answered exactly once, also when the writer stops before appending
-(SERVICE_NOT_AVAILABLE).
-"""
-
+# A queued put (storage.group_commit.PendingPut) is answered by its callback on the trio
+# thread (the send path: no task waits per request) or through a shared event; exactly once,
+# also when the writer stops before appending (SERVICE_NOT_AVAILABLE).
 StoreWriterCommand = PendingPut | PutRecords | AppendReplicated
 
 
