@@ -220,6 +220,37 @@ class ClientInstance:
             )
         return address
 
+    def read_address(self, broker_name: str, broker_id: int = MASTER_ID) -> tuple[str, int] | None:
+        """Where to read ``broker_name``'s queues: ``(address, broker id)``.
+
+        The asked broker id (a pull answer's suggestWhichBrokerId) when the route lists it,
+        else the master, else the lowest-numbered slave, so consumers keep reading from a
+        slave while the master is down (RocketMQ's findBrokerAddressInSubscribe).
+        """
+        addrs = self.broker_addrs.get(broker_name)
+        if not addrs:
+            return None
+        address = addrs.get(broker_id)
+        if address is not None:
+            return address, broker_id
+        first = min(addrs)  # the master (0) when listed
+        return addrs[first], first
+
+    async def find_read_address(
+        self, queue: MessageQueue, broker_id: int = MASTER_ID
+    ) -> tuple[str, int]:
+        """`read_address` for ``queue``, refreshing its topic's route if the broker is unknown."""
+        found = self.read_address(queue.broker_name, broker_id)
+        if found is None:
+            await self.update_route(queue.topic)
+            found = self.read_address(queue.broker_name, broker_id)
+        if found is None:
+            raise MQClientError(
+                ResponseCode.SYSTEM_ERROR,
+                f"broker {queue.broker_name} is not in the route of {queue.topic}",
+            )
+        return found
+
     async def invoke_broker(
         self, address: str, request: RemotingCommand, timeout: float | None = None
     ) -> RemotingCommand:

@@ -23,7 +23,7 @@ from types import TracebackType
 
 import anyio
 
-from actors.client.instance import ClientInstance, subscribe_queues
+from actors.client.instance import MASTER_ID, ClientInstance, subscribe_queues
 from actors.client.message import MQClientError
 from protocol.bodies import (
     ConsumeFromWhere,
@@ -99,6 +99,8 @@ class PullConsumer:
         self._tags: dict[str, frozenset[str] | None] = {}
         self._offsets: dict[MessageQueue, int] = {}  # next offset to pull
         self._committed: dict[MessageQueue, int] = {}
+        #: Queue -> the broker id its last pull answer suggested reading from next.
+        self._read_from: dict[MessageQueue, int] = {}
         self._assigned: list[MessageQueue] = []
         self._next_commit = 0.0
 
@@ -146,7 +148,7 @@ class PullConsumer:
         for queue in queues:
             self.subscriptions.setdefault(queue.topic, "*")
             self._tags.setdefault(queue.topic, None)
-            if self.instance.master_address(queue.broker_name) is None:
+            if self.instance.read_address(queue.broker_name) is None:
                 await self.instance.update_route(queue.topic)
         self._assign(queues)
 
@@ -301,13 +303,16 @@ class PullConsumer:
             expression_type="TAG",
         )  # fmt: skip
         response = await self._invoke(
-            queue, RequestCode.PULL_MESSAGE, header, timeout=suspend + self.timeout
-        )
+            queue, RequestCode.PULL_MESSAGE, header, timeout=suspend + self.timeout,
+            broker_id=self._read_from.get(queue, MASTER_ID),
+        )  # fmt: skip
         code = response.code
         if code in _PULL_ANSWERS:
             answer = decode_header(PullMessageResponseHeader, response.ext_fields)
         else:
             raise MQClientError(code, f"pull of {queue}: {response.remark}")
+        # The broker says where to read next: a slave when we read far behind, else the master.
+        self._read_from[queue] = answer.suggest_which_broker_id
         if self._offsets.get(queue) != offset:
             return []  # seeked while the pull was in flight: drop the stale answer
         if code == ResponseCode.PULL_RETRY_IMMEDIATELY:
@@ -343,9 +348,16 @@ class PullConsumer:
         )
 
     async def _invoke(
-        self, queue: MessageQueue, code: int, header: object, timeout: float | None = None
+        self,
+        queue: MessageQueue,
+        code: int,
+        header: object,
+        timeout: float | None = None,
+        broker_id: int = MASTER_ID,
     ) -> RemotingCommand:
-        address = await self.instance.find_master(queue)
+        # The master when it is up; a slave of the same broker name while it is not, so
+        # reading and offset bookkeeping go on through a master's outage.
+        address, _ = await self.instance.find_read_address(queue, broker_id)
         request = RemotingCommand.request(code, encode_header(header))
         try:
             return await self.instance.invoke_broker(address, request, timeout or self.timeout)
