@@ -69,6 +69,10 @@ COMMANDS: dict[str, CommandEntry] = {
         "actors.broker.launcher:cluster_main",
         argv=True,
     ),
+    "bench": CommandEntry(
+        "load tool: produce or consume as fast as allowed, with msgs/s, MB/s and latency",
+        "actors.client.bench_tool:command",
+    ),
 }
 
 

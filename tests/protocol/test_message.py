@@ -31,6 +31,7 @@ from protocol.message import (
     decode_batch,
     decode_offset_msg_id,
     decode_record,
+    decode_records,
     encode_batch,
     encode_record,
     iter_records,
@@ -237,6 +238,48 @@ def test_iter_records_over_concatenated_records(
     headless = list(iter_records(memoryview(pull_body), read_body=False))
     assert [m.queue_offset for m in headless] == list(range(len(items)))
     assert all(m.body == b"" for m in headless)
+
+
+@given(
+    st.lists(st.tuples(hosts, hosts, st.binary(max_size=200), props_dicts), max_size=6),
+    st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=3),
+    st.integers(0, 10**6),
+    st.booleans(),
+)  # fmt: skip
+@settings(max_examples=300)
+def test_decode_records_equals_iter_records_even_on_bad_input(
+    items: list[tuple[tuple[str, int], tuple[str, int], bytes, dict[str, str]]],
+    mangles: list[tuple[int, int]],
+    cut: int,
+    as_view: bool,
+) -> None:
+    pull_body = bytearray(b"".join(
+        encode_record(topic=f"T{i}", body=body, queue_id=i, born_host=born, store_host=store,
+                      properties=properties_to_string(props), born_timestamp=i)
+        for i, (born, store, body, props) in enumerate(items)
+    ))  # fmt: skip
+    for pos, value in mangles:
+        if pull_body:
+            pull_body[pos % len(pull_body)] = value
+    data = bytes(pull_body[: cut % (len(pull_body) + 1)])
+
+    try:
+        expected: object = list(iter_records(data))
+    except MessageFormatError as exc:
+        expected = str(exc)
+    try:
+        found: object = decode_records(memoryview(data) if as_view else data)
+    except MessageFormatError as exc:
+        found = str(exc)
+    assert found == expected
+
+
+@pytest.mark.parametrize("topic_len", [100, 127, 128, 255])
+def test_decode_records_refuses_a_topic_length_past_the_end(topic_len: int) -> None:
+    pull_body = bytearray(_record()) * 2
+    pull_body[-len(PROPS.encode()) - 2 - len(b"T1") - 1] = topic_len  # the last TOPICLEN byte
+    with pytest.raises(MessageFormatError, match=f"offset {len(pull_body) // 2}: topic length"):
+        decode_records(bytes(pull_body))
 
 
 def test_iter_records_stops_at_a_cut_record() -> None:
