@@ -525,6 +525,64 @@ class QueryConsumeTimeSpanBody(_Body):
     consume_time_span_set: list[QueueTimeSpan] = attrs.Factory(list)
 
 
+# -- answers of a push consumer to the broker's calls (GET_CONSUMER_RUNNING_INFO 307, ...) ----
+
+
+@attrs.frozen(kw_only=True)
+class ProcessQueueInfo(_Body):
+    """One queue's local state in ConsumerRunningInfo.mqTable (RocketMQ's ProcessQueueInfo)."""
+
+    commit_offset: int = 0
+    cached_msg_min_offset: int = 0
+    cached_msg_max_offset: int = 0
+    cached_msg_count: int = 0
+    cached_msg_size_in_mi_b: int = attrs.field(default=0, metadata={"wire": "cachedMsgSizeInMiB"})
+    transaction_msg_min_offset: int = 0
+    transaction_msg_max_offset: int = 0
+    transaction_msg_count: int = 0
+    locked: bool = False
+    try_unlock_times: int = 0
+    last_lock_timestamp: int = 0
+    droped: bool = False  # sic: the Java field name
+    last_pull_timestamp: int = 0
+    last_consume_timestamp: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class ConsumeStatus(_Body):
+    """Per-topic consume rates in ConsumerRunningInfo.statusTable."""
+
+    pull_rt: float = attrs.field(default=0.0, metadata={"wire": "pullRT"})
+    pull_tps: float = attrs.field(default=0.0, metadata={"wire": "pullTPS"})
+    consume_rt: float = attrs.field(default=0.0, metadata={"wire": "consumeRT"})
+    consume_ok_tps: float = attrs.field(default=0.0, metadata={"wire": "consumeOKTPS"})
+    consume_failed_tps: float = attrs.field(default=0.0, metadata={"wire": "consumeFailedTPS"})
+    consume_failed_msgs: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class ConsumerRunningInfo(_Body):
+    """GET_CONSUMER_RUNNING_INFO answer; ``mqTable`` has MessageQueue object keys (fastjson)."""
+
+    _fastjson_form: ClassVar[bool] = True
+    properties: dict[str, str] = attrs.Factory(dict)
+    subscription_set: list[SubscriptionData] = attrs.Factory(list)
+    mq_table: dict[MessageQueue, ProcessQueueInfo] = attrs.Factory(dict)
+    status_table: dict[str, ConsumeStatus] = attrs.Factory(dict)
+    jstack: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ConsumeMessageDirectlyResult(_Body):
+    """CONSUME_MESSAGE_DIRECTLY answer; ``consume_result`` is a CMResult name (CR_SUCCESS, ...)."""
+
+    order: bool = False
+    auto_commit: bool = True
+    consume_result: str = "CR_SUCCESS"
+    remark: str | None = None
+    spent_time_mills: int = 0
+
+
 # -- the converter ----------------------------------------------------------------------------
 
 _converter = cattrs.Converter(detailed_validation=True)

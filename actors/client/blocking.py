@@ -20,6 +20,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from actors.client.message import Message, SendResult
 from actors.client.producer import Producer
 from actors.client.pull_consumer import PullConsumer
+from actors.client.push_consumer import Listener, PushConsumer, PushConsumerStatistics
 from protocol.bodies import MessageQueue
 from protocol.message import MessageExt
 
@@ -138,3 +139,41 @@ class BlockingPullConsumer(_Blocking):
         """`PullConsumer.committed`, blocking."""
         offset: int | None = self._call(self.consumer.committed, queue)
         return offset
+
+
+class BlockingPushConsumer(_Blocking):
+    """`PushConsumer` for code without an event loop: the consumer runs in the loop thread.
+
+    An async listener runs in that thread's event loop; a plain function runs in its worker
+    threads, as with the async consumer. ``subscribe`` before ``start`` (or ``with``).
+    """
+
+    def __init__(
+        self, group: str, listener: Listener, *, backend: str = "asyncio", **options: Any
+    ) -> None:
+        super().__init__(backend)
+        self.consumer = PushConsumer(group, listener, **options)
+
+    def start(self) -> None:
+        """Start the loop thread and the consumer (first rebalance done when this returns)."""
+        self._open(self.consumer)
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        """`PushConsumer.subscribe` (before or after start)."""
+        if self._portal is None:
+            self.consumer.subscribe(topic, expression)
+        else:
+            self._portal.call(self.consumer.subscribe, topic, expression)
+
+    def assignment(self) -> list[MessageQueue]:
+        """`PushConsumer.assignment`."""
+        queues: list[MessageQueue] = self._portal_or_direct(self.consumer.assignment)
+        return queues
+
+    def statistics(self) -> PushConsumerStatistics:
+        """`PushConsumer.statistics`."""
+        stats: PushConsumerStatistics = self._portal_or_direct(self.consumer.statistics)
+        return stats
+
+    def _portal_or_direct(self, func: Any) -> Any:
+        return func() if self._portal is None else self._portal.call(func)

@@ -4,7 +4,9 @@ One `ClientInstance` owns one pooled `RemotingClient`. It asks the registries fo
 (round robin, moving to the next registry when one does not answer), keeps the routes and the
 broker address table fresh every 30 s and on demand after an error, and sends HEART_BEAT (Java
 JSON form) to every known master every 30 s for the producer groups and consumer groups that
-registered with it. Runs on trio and asyncio (anyio).
+registered with it. Its dispatcher answers the calls brokers make to a consumer
+(NOTIFY_CONSUMER_IDS_CHANGED, GET_CONSUMER_RUNNING_INFO, CONSUME_MESSAGE_DIRECTLY), handing each
+to the push consumer of the named group (`call_targets`). Runs on trio and asyncio (anyio).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import os
 import socket
 from collections.abc import Callable, Sequence
 from types import TracebackType
+from typing import Protocol
 
 import anyio
 import anyio.abc
@@ -23,7 +26,9 @@ from actors.client.message import MQClientError
 from protocol.bodies import (
     PERM_READ,
     PERM_WRITE,
+    ConsumeMessageDirectlyResult,
     ConsumerData,
+    ConsumerRunningInfo,
     HeartbeatData,
     MessageQueue,
     ProducerData,
@@ -32,7 +37,17 @@ from protocol.bodies import (
 from protocol.client import RemotingClient
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand, RemotingError
-from protocol.headers import GetRouteInfoRequestHeader, UnregisterClientRequestHeader, encode_header
+from protocol.connection import Connection
+from protocol.headers import (
+    ConsumeMessageDirectlyResultRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
+    GetRouteInfoRequestHeader,
+    NotifyConsumerIdsChangedRequestHeader,
+    UnregisterClientRequestHeader,
+    decode_header,
+    encode_header,
+)
+from protocol.message import MessageExt, MessageFormatError, decode_record
 
 log = logging.getLogger("boltmq.client")
 
@@ -98,6 +113,23 @@ def subscribe_queues(topic: str, route: TopicRouteData) -> list[MessageQueue]:
     return sorted(queues, key=lambda q: (q.broker_name, q.queue_id))
 
 
+class BrokerCallTarget(Protocol):
+    """A consumer that answers the calls a broker makes to a client (sheet 2.3)."""
+
+    def consumer_ids_changed(self) -> None:
+        """NOTIFY_CONSUMER_IDS_CHANGED: rebalance soon."""
+
+    def running_info(self, jstack: bool) -> ConsumerRunningInfo:
+        """GET_CONSUMER_RUNNING_INFO: this consumer's state."""
+        ...
+
+    async def consume_directly(
+        self, message: MessageExt, broker_name: str | None
+    ) -> ConsumeMessageDirectlyResult:
+        """CONSUME_MESSAGE_DIRECTLY: hand one message to the listener, say how it went."""
+        ...
+
+
 class ClientInstance:
     """Registries, routes, broker addresses and heartbeats shared by producers and consumers."""
 
@@ -122,6 +154,12 @@ class ClientInstance:
         self.producer_groups: set[str] = set()
         #: Consumer group -> callable giving its ConsumerData for the heartbeat.
         self.consumers: dict[str, Callable[[], ConsumerData]] = {}
+        #: Consumer group -> the push consumer that answers the broker's calls for it.
+        self.call_targets: dict[str, BrokerCallTarget] = {}
+        dispatcher = self.remoting.dispatcher
+        dispatcher.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._consumer_ids_changed)
+        dispatcher.register(RequestCode.GET_CONSUMER_RUNNING_INFO, self._get_running_info)
+        dispatcher.register(RequestCode.CONSUME_MESSAGE_DIRECTLY, self._consume_directly)
         self._registry_index = 0
         self._task_group: anyio.abc.TaskGroup | None = None
         self._route_locks: dict[str, anyio.Lock] = {}
@@ -163,9 +201,7 @@ class ClientInstance:
                 continue
             self._registry_index = (start + step + 1) % count
             return response
-        raise MQClientError(
-            ResponseCode.SYSTEM_ERROR, "no registry answered: " + "; ".join(errors)
-        )
+        raise MQClientError(ResponseCode.SYSTEM_ERROR, "no registry answered: " + "; ".join(errors))
 
     async def fetch_route(self, topic: str) -> TopicRouteData | None:
         """Ask a registry for ``topic``'s route; None when the registry does not know it."""
@@ -299,6 +335,46 @@ class ClientInstance:
                 await self.invoke_broker(address, request)
             except RemotingError as exc:
                 log.info("unregister at %s failed: %s", address, exc)
+
+    # -- calls from brokers (sheet 2.3) ------------------------------------------------------
+
+    def _consumer_ids_changed(self, connection: Connection, request: RemotingCommand) -> None:
+        header = decode_header(NotifyConsumerIdsChangedRequestHeader, request.ext_fields)
+        target = self.call_targets.get(header.consumer_group)
+        if target is not None:
+            log.info("consumer ids of group %s changed (%s): rebalancing",
+                     header.consumer_group, connection.peer)  # fmt: skip
+            target.consumer_ids_changed()
+
+    def _get_running_info(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        header = decode_header(GetConsumerRunningInfoRequestHeader, request.ext_fields)
+        target = self.call_targets.get(header.consumer_group)
+        if target is None:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"The Consumer Group <{header.consumer_group}> not exist in this consumer",
+            )
+        info = target.running_info(header.jstack_enable)
+        return request.response(body=info.to_json())
+
+    async def _consume_directly(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        header = decode_header(ConsumeMessageDirectlyResultRequestHeader, request.ext_fields)
+        target = self.call_targets.get(header.consumer_group)
+        if target is None:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"The Consumer Group <{header.consumer_group}> not exist in this consumer",
+            )
+        try:
+            message = decode_record(request.body or b"")
+        except MessageFormatError as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"bad message body: {exc}")
+        result = await target.consume_directly(message, header.broker_name)
+        return request.response(body=result.to_json())
 
     async def _periodic(self) -> None:
         next_route = anyio.current_time() + self.poll_name_server_interval

@@ -51,7 +51,7 @@ from protocol.headers import (
     decode_header,
     encode_header,
 )
-from protocol.message import MessageExt, MessageSysFlag, decompress_body, iter_records
+from protocol.message import MessageExt, MessageSysFlag, decode_records, decompress_body
 
 log = logging.getLogger("boltmq.client")
 
@@ -99,6 +99,8 @@ class PullConsumer:
         self._tags: dict[str, frozenset[str] | None] = {}
         self._offsets: dict[MessageQueue, int] = {}  # next offset to pull
         self._committed: dict[MessageQueue, int] = {}
+        #: Queue -> the broker address its offset was last committed to.
+        self._committed_to: dict[MessageQueue, str] = {}
         #: Queue -> the broker id its last pull answer suggested reading from next.
         self._read_from: dict[MessageQueue, int] = {}
         self._assigned: list[MessageQueue] = []
@@ -183,7 +185,11 @@ class PullConsumer:
         """Store the group's offsets on the brokers (the current positions by default)."""
         table = dict(self._offsets if offsets is None else offsets)
         for queue, offset in table.items():
-            if self._committed.get(queue) == offset:
+            # The master while it is up, a slave while it is down. An offset a slave took is
+            # sent again once the master is back: the master never saw it, and the slave's
+            # config sync would replace it with the master's older one.
+            address, _ = await self.instance.find_read_address(queue)
+            if self._committed.get(queue) == offset and self._committed_to.get(queue) == address:
                 continue
             header = UpdateConsumerOffsetRequestHeader(
                 consumer_group=self.group, topic=queue.topic, queue_id=queue.queue_id,
@@ -193,6 +199,7 @@ class PullConsumer:
             if response.code != ResponseCode.SUCCESS:
                 raise MQClientError(response.code, f"commit of {queue}: {response.remark}")
             self._committed[queue] = offset
+            self._committed_to[queue] = address
         self._next_commit = anyio.current_time() + _AUTO_COMMIT_INTERVAL
 
     async def committed(self, queue: MessageQueue) -> int | None:
@@ -322,7 +329,7 @@ class PullConsumer:
             return []
         tags = self._tags.get(queue.topic)
         messages = []
-        for message in iter_records(response.body):
+        for message in decode_records(response.body):
             if tags is not None and message.tags not in tags:
                 continue  # the broker filters by tag hash; collisions are dropped here
             if message.sys_flag & MessageSysFlag.COMPRESSED:

@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
-import anyio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
 
-from actors.client import PullConsumer
+import anyio
+import anyio.abc
+
+from actors.client import ClientInstance, PullConsumer
 from protocol.message import MessageExt
+
+from .conftest import BROKER_READY, REGISTRY_READY, ROOT
 
 
 async def poll_until(consumer: PullConsumer, count: int, timeout: float = 10.0) -> list[MessageExt]:
@@ -16,3 +27,102 @@ async def poll_until(consumer: PullConsumer, count: int, timeout: float = 10.0) 
             got.extend(await consumer.poll(timeout=1.0))
     assert len(got) == count, [m.body for m in got]
     return got
+
+
+async def wait_for_route(instance: ClientInstance, topic: str, timeout: float = 10.0) -> None:
+    """Wait until a registry routes ``topic``: a broker registers a topic it auto-created for a
+    send a moment after storing the message, so a consumer subscribing at once may be early."""
+    with anyio.fail_after(timeout):
+        while await instance.update_route(topic) is None:
+            await anyio.sleep(0.05)
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class BoltProcess:
+    """A ``boltmq <command>`` subprocess (a cluster or a lone broker) whose log says when it is up.
+
+    ``registry`` and ``broker`` are the addresses it announced; `stop` sends SIGTERM (a clean
+    stop: the broker unregisters and writes its tables) and waits.
+    """
+
+    def __init__(self, home: Path, command: str, *args: str, timeout: float = 30.0) -> None:
+        env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(ROOT)}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "supervisors.cli", command, *args],
+            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        self.lines: list[str] = []
+        self.found: dict[str, str] = {}
+        self._ready = threading.Event()
+        threading.Thread(target=self._read_log, daemon=True).start()
+        if not self._ready.wait(timeout) or "broker" not in self.found:
+            self.stop()
+            raise RuntimeError(f"boltmq {command} did not start:\n" + "\n".join(self.lines[-30:]))
+
+    def _read_log(self) -> None:
+        # Drain stderr for the whole run so the child never blocks on a full pipe.
+        assert self.process.stderr is not None
+        for raw in self.process.stderr:
+            line = raw.decode(errors="replace").rstrip("\n")
+            self.lines.append(line)
+            if match := REGISTRY_READY.search(line):
+                self.found["registry"] = f"127.0.0.1:{match.group(1)}"
+            if match := BROKER_READY.search(line):
+                self.found["broker_name"] = match.group(1)
+                self.found["broker"] = match.group(2)
+                self._ready.set()
+        self._ready.set()
+
+    @property
+    def registry(self) -> str:
+        """The registry address (cluster processes only)."""
+        return self.found["registry"]
+
+    @property
+    def broker(self) -> str:
+        """The broker address."""
+        return self.found["broker"]
+
+    def stop(self) -> None:
+        """SIGTERM and wait (SIGKILL if it does not stop in 20 s)."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+
+
+class SilentPeer:
+    """A TCP server on loopback that takes connections and requests but never answers.
+
+    ``connections`` holds the accepted streams, so a test can cut one from the server side.
+    """
+
+    def __init__(self) -> None:
+        self.address = ""
+        self.connections: list[anyio.abc.SocketStream] = []
+        self.received = 0
+
+    async def serve(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """Listen until cancelled; started with ``await task_group.start(peer.serve)``."""
+        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+        self.address = f"127.0.0.1:{listener.extra(anyio.abc.SocketAttribute.local_port)}"
+        task_status.started()
+        await listener.serve(self._swallow)
+
+    async def _swallow(self, stream: anyio.abc.SocketStream) -> None:
+        self.connections.append(stream)
+        async with stream:
+            try:
+                async for chunk in stream:
+                    self.received += len(chunk)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                pass

@@ -18,7 +18,7 @@ from actors.client import Admin, Message, Producer, PullConsumer, SendStatus
 from protocol.bodies import ConsumeFromWhere
 from protocol.message import MessageConst, MessageSysFlag
 
-from .helpers import poll_until
+from .helpers import poll_until, wait_for_route
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
@@ -41,6 +41,7 @@ async def test_sync_send_returns_ids_and_the_message_reads_back(
     assert result.queue.topic == topic and result.queue_offset == 0
     async with PullConsumer(unique("CG"), namesrv_addr=cluster.namesrv,
                             consume_from_where=FIRST) as consumer:  # fmt: skip
+        await wait_for_route(consumer.instance, topic)
         await consumer.subscribe(topic)
         [got] = await poll_until(consumer, 1)
     assert got.body == "body \u2713".encode()
@@ -59,6 +60,7 @@ async def test_oneway_sends_arrive(cluster: Any, unique: Unique, anyio_backend: 
             await producer.send_oneway(Message(topic, f"oneway {i}".encode()))
     async with PullConsumer(unique("CG"), namesrv_addr=cluster.namesrv,
                             consume_from_where=FIRST) as consumer:  # fmt: skip
+        await wait_for_route(consumer.instance, topic)
         await consumer.subscribe(topic)
         got = await poll_until(consumer, 6)
     assert sorted(m.body for m in got) == sorted(
@@ -104,6 +106,7 @@ async def test_ordered_send_keeps_one_key_on_one_queue_in_order(
         assert offsets == sorted(offsets)
     async with PullConsumer(unique("CG"), namesrv_addr=cluster.namesrv,
                             consume_from_where=FIRST) as consumer:  # fmt: skip
+        await wait_for_route(consumer.instance, topic)
         await consumer.subscribe(topic)
         got = await poll_until(consumer, 24)
     by_queue: dict[int, list[bytes]] = {}
@@ -130,6 +133,7 @@ async def test_large_body_is_stored_compressed_and_reads_back_whole(
     assert not stored_small.sys_flag & MessageSysFlag.COMPRESSED
     async with PullConsumer(unique("CG"), namesrv_addr=cluster.namesrv,
                             consume_from_where=FIRST) as consumer:  # fmt: skip
+        await wait_for_route(consumer.instance, topic)
         await consumer.subscribe(topic, "Z")
         [got] = await poll_until(consumer, 1)
     assert got.body == body
@@ -149,6 +153,7 @@ async def test_delayed_message_is_held_with_its_delay_level(
     assert stored.topic == "SCHEDULE_TOPIC_XXXX"
     async with PullConsumer(unique("CG"), namesrv_addr=cluster.namesrv,
                             consume_from_where=FIRST) as consumer:  # fmt: skip
+        await wait_for_route(consumer.instance, topic)
         await consumer.subscribe(topic)
         got = await poll_until(consumer, 1)
         assert [m.body for m in got] == [b"now"]
