@@ -2,10 +2,17 @@
 
 Master and slave are ``boltmq broker`` processes of their own on loopback; 1 KiB messages are
 sent one per request from 64 concurrent senders (BoltMQ's remoting client in this process).
-For each setup it prints msgs/s, MB/s, p50/p99 send latency and, with a slave, the
-replication rate (commit-log bytes on the slave per second, until it has caught up).
+For each setup it prints msgs/s, MB/s, p50/p99 send latency, the master's cpu time per message
+(user + system, from /proc; it is what replication adds on the master, and it moves far less
+with the machine's load than the rates do) and, with a slave, the replication rate
+(commit-log bytes on the slave per second, until it has caught up) and the slave's cpu time
+per message over the same span.
 
-    python -m bench.bench_ha [--seconds 3] [--quick]
+With ``--rounds N`` the three setups run N times in turn (so a change of machine load hits
+all of them alike); each round is compared with its own no-slave rate and the last lines give
+the median ratio per setup.
+
+    python -m bench.bench_ha [--seconds 3] [--rounds 1] [--quick]
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import platform
 import re
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -64,6 +72,16 @@ async def _start(store: Path, *extra: str) -> tuple[trio.Process, str]:
                 return proc, match.group(1)
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system cpu seconds of a process so far (0 where /proc is missing)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    # After the command: state is field 3, utime and stime are fields 14 and 15.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def _runtime_info(client: RemotingClient, address: str) -> dict[str, str]:
     request = RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)
     answer = await client.invoke(address, request, 10)
@@ -101,9 +119,11 @@ async def _run_setup(role: str, with_slave: bool, seconds: float) -> dict[str, f
                         await trio.sleep(0.05)
             # Create the topic and warm the connection before measuring.
             await _produce(client, address, "BenchHA", 0.3, 8)
+            cpu = {proc.pid: _cpu_seconds(proc.pid) for proc in procs}
             start = time.perf_counter()
             stored, latencies = await _produce(client, address, "BenchHA", seconds, SENDERS)
             elapsed = time.perf_counter() - start
+            figures["master_cpu_us"] = (_cpu_seconds(master.pid) - cpu[master.pid]) / stored * 1e6
             figures["msgs_per_s"] = stored / elapsed
             figures["mb_per_s"] = stored * 1024 / elapsed / 1e6
             figures["p50_us"] = _percentile(latencies, 0.5) * 1e6
@@ -119,6 +139,7 @@ async def _run_setup(role: str, with_slave: bool, seconds: float) -> dict[str, f
                         await trio.sleep(0.01)
                 caught_up = time.perf_counter() - start
                 figures["replication_mb_per_s"] = target / caught_up / 1e6
+                figures["slave_cpu_us"] = (_cpu_seconds(slave.pid) - cpu[slave.pid]) / stored * 1e6
     finally:
         for proc in reversed(procs):
             await _stop(proc)
@@ -126,7 +147,7 @@ async def _run_setup(role: str, with_slave: bool, seconds: float) -> dict[str, f
     return figures
 
 
-async def _main(seconds: float) -> None:
+async def _main(seconds: float, rounds: int) -> None:
     print(
         f"# HA produce rates, {platform.machine()}, {os.cpu_count()} cpus, "
         f"Python {platform.python_version()}; 1 KiB messages, {SENDERS} senders, {seconds} s each"
@@ -136,28 +157,43 @@ async def _main(seconds: float) -> None:
         ("ASYNC_MASTER", True, "one slave"),
         ("SYNC_MASTER", True, "one slave"),
     ]
-    baseline = 0.0
-    print("| role | slave | msgs/s | MB/s | p50 / p99 | vs no slave | replication MB/s |")
-    print("|---|---|---|---|---|---|---|")
-    for role, with_slave, label in setups:
-        f = await _run_setup(role, with_slave, seconds)
-        if not with_slave:
-            baseline = f["msgs_per_s"]
-        ratio = f["msgs_per_s"] / baseline if baseline else 0.0
-        replication = f"{f['replication_mb_per_s']:.1f}" if with_slave else "-"
-        print(
-            f"| {role} | {label} | {f['msgs_per_s']:,.0f} | {f['mb_per_s']:.1f} | "
-            f"{f['p50_us']:,.0f} / {f['p99_us']:,.0f} us | {ratio:.0%} | {replication} |"
-        )
+    ratios: dict[str, list[float]] = {}
+    print(
+        "| run | role | slave | msgs/s | MB/s | p50 / p99 | vs no slave | master cpu/msg "
+        "| replication MB/s | slave cpu/msg |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for run in range(1, rounds + 1):
+        baseline = 0.0
+        for role, with_slave, label in setups:
+            f = await _run_setup(role, with_slave, seconds)
+            if not with_slave:
+                baseline = f["msgs_per_s"]
+            ratio = f["msgs_per_s"] / baseline if baseline else 0.0
+            ratios.setdefault(f"{role}, {label}", []).append(ratio)
+            replication = f"{f['replication_mb_per_s']:.1f}" if with_slave else "-"
+            slave_cpu = f"{f['slave_cpu_us']:.0f} us" if with_slave else "-"
+            print(
+                f"| {run} | {role} | {label} | {f['msgs_per_s']:,.0f} | {f['mb_per_s']:.1f} | "
+                f"{f['p50_us']:,.0f} / {f['p99_us']:,.0f} us | {ratio:.0%} | "
+                f"{f['master_cpu_us']:.0f} us | {replication} | {slave_cpu} |"
+            )
+    if rounds > 1:
+        for setup, values in list(ratios.items())[1:]:
+            listed = ", ".join(f"{v:.0%}" for v in values)
+            print(f"# {setup}: median {statistics.median(values):.0%} of no slave ({listed})")
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print a markdown table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--rounds", type=int, default=1, help="times to run the three setups")
     parser.add_argument("--quick", action="store_true", help="1 s per setup")
     args = parser.parse_args(argv)
-    trio.run(_main, 1.0 if args.quick else args.seconds)
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
+    trio.run(_main, 1.0 if args.quick else args.seconds, args.rounds)
     return 0
 
 

@@ -7,6 +7,7 @@ so a failed replication link restarts alone while the broker keeps serving.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from actors.broker.ha_master import HAService, HAStatistics
@@ -15,6 +16,7 @@ from actors.broker.ha_sync import SlaveSynchronize
 from protocol.codes import RequestCode
 from protocol.command import RemotingCommand
 from protocol.connection import Connection
+from storage import MessageExtBrokerInner, PutMessageResult
 from supervisors.supervisor import ChildSpec
 
 if TYPE_CHECKING:
@@ -44,6 +46,30 @@ class HighAvailability:
         if self.sync is not None:
             children.append(ChildSpec.instance("slave-sync", self.sync))
         return children
+
+    def put_message(
+        self, msg: MessageExtBrokerInner, callback: Callable[[PutMessageResult], object]
+    ) -> None:
+        """Store ``msg``; ``callback`` gets the result when the broker may answer for it.
+
+        For the puts that do not come through the send handler (send-back, a committed
+        transaction, a due delayed message): on a SYNC_MASTER that is once a slave has the
+        bytes, or with FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE (the message is stored on the
+        master all the same); elsewhere once the store has it. RocketMQ lets send-back and
+        delayed re-puts skip the wait; holding them means nothing a SYNC_MASTER answered for,
+        or recorded as delivered, is missing from its slave.
+        """
+        service = self.service
+        store = self.broker.store
+        if service is None or not service.sync_master:
+            store.put_message_nowait(msg, callback)
+            return
+
+        def stored(result: PutMessageResult) -> None:
+            if not service.defer(result, callback):
+                callback(result)
+
+        store.put_message_nowait(msg, stored)
 
     def statistics(self) -> HAStatistics | HAClientStatistics | None:
         """The master's slave links or the slave's link."""

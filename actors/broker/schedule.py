@@ -19,10 +19,18 @@ not from the tags code, so they hold after a crash rebuilt the consume queues.
 
 A message due while the broker was down is delivered after the restart, once: offsets are
 written when they change and when the service stops, and the service stops before the store.
+
+Only a master delivers. On a SYNC_MASTER each re-put waits for a slave like a send, and a
+queue's recorded offset never passes a message whose re-put copy no slave has acknowledged
+(FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE): delivery goes on from an in-memory position and
+the offset catches up once a slave has the bytes, so a master lost before that delivers those
+messages again after a restart (duplicates, never a loss). A slave runs no delivery at all; its
+offsets are the master's, copied by the config sync (`actors.broker.ha_sync`).
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -80,6 +88,8 @@ _NOT_DELAYED_TOPICS = frozenset(
 _PREPARED_OR_ROLLBACK = (MessageSysFlag.TRANSACTION_PREPARED, MessageSysFlag.TRANSACTION_ROLLBACK)
 #: Put statuses that will never succeed for this message: drop it rather than block the queue.
 _UNSTORABLE = (PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
+#: Stored on this SYNC_MASTER, but no slave acknowledged the bytes (yet).
+_NOT_ON_SLAVE = (PutMessageStatus.FLUSH_SLAVE_TIMEOUT, PutMessageStatus.SLAVE_NOT_AVAILABLE)
 
 
 def parse_delay_levels(text: str) -> list[int]:
@@ -153,6 +163,10 @@ class _Queue:
     key: int
     delay_ms: int  # the level's delay; -1 for a timer queue
     head: tuple[int, int] = (-1, 0)  # (queue offset, due time) of the first message not due
+    # Where delivery goes on; ahead of the table's offset only while re-puts await a slave.
+    position: int = -1
+    # (commit-log end of re-puts, queue offset of the first of them) not yet on a slave.
+    unconfirmed: collections.deque[tuple[int, int]] = attrs.field(factory=collections.deque)
 
 
 class ScheduleMessageService:
@@ -246,8 +260,10 @@ class ScheduleMessageService:
         if not self._loaded:
             # Only once: after a restart of this child the offsets in memory are the newest.
             await trio.to_thread.run_sync(self._load)
-        self.broker.topics.create_topic_in_send_back(TIMER_TOPIC, TIMER_QUEUE_NUMS, PERM_RW)
-        self.broker.topics.system_topics.add(TIMER_TOPIC)
+        slave = self.broker.config.is_slave
+        if not slave:  # a slave's topics are the master's (config sync)
+            self.broker.topics.create_topic_in_send_back(TIMER_TOPIC, TIMER_QUEUE_NUMS, PERM_RW)
+            self.broker.topics.system_topics.add(TIMER_TOPIC)
         self._stopping = False
         self._wake = trio.Event()
         self._stopped = trio.Event()
@@ -257,7 +273,13 @@ class ScheduleMessageService:
                 nursery.start_soon(self.timer_offsets.run)
                 task_status.started()
                 try:
-                    await self._deliver_loop()
+                    if slave:
+                        # RocketMQ starts the delivery only off a slave: the master re-puts
+                        # and the slave receives the copies by replication.
+                        while not self._stopping:
+                            await self._pause(3600)
+                    else:
+                        await self._deliver_loop()
                 finally:
                     nursery.cancel_scope.cancel()  # the tables write their files as they stop
         finally:
@@ -323,7 +345,11 @@ class ScheduleMessageService:
         """Re-put what is due in one queue; the due time of its first message not due."""
         store = self.broker.store
         table = queue.table
+        if queue.unconfirmed:
+            self._confirm(queue)
         offset = table.offset_table.get(queue.key, 0)
+        if queue.unconfirmed:
+            offset = max(offset, queue.position)
         if queue.head[0] == offset and queue.head[1] > now_ms():
             return queue.head[1]  # the head is known and not due: nothing to read
         low = store.get_min_offset_in_queue(queue.topic, queue.queue_id)
@@ -362,7 +388,9 @@ class ScheduleMessageService:
                 next_offset = result.next_begin_offset if not_due is None else not_due[0]
             finally:
                 result.release()
-            stored_up_to = await self._put_due(due, next_offset)
+            stored_up_to, not_on_slave = await self._put_due(due, next_offset)
+            if not_on_slave is not None:
+                queue.unconfirmed.append(not_on_slave)
             self._advance(queue, stored_up_to)
             if stored_up_to < next_offset:
                 return now_ms() + RETRY_AFTER_FAILURE_MS
@@ -380,14 +408,15 @@ class ScheduleMessageService:
 
     async def _put_due(
         self, due: list[tuple[int, MessageExtBrokerInner | None]], next_offset: int
-    ) -> int:
-        """Put the due messages in order; the queue offset up to which all are stored.
+    ) -> tuple[int, tuple[int, int] | None]:
+        """Put the due messages in order; the queue offset up to which all are stored, and
+        (commit-log end, first queue offset) of the stored re-puts no slave acknowledged.
 
         None stands for a message that can never be stored: it is counted, logged and passed.
         """
         if not due:
-            return next_offset
-        store = self.broker.store
+            return next_offset, None
+        ha = self.broker.ha
         results: list[PutMessageResult | None] = [None] * len(due)
         outstanding = len(due)
         all_back = trio.Event()
@@ -406,14 +435,20 @@ class ScheduleMessageService:
             if inner is None:
                 answer(index)(_UNSTORABLE_RESULT)
             else:
-                store.put_message_nowait(inner, answer(index))
+                ha.put_message(inner, answer(index))
         # Shielded: a re-put in flight must be recorded, or it is delivered again after a restart.
+        # A SYNC_MASTER answers within slaveTimeout (3 s by default).
         with trio.CancelScope(shield=True), trio.move_on_after(10):
             await all_back.wait()
+        not_on_slave: tuple[int, int] | None = None
         for (queue_offset, inner), result in zip(due, results, strict=True):
             if result is not None and result.ok:
                 assert inner is not None
                 self.counters["timer_hops" if inner.topic == TIMER_TOPIC else "delivered"] += 1
+                if result.status in _NOT_ON_SLAVE:
+                    end = result.wrote_offset + result.wrote_bytes
+                    first = queue_offset if not_on_slave is None else not_on_slave[1]
+                    not_on_slave = (end, first)
             elif result is not None and result.status in _UNSTORABLE:
                 self.counters["dropped"] += 1
                 if inner is not None:
@@ -423,8 +458,8 @@ class ScheduleMessageService:
             else:
                 log.warning("re-put of the message at queue offset %d failed (%s); retrying",
                             queue_offset, result.status if result else "no answer")  # fmt: skip
-                return queue_offset
-        return next_offset
+                return queue_offset, not_on_slave
+        return next_offset, not_on_slave
 
     def _next_hop(self, message: MessageExt, now: int) -> MessageExtBrokerInner | None:
         """The message to put for a due one: its real topic, or a lower timer queue."""
@@ -464,9 +499,22 @@ class ScheduleMessageService:
         )
 
     def _advance(self, queue: _Queue, offset: int) -> None:
+        queue.position = offset
+        if queue.unconfirmed:
+            # Recorded only up to the first re-put no slave has yet.
+            offset = min(offset, queue.unconfirmed[0][1])
         if queue.table.offset_table.get(queue.key) != offset:
             queue.table.offset_table[queue.key] = offset
             queue.table.mark_dirty()
+
+    def _confirm(self, queue: _Queue) -> None:
+        """Let the recorded offset pass the re-puts a slave has acknowledged since."""
+        service = self.broker.ha.service
+        acked = service.push_to_slave_max_offset if service is not None else 0
+        unconfirmed = queue.unconfirmed
+        while unconfirmed and unconfirmed[0][0] <= acked:
+            unconfirmed.popleft()
+        self._advance(queue, queue.position)
 
 
 # -- helpers -------------------------------------------------------------------------------

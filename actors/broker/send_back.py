@@ -53,6 +53,8 @@ class SendBackHandler:
             if result.status is PutMessageStatus.PUT_OK:
                 answer = request.response(ResponseCode.SUCCESS)
             else:
+                # RocketMQ answers every other status, the SYNC_MASTER ones included, with
+                # SYSTEM_ERROR and the status name; the client then resends the message itself.
                 answer = request.response(
                     ResponseCode.SYSTEM_ERROR, result.remark or str(result.status)
                 )
@@ -61,7 +63,8 @@ class SendBackHandler:
             except ConnectionClosedError:
                 pass  # the consumer went away; it will send the message back again
 
-        self.broker.store.put_message_nowait(msg, done)
+        # On a SYNC_MASTER answered once a slave has the message (actors.broker.ha).
+        self.broker.ha.put_message(msg, done)
         return None
 
     def _check(

@@ -196,7 +196,9 @@ class TransactionalMessageService:
             self._put_op(half, op_written)
 
         self.counters["commits"] += 1
-        self.broker.store.put_message_nowait(final, final_written)
+        # On a SYNC_MASTER the commit waits for a slave; FLUSH_SLAVE_TIMEOUT and
+        # SLAVE_NOT_AVAILABLE still stored it, so it is resolved and answered SUCCESS (RocketMQ).
+        self.broker.ha.put_message(final, final_written)
         return None
 
     def _refuse(self, request: RemotingCommand, remark: str) -> RemotingCommand:

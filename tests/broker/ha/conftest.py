@@ -1,12 +1,14 @@
 """Master/slave pairs on loopback for the HA tests.
 
-Rules: loopback only, ephemeral ports (the HA port is listenPort + 1), real stores in
+Rules: loopback only, ephemeral ports (the HA port is listenPort + 1; a master that must come
+back at the same address takes two adjacent free ports, `free_port_pair`), real stores in
 ``tmp_path`` with 64 KiB commit-log files so replication crosses file boundaries, and a
 deadline (``trio.fail_after``) around every wait.
 """
 
 from __future__ import annotations
 
+import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -31,17 +33,33 @@ SMALL_FILES: dict[str, Any] = {
 def broker_config(
     root: Path, registry: str, role: BrokerRole, broker_id: int = 0, **settings: Any
 ) -> BrokerConfig:
-    """A loopback broker of group ``broker-a`` storing under ``root``."""
+    """A loopback broker of group ``broker-a`` storing under ``root`` (ephemeral port unless
+    ``settings`` name one)."""
+    base: dict[str, Any] = {"listen_port": 0, "bind_address": "127.0.0.1", **SMALL_FILES}
     return BrokerConfig(
-        listen_port=0,
-        bind_address="127.0.0.1",
         fast_port_enable=False,
         namesrv_addr=registry,
         store_path_root_dir=str(root),
         broker_role=role,
         broker_id=broker_id,
-        **{**SMALL_FILES, **settings},
+        **{**base, **settings},
     )
+
+
+def free_port_pair() -> int:
+    """A loopback port p with p + 1 free too: a master's fixed listen and HA ports, so it can
+    stop and come back at the same addresses."""
+    for _ in range(100):
+        with socket.socket() as first:
+            first.bind(("127.0.0.1", 0))
+            port: int = first.getsockname()[1]
+            with socket.socket() as second:
+                try:
+                    second.bind(("127.0.0.1", port + 1))
+                except OSError:
+                    continue
+                return port
+    raise RuntimeError("no two adjacent free loopback ports")
 
 
 @asynccontextmanager
@@ -59,6 +77,39 @@ async def running_slave(root: Path, registry: str, **settings: Any) -> AsyncIter
     config = broker_config(root, registry, BrokerRole.SLAVE, 1, **settings)
     async with open_broker(config) as slave:
         yield slave
+
+
+class RestartableMaster:
+    """An ASYNC_MASTER on fixed ports (listen ``port``, HA ``port + 1``) and one store, run
+    in a task of the caller's nursery so it can stop and start again."""
+
+    def __init__(self, root: Path, registry: str, port: int) -> None:
+        self.root, self.registry, self.port = root, registry, port
+        self._stop = trio.Event()
+        self._stopped = trio.Event()
+
+    async def start(self, nursery: trio.Nursery) -> Broker:
+        self._stop, self._stopped = trio.Event(), trio.Event()
+        master: Broker = await nursery.start(self._run)
+        return master
+
+    async def stop(self) -> None:
+        """A clean stop: it unregisters, answers held pulls and flushes its store."""
+        self._stop.set()
+        with trio.fail_after(20):
+            await self._stopped.wait()
+
+    async def _run(self, *, task_status: trio.TaskStatus[Broker]) -> None:
+        config = broker_config(
+            self.root, self.registry, BrokerRole.ASYNC_MASTER,
+            listen_port=self.port, ha_listen_port=self.port + 1,
+        )  # fmt: skip
+        try:
+            async with open_broker(config) as master:
+                task_status.started(master)
+                await self._stop.wait()
+        finally:
+            self._stopped.set()
 
 
 async def wait_for(condition: Callable[[], bool], timeout: float = 10) -> None:

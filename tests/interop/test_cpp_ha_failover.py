@@ -1,0 +1,183 @@
+"""Master down: the official C++ push consumer (PyPI ``rocketmq`` 0.4.4) keeps receiving from
+the slave and goes on, without loss, when the master returns.
+
+Registry, master and slave (slaveReadEnable) run in this process on loopback; the master stops
+cleanly (it unregisters, so the route lists only the slave) and comes back on the same ports
+and store. The consumer's callback holds after the first messages, so the client stops pulling
+once its cache is full: what it has not pulled by the time the master stops can only come
+from the slave. Offsets the client commits during the outage land on the slave; the returning
+master has older ones (duplicates for a consumer that starts then, never a loss). The C++
+client runs its own threads: its calls go through ``trio.to_thread`` and what the callback
+sees is collected under a lock and waited for with a deadline.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from actors.broker.service import Broker
+from protocol import RemotingClient, ResponseCode
+
+from ..broker.conftest import call, send_request
+from ..broker.ha.conftest import (
+    RestartableMaster,
+    free_port_pair,
+    running_registry,
+    running_slave,
+    wait_caught_up,
+    wait_slave_linked,
+)
+
+rocketmq = (
+    importlib.import_module("rocketmq.client")
+    if sys.platform == "linux"
+    else pytest.importorskip("rocketmq.client", reason="the rocketmq 0.4.4 wheel is Linux only")
+)
+
+pytestmark = pytest.mark.timeout(120)
+
+TOPIC = "CppFailoverT"
+GROUP = "CG_cpp_failover"
+#: More than the client caches per queue (1000), all in queue 0.
+BEFORE_STOP = 1300
+AFTER_RETURN = 50
+HOLD_AFTER = 20
+
+
+class GatedInbox:
+    """A push-consumer callback recording bodies; it holds after ``hold_after`` messages until
+    the gate opens."""
+
+    def __init__(self, hold_after: int) -> None:
+        self.lock = threading.Lock()
+        self.bodies: list[str] = []
+        self.hold_after = hold_after
+        self.gate = threading.Event()
+
+    def __call__(self, msg: Any) -> None:
+        body = msg.body.decode() if isinstance(msg.body, bytes) else str(msg.body)
+        with self.lock:
+            self.bodies.append(body)
+            held = len(self.bodies) >= self.hold_after
+        if held:
+            self.gate.wait(60)
+
+    def count(self) -> int:
+        with self.lock:
+            return len(self.bodies)
+
+    def snapshot(self) -> list[str]:
+        with self.lock:
+            return list(self.bodies)
+
+
+async def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll ``condition`` (set by foreign threads) until true or fail after ``timeout``."""
+    with trio.move_on_after(timeout):
+        while not condition():
+            await trio.sleep(0.05)
+        return
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+async def send_range(client: RemotingClient, master: Broker, first: int, end: int) -> None:
+    """Bodies ``m-<i>`` for i in [first, end) into queue 0, 16 sends at a time."""
+
+    async def sender(start: int) -> None:
+        for i in range(start, end, 16):
+            request = send_request(TOPIC, f"m-{i:05d}".encode(), queue_id=0)
+            assert (await call(client, master.address, request)).code == ResponseCode.SUCCESS
+
+    async with trio.open_nursery() as nursery:
+        for s in range(16):
+            nursery.start_soon(sender, first + s)
+
+
+def served(broker: Broker) -> int:
+    """Messages of TOPIC the broker has answered pulls of GROUP with."""
+    return broker.stats.group_get.get(TOPIC, {}).get(GROUP, [0])[0]
+
+
+async def test_cpp_push_consumer_reads_from_the_slave_while_the_master_is_down(
+    tmp_path: Path,
+) -> None:
+    port = free_port_pair()
+    async with (
+        running_registry() as registry,
+        RemotingClient() as client,
+        trio.open_nursery() as nursery,
+    ):
+        runner = RestartableMaster(tmp_path / "master", registry.address, port)
+        master = await runner.start(nursery)
+        ha = f"127.0.0.1:{port + 1}"
+        async with running_slave(
+            tmp_path / "slave", registry.address, ha_master_address=ha
+        ) as slave:
+            await send_range(client, master, 0, BEFORE_STOP)
+            await wait_caught_up(master, slave)
+            assert slave.ha.sync is not None and await slave.ha.sync.sync_all()
+
+            inbox = GatedInbox(HOLD_AFTER)
+            consumer = rocketmq.PushConsumer(GROUP)
+            consumer.set_namesrv_addr(registry.address)
+            # Its own client instance: the library shares one per process and name, and an
+            # instance re-reads its routes 3 s after it starts, then every 30 s. A fresh one
+            # sees the route without the master at the first of those, well inside the waits.
+            consumer.set_instance_name(f"failover-{uuid.uuid4().hex[:8]}")
+            consumer.set_thread_count(1)
+            consumer.subscribe(TOPIC, inbox, "*")
+            await trio.to_thread.run_sync(consumer.start)
+            try:
+                # The callback holds; the client pulls until its cache is full, then waits.
+                await wait_for(lambda: inbox.count() >= HOLD_AFTER, 30, "the first messages")
+                await wait_for(lambda: served(master) >= 1000, 30, "a full client cache")
+                pulled_from_master = served(master)
+                assert pulled_from_master < BEFORE_STOP
+
+                await runner.stop()
+                inbox.gate.set()
+                await wait_for(
+                    lambda: len(set(inbox.snapshot())) >= BEFORE_STOP, 60, "the rest from the slave"
+                )
+                assert served(slave) >= BEFORE_STOP - pulled_from_master
+                # Its offsets go to the slave meanwhile (persisted every 5 s), which keeps them.
+                await wait_for(
+                    lambda: slave.offsets.query_offset(GROUP, TOPIC, 0) == BEFORE_STOP,
+                    15,
+                    "the offset committed to the slave",
+                )
+
+                # The master returns with the offset it last heard of, not ahead of what had
+                # been consumed when it stopped: a consumer starting now would repeat messages,
+                # never skip any. (The slave's config sync copies that older offset back; the
+                # client, still committing to the slave, may overwrite it at any moment, so
+                # tests/broker/ha/test_failover.py checks that step.)
+                master = await runner.start(nursery)
+                assert master.offsets.query_offset(GROUP, TOPIC, 0) <= HOLD_AFTER
+                await wait_slave_linked(master)
+
+                # New sends go to the master; the running consumer goes on from its own
+                # offsets (from the slave until its route lists the master again).
+                total = BEFORE_STOP + AFTER_RETURN
+                await send_range(client, master, BEFORE_STOP, total)
+                await wait_for(lambda: len(set(inbox.snapshot())) >= total, 30, "the new sends")
+            finally:
+                inbox.gate.set()
+                await trio.to_thread.run_sync(consumer.shutdown)
+        nursery.cancel_scope.cancel()
+
+    bodies = inbox.snapshot()
+    assert set(bodies) == {f"m-{i:05d}" for i in range(total)}
+    # One consumer that never restarted keeps its offsets in memory: nothing comes twice.
+    duplicates = sum(n - 1 for n in Counter(bodies).values())
+    assert duplicates == 0
