@@ -5,7 +5,9 @@ trio tasks calling ``put_message`` concurrently (each message has a TAGS and a U
 the consume queue and the index are written too). Beside each figure, the raw rate of
 writing records of the same size to a plain file with the same flush policy: one ``os.write``
 per record for ASYNC; for SYNC one ``os.write`` of as many records as the store's average
-group commit held (column "group") and one ``fdatasync``. Then reads by queue offset (32 per get).
+group commit held (column "group") and one ``fdatasync``. Column "cpu us" is the trio
+thread's CPU time per stored message (steadier than msgs/s when other processes share the
+machine). Then reads by queue offset (32 per get).
 
     python -m bench store [--seconds 1] [--quick] [--dir /path/on/the/disk/to/test]
         [--sizes 1024 ...] [--writers 1 16 256] [--flush ASYNC_FLUSH SYNC_FLUSH] [--no-read]
@@ -38,14 +40,16 @@ RECORD_OVERHEAD = 91 + len("BenchTopic") + len("TAGS\x01TagA\x02UNIQ_KEY\x01") +
 
 async def _append(
     root: Path, flush: FlushDiskType, size: int, writers: int, seconds: float
-) -> tuple[float, float, float]:
-    """(msgs/s, MB/s, average messages per group commit) of put_message for ``seconds``."""
+) -> tuple[float, float, float, float]:
+    """(msgs/s, MB/s, average messages per group commit, trio-thread CPU microseconds per
+    message) of put_message for ``seconds``."""
     config = MessageStoreConfig(store_path_root_dir=root, flush_disk_type=flush)
     body = b"x" * size
     count = 0
     async with open_message_store(config) as store:
         deadline = trio.current_time() + seconds
         start = time.perf_counter()
+        cpu_start = time.thread_time()
 
         async def writer(w: int) -> None:
             nonlocal count
@@ -65,12 +69,14 @@ async def _append(
             for w in range(writers):
                 nursery.start_soon(writer, w)
         elapsed = time.perf_counter() - start
+        cpu = time.thread_time() - cpu_start
         written = store.get_max_phy_offset()
         stats = store.statistics()
     return (
         count / elapsed,
         written / elapsed / 1e6,
         stats.put_messages / max(1, stats.write_batches),
+        cpu / max(1, count) * 1e6,
     )
 
 
@@ -149,7 +155,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     print(
         f"{'flush':<12}{'body':>7}{'writers':>9}{'msgs/s':>12}{'MB/s':>9}{'group':>7}"
-        f"{'raw msgs/s':>13}{'of raw':>8}"
+        f"{'cpu us':>8}{'raw msgs/s':>13}{'of raw':>8}"
     )
     try:
         run = 0
@@ -158,12 +164,12 @@ def main(argv: list[str] | None = None) -> None:
                 for writers in args.writers:
                     run += 1
                     root = base / f"run{run}"
-                    rate, mbps, group = trio.run(_append, root, flush, size, writers, seconds)
+                    rate, mbps, group, cpu = trio.run(_append, root, flush, size, writers, seconds)
                     shutil.rmtree(root, ignore_errors=True)
                     raw = _raw(base, flush, size, max(1, round(group)), min(seconds, 0.5))
                     print(
                         f"{flush.value:<12}{size:>7}{writers:>9}{rate:>12,.0f}{mbps:>9.1f}"
-                        f"{group:>7.1f}{raw:>13,.0f}{rate / raw:>8.0%}"
+                        f"{group:>7.1f}{cpu:>8.1f}{raw:>13,.0f}{rate / raw:>8.0%}"
                     )
         for size in () if args.no_read else args.sizes:
             root = base / f"read{size}"

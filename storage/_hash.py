@@ -21,13 +21,42 @@ def _weights(n: int) -> list[int]:
     return weights
 
 
-def java_hash(text: str) -> int:
+def java_hash_uncached(text: str) -> int:
     """``String.hashCode`` over UTF-16 code units as a signed 32-bit int ("" -> 0)."""
     if text.isascii():
         units: bytes | memoryview = text.encode("ascii")
     else:
         units = memoryview(text.encode(_UTF16)).cast("H")
     h: int = sum(map(operator.mul, units, _weights(len(units)))) & _MASK
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+# The hash is linear: h(a + b) = h(a) * 31**len(b) + h(b) (mod 2**32). Index keys are
+# "<topic>#<key>" and a producer's UNIQ_KEYs share all but their last few characters (host,
+# pid and start time, then a clock and a counter), so the hash of everything but the last
+# _TAIL characters is cached and only the tail is hashed per key.
+_TAIL = 6
+_HEAD_CACHE_LIMIT = 4096
+_HEADS: dict[str, int] = {}
+
+
+def java_hash(text: str) -> int:
+    """``String.hashCode`` over UTF-16 code units as a signed 32-bit int ("" -> 0).
+
+    Bit for bit `java_hash_uncached`; long ASCII strings reuse the cached hash of their head.
+    """
+    split = len(text) - _TAIL
+    if split < 10 or not text.isascii():
+        return java_hash_uncached(text)
+    head = text[:split]
+    h = _HEADS.get(head)
+    if h is None:
+        if len(_HEADS) >= _HEAD_CACHE_LIMIT:
+            _HEADS.clear()
+        h = _HEADS[head] = java_hash_uncached(head) & _MASK
+    for unit in text[split:].encode("ascii"):
+        h = h * 31 + unit
+    h &= _MASK
     return h - 0x100000000 if h & 0x80000000 else h
 
 

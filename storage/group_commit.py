@@ -6,21 +6,33 @@ there, packs the consume-queue entry onto its queue's run of entries and notes t
 `CommitLogDispatcher.dispatch_group` later writes each queue's run with one copy and the index
 header once. Puts that are not a single plain record, or that do not fit the rest of the file,
 go through `CommitLog.append` (blank end-of-file record, batches, transactions).
+`append_put` does the same for one put appended in its caller's task (the inline path).
 """
 
 from __future__ import annotations
 
 import struct
+import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from storage._encode import (
+    _IPV4_HEAD,
+    _MAGIC_CODE,
+    _TOPIC_PARTS,
+    _V6_BITS,
+    MAX_PROPERTIES_SIZE,
+    _ipv4_cache,
+)
+from storage._hash import tags_code as hash_tags
 from storage._record import TRANSACTION_PREPARED, TRANSACTION_ROLLBACK, transaction_type
 from storage.commit_log import CommitLog, EncodedPut, MessageTooLargeForFile
 from storage.consume_queue import CQ_STORE_UNIT_SIZE, ENTRY
-from storage.results import PutMessageResult, PutMessageStatus
+from storage.results import MessageExtBrokerInner, PutMessageResult, PutMessageStatus
 
 _QUEUE_AND_PHYSICAL_OFFSET = struct.Struct(">qq")  # QUEUEOFFSET, PHYSICALOFFSET at byte 20
 _LONG = struct.Struct(">q")
+_SHORT = struct.Struct(">h")
 _BORN_V6 = 0x10
 # PREPARED (0x4) and ROLLBACK (0xC) are the transaction values with bit 0x4 set: such records
 # take no queue offset and no consume-queue entry.
@@ -55,8 +67,10 @@ class CommitGroup:
     __slots__ = (
         "end_offset",
         "failures",
+        "flushed",
         "grown",
         "index_keys",
+        "inline",
         "last_offset",
         "pendings",
         "queue_entries",
@@ -75,6 +89,10 @@ class CommitGroup:
         self.results: list[PutMessageResult] = []
         # Requests answered after the group: (set_result of the reply slot, value).
         self.replies: list[tuple[Callable[[Any], object], Any]] = []
+        # Results of puts appended in their caller's task (`append_put`); with SYNC_FLUSH
+        # those callers wait on ``flushed``, set once the group is answered.
+        self.inline: list[PutMessageResult] = []
+        self.flushed: Any = None
         self.queue_entries: dict[tuple[str, int], bytearray] = {}
         self.index_keys: list[tuple[str, int]] = []
         self.records = 0
@@ -101,9 +119,10 @@ class CommitGroup:
 
     def set_flush_timeout(self) -> None:
         """The flush did not finish in time: stored, but not known to be on disk."""
-        for result in self.results:
-            if result.status is _PUT_OK:
-                result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+        for results in (self.results, self.inline):
+            for result in results:
+                if result.status is _PUT_OK:
+                    result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
         for _, value in self.replies:
             if isinstance(value, PutMessageResult) and value.status is _PUT_OK:
                 value.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
@@ -204,6 +223,166 @@ def append_puts(
         group.last_offset = phys
         commit_log.last_store_timestamp = now
     return i
+
+
+def append_put(
+    commit_log: CommitLog,
+    put: EncodedPut,
+    group: CommitGroup,
+    msg_id_prefix: str,
+    index_enabled: bool,
+) -> PutMessageResult:
+    """Append one put into ``group`` now (the inline put path) and return its result.
+
+    The single-record case is `append_puts`' loop body for one put (kept in step with it);
+    anything else goes through `append_one`. The caller sets ``group.store_timestamp``.
+    """
+    files = commit_log.files.files
+    mapped = files[-1] if files else None
+    data = put.data
+    size = len(data)
+    sys_flag = put.sys_flag
+    if (
+        mapped is None
+        or mapped.wrote_position + size > mapped.file_size - 8
+        or sys_flag & _NOT_IN_QUEUE_BIT
+        or len(put.record_starts) != 1
+    ):
+        result = append_one(commit_log, put, group, msg_id_prefix, index_enabled)
+        if result.ok:
+            group.records += result.msg_num
+            group.last_offset = result.physical_offsets[-1]
+        else:
+            group.failures += 1
+        commit_log.last_store_timestamp = group.store_timestamp
+        group.inline.append(result)
+        return result
+    now = group.store_timestamp
+    topic = put.topic
+    key = (topic, put.queue_id)
+    table = commit_log.topic_queue_table
+    queue_offset = table.get(key, 0)
+    table[key] = queue_offset + 1
+    pos = mapped.wrote_position
+    phys = mapped.file_from_offset + pos
+    end = pos + size
+    view = mapped.view
+    view[pos:end] = data
+    _QUEUE_AND_PHYSICAL_OFFSET.pack_into(view, pos + 20, queue_offset, phys)
+    _LONG.pack_into(view, pos + (68 if sys_flag & _BORN_V6 else 56), now)
+    mapped.wrote_position = end
+    commit_log.last_store_timestamp = now
+    group.wrote += size
+    group.records += 1
+    group.last_offset = phys
+    tags_code, keys, uniq_key = put.dispatch[0]
+    entries = group.queue_entries.get(key)
+    if entries is None:
+        entries = group.queue_entries[key] = bytearray()
+    entries += ENTRY.pack(phys, size, tags_code)
+    if index_enabled and (keys or uniq_key):
+        if keys:
+            group.index_keys.extend((f"{topic}#{k}", phys) for k in keys.split(" ") if k)
+        if uniq_key:
+            group.index_keys.append((f"{topic}#{uniq_key}", phys))
+    result = PutMessageResult(_PUT_OK, phys, size, queue_offset, 1, now, [phys], msg_id_prefix)
+    group.inline.append(result)
+    return result
+
+
+def append_message(
+    commit_log: CommitLog,
+    msg: MessageExtBrokerInner,
+    store_host: tuple[str, int],
+    max_message_size: int,
+    group: CommitGroup,
+    msg_id_prefix: str,
+    index_enabled: bool,
+) -> PutMessageResult | None:
+    """Encode ``msg`` straight into the commit log at the write position, in ``group`` (the
+    inline put path's common case), and return its result; None when it is not that case
+    (a host not IPv4, a topic not yet checked, a transaction record, a record that does not
+    fit the rest of the file or is too large): the caller then encodes it with
+    `storage._encode.encode_message` and appends it with `append_put`.
+
+    The record is byte for byte what `encode_message` builds with the append-time fields
+    `append_put` patches (tests compare them); written in place it skips the record's
+    intermediate buffer and copy. The caller sets ``group.store_timestamp``.
+    """
+    props = msg.properties
+    if props:
+        properties = "\x02".join(
+            [f"{k}\x01{v}" for k, v in props.items() if k and v is not None and v != ""]
+        ).encode()
+    else:
+        properties = b""
+    topic = msg.topic
+    topic_part = _TOPIC_PARTS.get(topic)
+    born_host = msg.born_host
+    born = _ipv4_cache.get(born_host[0], b"")
+    store = _ipv4_cache.get(store_host[0], b"")
+    sys_flag = msg.sys_flag & ~_V6_BITS
+    files = commit_log.files.files
+    if (
+        topic_part is None
+        or not born
+        or not store
+        or sys_flag & _NOT_IN_QUEUE_BIT
+        or not files
+        or len(properties) > MAX_PROPERTIES_SIZE
+    ):
+        return None
+    body = msg.body
+    body_len = len(body)
+    props_len = len(properties)
+    size = 90 + len(topic_part) + body_len + props_len
+    mapped = files[-1]
+    pos = mapped.wrote_position
+    if size > max_message_size or pos + size > mapped.file_size - 8:
+        return None
+    queue_id = msg.queue_id
+    key = (topic, queue_id)
+    table = commit_log.topic_queue_table
+    queue_offset = table.get(key, 0)
+    table[key] = queue_offset + 1
+    phys = mapped.file_from_offset + pos
+    now = group.store_timestamp
+    view = mapped.view
+    _IPV4_HEAD.pack_into(
+        view, pos, size, _MAGIC_CODE, zlib.crc32(body) & 0x7FFFFFFF, queue_id, msg.flag,
+        queue_offset, phys, sys_flag, msg.born_timestamp, born, born_host[1], now, store,
+        store_host[1], msg.reconsume_times, msg.prepared_transaction_offset, body_len,
+    )  # fmt: skip
+    at = pos + 88
+    view[at : at + body_len] = body
+    at += body_len
+    end = at + len(topic_part)
+    view[at:end] = topic_part
+    _SHORT.pack_into(view, end, props_len)
+    view[end + 2 : end + 2 + props_len] = properties
+    mapped.wrote_position = pos + size
+    commit_log.last_store_timestamp = now
+    group.wrote += size
+    group.records += 1
+    group.last_offset = phys
+    tags_code = msg.tags_code
+    if tags_code is None:
+        tags = props.get("TAGS")
+        tags_code = hash_tags(tags) if tags else 0
+    entries = group.queue_entries.get(key)
+    if entries is None:
+        entries = group.queue_entries[key] = bytearray()
+    entries += ENTRY.pack(phys, size, tags_code)
+    if index_enabled:
+        keys = props.get("KEYS")
+        if keys:
+            group.index_keys.extend((f"{topic}#{k}", phys) for k in keys.split(" ") if k)
+        uniq_key = props.get("UNIQ_KEY")
+        if uniq_key:
+            group.index_keys.append((f"{topic}#{uniq_key}", phys))
+    result = PutMessageResult(_PUT_OK, phys, size, queue_offset, 1, now, [phys], msg_id_prefix)
+    group.inline.append(result)
+    return result
 
 
 def append_one(

@@ -2,7 +2,10 @@
 
 Writes go through the store writer actor (``actors.broker.store_writer``), which owns the
 write side: group commit, flush, dispatch to consume queues and the index. Reads are plain
-method calls that slice the mapped files up to the published committed offset.
+method calls that slice the mapped files up to the published committed offset; each first
+completes the puts appended in their callers' tasks since the last group commit (with
+ASYNC_FLUSH those are answered before they are dispatched, as RocketMQ answers before its
+reput service builds the consume queue), so a get after a put always sees it.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("boltmq.storage")
 
 PREFAULT_AHEAD = 16 * 1024 * 1024
+INDEX_PREFAULT_AHEAD = 2 * 1024 * 1024
 
 PUT_CALL_TIMEOUT = 60.0
 """Seconds a put waits for the writer when its mailbox is full (a backstop, not a flush timeout)."""
@@ -204,14 +208,20 @@ class FileMessageStore:
                 self.counters["flushes"] += 1
 
     async def _prefault_service(self) -> None:
-        # Keep PREFAULT_AHEAD bytes past the write position faulted in (see MappedFile.prefault).
+        # Keep PREFAULT_AHEAD bytes past the write position faulted in (see MappedFile.prefault),
+        # and the newest index file's slots and next entries (see IndexFile.prefault).
         while True:
             await trio.sleep(0.02)
             last = self.commit_log.files.last_file()
-            if last is None or last.is_full:
-                continue
-            if last.prefaulted_position - last.wrote_position < PREFAULT_AHEAD // 2:
+            if (
+                last is not None
+                and not last.is_full
+                and last.prefaulted_position - last.wrote_position < PREFAULT_AHEAD // 2
+            ):
                 await trio.to_thread.run_sync(last.prefault, last.wrote_position + PREFAULT_AHEAD)
+            index = self.index.files[-1] if self.index is not None and self.index.files else None
+            if index is not None and index.wants_prefault(INDEX_PREFAULT_AHEAD):
+                await trio.to_thread.run_sync(index.prefault, INDEX_PREFAULT_AHEAD)
 
     async def _flush_logics_service(self) -> None:
         interval = self.config.flush_interval_consume_queue_ms / 1000
@@ -250,12 +260,10 @@ class FileMessageStore:
         if refused is not None or writer is None:
             return refused or PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE)
         config = self.config
-        encoded = encode_message(msg, config.store_host, config.max_message_size)
-        if isinstance(encoded, PutMessageResult):
-            self.counters["put_failures"] += 1
-            return encoded
-        # The hot path calls the writer directly (what _put does, one call less).
-        return await writer.put(encoded, PUT_CALL_TIMEOUT)
+        # The writer encodes it: when it is appended in this task, straight into the file.
+        return await writer.put_message(
+            msg, config.store_host, config.max_message_size, PUT_CALL_TIMEOUT
+        )
 
     async def put_messages(self, batch: MessageBatch) -> PutMessageResult:
         """Store a batch: consecutive queue offsets, never split across files."""
@@ -333,6 +341,12 @@ class FileMessageStore:
 
     # -- reading ---------------------------------------------------------------------------
 
+    def _settle(self) -> None:
+        # Dispatch the puts appended inline since the last group commit (see the module doc).
+        writer = self._writer
+        if writer is not None:
+            writer.settle()
+
     def get_message(
         self,
         group: str,
@@ -344,6 +358,7 @@ class FileMessageStore:
         max_total_bytes: int = MAX_TRANSFER_BYTES_ON_MESSAGE_IN_MEMORY,
     ) -> GetMessageResult:
         """Whole records from ``offset`` on (sheet 3.13 limits), zero-copy."""
+        self._settle()
         self.counters["gets"] += 1
         queue = self.consume_queues.find(topic, queue_id)
         if queue is None:
@@ -418,16 +433,19 @@ class FileMessageStore:
 
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
         """First live queue offset (0 when the queue does not exist)."""
+        self._settle()
         queue = self.consume_queues.find(topic, queue_id)
         return queue.min_offset if queue is not None else 0
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         """Entries ever written (0 when the queue does not exist)."""
+        self._settle()
         queue = self.consume_queues.find(topic, queue_id)
         return queue.max_offset if queue is not None else 0
 
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
         """Queue offset stored at ``timestamp`` or the nearer neighbour (0 when empty)."""
+        self._settle()
         queue = self.consume_queues.find(topic, queue_id)
         if queue is None:
             return 0
@@ -435,6 +453,7 @@ class FileMessageStore:
 
     def get_message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
         """Store time of the message at a queue offset (-1 when absent)."""
+        self._settle()
         queue = self.consume_queues.find(topic, queue_id)
         entry = queue.get(offset) if queue is not None else None
         if entry is None:
@@ -454,12 +473,14 @@ class FileMessageStore:
 
     def look_message_by_offset(self, commit_log_offset: int) -> memoryview | None:
         """The record at a commit-log offset (None when absent)."""
+        self._settle()
         return self.commit_log.get_record(commit_log_offset)
 
     def query_message(
         self, topic: str, key: str, max_num: int, begin: int, end: int
     ) -> QueryMessageResult:
         """Records of ``topic`` whose KEYS token or UNIQ_KEY is ``key``, newest first."""
+        self._settle()
         index = self.index
         buffers: list[memoryview] = []
         if index is None:
@@ -483,6 +504,7 @@ class FileMessageStore:
 
     def get_commit_log_data(self, offset: int) -> memoryview | None:
         """Committed bytes from ``offset`` to the end of its file's data (HA master)."""
+        self._settle()
         return self.commit_log.get_data_from(offset)
 
     def get_max_phy_offset(self) -> int:
@@ -495,11 +517,13 @@ class FileMessageStore:
 
     def store_timestamp_at(self, commit_log_offset: int) -> int | None:
         """STORETIMESTAMP of the record at a commit-log offset."""
+        self._settle()
         record = self.commit_log.get_record(commit_log_offset)
         return read_store_timestamp(record, 0) if record is not None else None
 
     def statistics(self) -> StoreStatistics:
         """Counters at one moment."""
+        self._settle()
         c = self.counters
         commit_log = self.commit_log
         return StoreStatistics(

@@ -1,14 +1,25 @@
-"""The store writer actor: the only task that appends to the commit log.
+"""The store writer actor: it owns the write side of the commit log.
 
-It takes every put waiting in its mailbox and cuts them into group commits of at most
-`GROUP_LIMIT` puts (the callers already share one wake-up event per such run). For each group
-it appends the records straight into the mapped commit-log file (assigning physical offset,
-queue offset and store timestamp), then completes it: publishes the new committed offset,
-dispatches the group's consume-queue entries and index keys, tells the message-arriving
-listener (the pull-hold service) which queues grew, and answers each put.
+An awaited put (`StoreWriter.put`) with nothing queued ahead of it is appended in its
+caller's task, as RocketMQ appends in the sending thread under its put lock: in trio code
+that does not await is atomic, so the append (read the write position, copy, advance) needs
+no lock and no hop to the writer. Such puts collect in an open "inline" group, which is
+completed later as one group commit: with ASYNC_FLUSH by the writer (the first inline put of a
+group sends it a `SealInline` command) or by a reader that must see the puts now
+(`StoreWriter.settle`); with SYNC_FLUSH by the group commit service after the fdatasync that
+covers it, the callers waiting for that. While anything is queued (callback puts, puts that
+found the writer busy, HA appends), puts queue behind it, so the append order is the call
+order.
+
+Queued puts: the writer takes every put waiting in its mailbox and cuts them into group
+commits of at most `GROUP_LIMIT` puts (the callers already share one wake-up event per such
+run). For each group it appends the records straight into the mapped commit-log file
+(assigning physical offset, queue offset and store timestamp), then completes it: publishes
+the new committed offset, dispatches the group's consume-queue entries and index keys, tells
+the message-arriving listener (the pull-hold service) which queues grew, and answers each put.
 
 With ASYNC_FLUSH a group is completed at once. With SYNC_FLUSH it goes to the group commit
-service, a second task that fdatasyncs in a worker thread while the writer keeps appending:
+service, a second task that fdatasyncs in a worker thread while puts keep being appended:
 one flush answers every group appended before it started, and the next flush takes every
 group appended meanwhile. Readers never message the writer: they slice the mapped files up
 to the committed offset.
@@ -24,10 +35,18 @@ import attrs
 import trio
 
 from actors.base import Actor, ActorError, ActorStatistics, ActorStatus, Request
+from storage._encode import encode_message
 from storage._record import DispatchRequest, offset_msg_id_prefix
 from storage.commit_log import EncodedPut
-from storage.group_commit import CommitGroup, PendingPut, append_one, append_puts
-from storage.results import PutMessageResult, PutMessageStatus
+from storage.group_commit import (
+    CommitGroup,
+    PendingPut,
+    append_message,
+    append_one,
+    append_put,
+    append_puts,
+)
+from storage.results import MessageExtBrokerInner, PutMessageResult, PutMessageStatus
 from storage.store_config import FlushDiskType
 
 if TYPE_CHECKING:
@@ -58,15 +77,23 @@ class AppendReplicated(Request[bool]):
     data: bytes | memoryview
 
 
+@attrs.frozen
+class SealInline:
+    """Complete the open group of puts appended in their callers' tasks (ASYNC_FLUSH)."""
+
+
+_SEAL_INLINE = SealInline()
+
 # A queued put (storage.group_commit.PendingPut) is answered by its callback on the trio
 # thread (the send path: no task waits per request) or through a shared event; exactly once,
 # also when the writer stops before appending (SERVICE_NOT_AVAILABLE).
-StoreWriterCommand = PendingPut | PutRecords | AppendReplicated
+StoreWriterCommand = PendingPut | PutRecords | AppendReplicated | SealInline
 
 
 @attrs.frozen
 class StoreWriterStatistics(ActorStatistics):
-    """The writer's counters: group commits, records, bytes, flushes."""
+    """The writer's counters: group commits, records, bytes, flushes, and how many puts were
+    appended in their caller's task (``inline_puts``) rather than queued to the writer."""
 
     batches: int
     records: int
@@ -74,6 +101,7 @@ class StoreWriterStatistics(ActorStatistics):
     sync_flushes: int
     flush_timeouts: int
     largest_batch: int
+    inline_puts: int = 0
 
 
 class StoreWriter(Actor[StoreWriterCommand]):
@@ -84,6 +112,17 @@ class StoreWriter(Actor[StoreWriterCommand]):
         self.store = store
         self._msg_id_prefix = offset_msg_id_prefix(store.config.store_host)
         self._sync_flush = store.config.flush_disk_type is FlushDiskType.SYNC_FLUSH
+        self._clock = store.config.clock
+        self._index_enabled = store.index is not None
+        # Puts appended in their callers' tasks and not yet completed (see the module doc).
+        self._inline: CommitGroup | None = None
+        # Puts and requests sent to the mailbox and not yet appended: while any, puts queue
+        # behind them instead of appending inline (the append order is the call order).
+        self._backlog = 0
+        # A SealInline is in the mailbox (ASYNC_FLUSH): it seals whatever group is open then.
+        self._seal_sent = False
+        # A failure to complete inline puts outside the writer's task (`_seal_for_caller`).
+        self._crash: Exception | None = None
         # The wake-up event the next puts share, and how many already took it.
         self._open_event = trio.Event()
         self._open_count = 0
@@ -100,23 +139,102 @@ class StoreWriter(Actor[StoreWriterCommand]):
         self._sync_flushes = 0
         self._flush_timeouts = 0
         self._largest_batch = 0
+        self._inline_puts = 0
 
     # -- the callers' side -----------------------------------------------------------------
 
     async def put(self, put: EncodedPut, timeout: float) -> PutMessageResult:
-        """Append ``put`` in the next group commit and wait for its result."""
+        """Append ``put`` and wait for its result (with SYNC_FLUSH, for the flush)."""
         if self._status is not ActorStatus.RUNNING:
             return self._not_running()
+        group = await self._enter_inline()
+        if group is not None:
+            stored = append_put(
+                self.store.commit_log, put, group, self._msg_id_prefix, self._index_enabled
+            )
+            if group.flushed is not None:
+                # SYNC_FLUSH: answered once the group commit's flush covers it.
+                await group.flushed.wait()
+            return stored
+        if self._status is not ActorStatus.RUNNING:
+            return self._not_running()
+        return await self._put_queued(put, timeout)
+
+    async def put_message(
+        self,
+        msg: MessageExtBrokerInner,
+        store_host: tuple[str, int],
+        max_message_size: int,
+        timeout: float,
+    ) -> PutMessageResult:
+        """`put` of one message, encoded here: when appended inline, straight into the
+        commit log where it can be (`storage.group_commit.append_message`)."""
+        if self._status is not ActorStatus.RUNNING:
+            return self._not_running()
+        group = await self._enter_inline()
+        if group is not None:
+            stored = append_message(
+                self.store.commit_log,
+                msg,
+                store_host,
+                max_message_size,
+                group,
+                self._msg_id_prefix,
+                self._index_enabled,
+            )
+            if stored is None:
+                encoded = encode_message(msg, store_host, max_message_size)
+                if isinstance(encoded, PutMessageResult):
+                    self.store.counters["put_failures"] += 1
+                    return encoded
+                stored = append_put(
+                    self.store.commit_log, encoded, group, self._msg_id_prefix, self._index_enabled
+                )
+            if group.flushed is not None:
+                await group.flushed.wait()
+            return stored
+        if self._status is not ActorStatus.RUNNING:
+            return self._not_running()
+        encoded = encode_message(msg, store_host, max_message_size)
+        if isinstance(encoded, PutMessageResult):
+            self.store.counters["put_failures"] += 1
+            return encoded
+        return await self._put_queued(encoded, timeout)
+
+    async def _enter_inline(self) -> CommitGroup | None:
+        """The inline group to append a put into, after the put's checkpoint; None when
+        something is queued (the put queues behind it) or the writer stopped meanwhile."""
+        if self._backlog:
+            return None
+        # The cancel point comes before the append: a put cancelled here stores nothing.
+        # An ASYNC_FLUSH put yields here too (a put is a schedule point); a SYNC_FLUSH put
+        # yields when it waits for the flush.
+        if self._sync_flush:
+            await trio.lowlevel.checkpoint_if_cancelled()
+        else:
+            await trio.lowlevel.checkpoint()
+            if self._status is not ActorStatus.RUNNING:
+                return None
+        if self._backlog:
+            return None
+        return self._inline_group()
+
+    async def _put_queued(self, put: EncodedPut, timeout: float) -> PutMessageResult:
+        """Queue ``put`` to the writer and wait for its answer."""
         pending = PendingPut(put, None, self._take_event())
         try:
             # No cancel scope and no reply slot of its own: the writer answers every put it
             # takes, and the mailbox's end answers the rest (see on_dropped).
             self._send.send_nowait(pending)
         except trio.WouldBlock:
+            self._backlog += 1
             try:
                 return await self.call(PutRecords(put), timeout)
             except ActorError as exc:
                 return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=str(exc))
+            finally:
+                self._backlog -= 1
+        self._backlog += 1
         await pending.event.wait()
         result = pending.result
         while result is None:
@@ -131,10 +249,13 @@ class StoreWriter(Actor[StoreWriterCommand]):
         self, start_offset: int, data: bytes | memoryview, timeout: float
     ) -> bool:
         """Append HA data at ``start_offset`` (must equal the max offset); False if refused."""
+        self._backlog += 1
         try:
             return await self.call(AppendReplicated(start_offset, data), timeout)
         except ActorError:
             return False
+        finally:
+            self._backlog -= 1
 
     def put_nowait(self, put: EncodedPut, callback: Callable[[PutMessageResult], object]) -> None:
         """Queue ``put`` for the next group commit; ``callback`` gets its result."""
@@ -150,6 +271,72 @@ class StoreWriter(Actor[StoreWriterCommand]):
                     remark=f"the store writer has {self.mailbox_size} puts waiting; retry",
                 )
             )
+        else:
+            self._backlog += 1
+
+    def _inline_group(self) -> CommitGroup | None:
+        """The open inline group (opened, and its completion arranged, by its first put);
+        None when the writer cannot be told (mailbox full: the put queues instead).
+
+        A group holds the puts of one store time (millisecond): when the clock moved, the
+        open group is sealed first, so each record's consume-queue and index entries carry
+        its own store time, as with the groups the writer cuts."""
+        group = self._inline
+        now = self._clock()
+        if group is not None:
+            if group.store_timestamp == now:
+                return group
+            self._seal_for_caller()
+        group = CommitGroup(now)
+        if self._sync_flush:
+            group.flushed = trio.Event()
+            self._flush_wanted.set()
+        elif not self._seal_sent:
+            try:
+                self._send.send_nowait(_SEAL_INLINE)
+            except trio.WouldBlock:
+                return None
+            self._seal_sent = True
+        self._inline = group
+        return group
+
+    def _seal_inline(self) -> None:
+        """Close the open inline group: complete it (ASYNC) or queue it for the flush (SYNC).
+        Runs before anything else is appended, so its queue offsets are still its own."""
+        group = self._inline
+        if group is None:
+            return
+        self._inline = None
+        if not group.inline:
+            return  # its one put was refused before anything was appended
+        group.close(self.store.commit_log)
+        if self._sync_flush:
+            self._unflushed.append(group)
+        else:
+            self._complete([group], flushed=True)
+
+    def settle(self) -> None:
+        """Complete the puts appended inline so far, so that reads see them (ASYNC_FLUSH;
+        with SYNC_FLUSH they become visible once flushed, as before)."""
+        if self._inline is not None and not self._sync_flush:
+            self._seal_for_caller()
+
+    def _seal_for_caller(self) -> None:
+        """`_seal_inline` from a put's or a read's task. A failure to complete the group
+        (dispatch: a consume-queue or index file that cannot be created) is the writer's, as
+        when the writer completes a group itself: it is logged, and the writer raises it at
+        its next batch (the actor crashes, its supervisor restarts the store, recovery
+        dispatches again); the caller's own put or read goes on."""
+        try:
+            self._seal_inline()
+        except Exception as exc:
+            log.exception("store writer: completing a group of puts failed; the writer stops")
+            if self._crash is None:
+                self._crash = exc
+            try:
+                self._send.send_nowait(_SEAL_INLINE)  # wake the writer to raise it
+            except trio.WouldBlock:
+                pass  # the mailbox is full: the writer runs anyway
 
     def _take_event(self) -> trio.Event:
         event = self._open_event
@@ -180,16 +367,26 @@ class StoreWriter(Actor[StoreWriterCommand]):
         """Run the writer and, with SYNC_FLUSH, its group commit service."""
         self._stopping = False
         self._drained = trio.Event()
-        async with trio.open_nursery() as nursery:
-            if self._sync_flush:
-                nursery.start_soon(self._group_commit_service)
-            else:
-                self._drained.set()
-            try:
-                await super().run(task_status)
-            finally:
-                self._stopping = True
-                self._flush_wanted.set()
+        try:
+            async with trio.open_nursery() as nursery:
+                if self._sync_flush:
+                    nursery.start_soon(self._group_commit_service)
+                else:
+                    self._drained.set()
+                try:
+                    await super().run(task_status)
+                finally:
+                    self._seal_inline()
+                    self._stopping = True
+                    self._flush_wanted.set()
+        finally:
+            # Cancelled while a SYNC_FLUSH put was being appended after the group commit
+            # service stopped: stored, but the flush is not confirmed (shutdown flushes it).
+            self._seal_inline()
+            groups, self._unflushed = self._unflushed, []
+            if groups:
+                self._complete(groups, flushed=False)
+            self._drained.set()
 
     async def aclose(self) -> None:
         """Stop taking puts, append what is queued, and wait until every group is answered."""
@@ -207,16 +404,27 @@ class StoreWriter(Actor[StoreWriterCommand]):
         commit_log = store.commit_log
         now = store.config.clock()
         prefix = self._msg_id_prefix
-        index_enabled = store.index is not None
+        index_enabled = self._index_enabled
+        if self._crash is not None:
+            crash, self._crash = self._crash, None
+            raise crash
         # Puts sent from now on share a new event (this batch takes every queued put).
         self._open_event = trio.Event()
         self._open_count = 0
+        # The inline puts came before anything queued now: complete them first.
+        self._seal_inline()
         i, n = 0, len(commands)
         while i < n:
-            group = CommitGroup(now)
             command = commands[i]
+            if isinstance(command, SealInline):
+                self._seal_sent = False
+                i += 1
+                continue
+            group = CommitGroup(now)
             if isinstance(command, PendingPut):
+                start = i
                 i = append_puts(commit_log, commands, i, group, prefix, index_enabled)
+                self._backlog -= i - start
             else:
                 i += 1
                 self._append_request(command, group, prefix, index_enabled)
@@ -253,16 +461,18 @@ class StoreWriter(Actor[StoreWriterCommand]):
         """SYNC_FLUSH: flush once for every group appended so far, then complete them."""
         try:
             while True:
-                while not self._unflushed:
+                while not self._unflushed and self._inline is None:
                     if self._stopping:
                         return
                     self._flush_wanted = trio.Event()
                     await self._flush_wanted.wait()
+                self._seal_inline()
                 groups, self._unflushed = self._unflushed, []
                 flushed = await self._flush()
                 self._complete(groups, flushed)
         finally:
             # Cancelled: stored, but the flush is not confirmed (shutdown flushes them).
+            self._seal_inline()
             groups, self._unflushed = self._unflushed, []
             if groups:
                 self._complete(groups, flushed=False)
@@ -290,6 +500,7 @@ class StoreWriter(Actor[StoreWriterCommand]):
         listener = store.message_arriving_listener
         puts = records = wrote = failures = 0
         for group in groups:
+            self._inline_puts += len(group.inline)
             commit_log.committed_offset = group.end_offset
             if group.records:
                 dispatcher.dispatch_group(
@@ -315,8 +526,12 @@ class StoreWriter(Actor[StoreWriterCommand]):
             _answer(group.pendings, group.results)
             for setter, value in group.replies:
                 setter(value)
-            puts += len(group.pendings) + sum(
-                isinstance(value, PutMessageResult) for _, value in group.replies
+            if group.flushed is not None:
+                group.flushed.set()
+            puts += (
+                len(group.inline)
+                + len(group.pendings)
+                + sum(isinstance(value, PutMessageResult) for _, value in group.replies)
             )
             records += group.records
             wrote += group.wrote
@@ -359,6 +574,7 @@ class StoreWriter(Actor[StoreWriterCommand]):
             sync_flushes=self._sync_flushes,
             flush_timeouts=self._flush_timeouts,
             largest_batch=self._largest_batch,
+            inline_puts=self._inline_puts,
         )
 
 

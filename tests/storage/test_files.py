@@ -19,7 +19,7 @@ from storage import (
     StoreLockedError,
     index_file_size,
 )
-from storage._hash import java_hash
+from storage._hash import java_hash, java_hash_uncached
 from storage.index_file import key_hash
 
 
@@ -41,6 +41,32 @@ def test_java_hash_known_values() -> None:
 @settings(max_examples=200)
 def test_java_hash_matches_the_reference(text: str) -> None:
     assert java_hash(text) == java_hash_reference(text)
+
+
+@given(
+    st.text(max_size=40),
+    st.lists(st.text(max_size=12), min_size=1, max_size=8),
+)
+@settings(max_examples=200)
+def test_java_hash_of_keys_sharing_a_head_matches_the_reference(
+    head: str, tails: list[str]
+) -> None:
+    # Index keys share long heads ("<topic>#" plus a producer's UNIQ_KEY prefix): the cached
+    # head hash must give the same value as hashing the whole key, every time.
+    for tail in tails + tails:
+        key = f"Topic#{head}{tail}"
+        assert java_hash(key) == java_hash_reference(key) == java_hash_uncached(key)
+
+
+def test_java_hash_of_unique_keys_matches_the_uncached_hash() -> None:
+    # UNIQ_KEY shapes: host+pid+loader hex, then time and counter; the head cache is bounded.
+    for producer in range(6):  # more heads than the cache holds: it is cleared on the way
+        for n in range(0, 6000, 7):
+            key = f"BenchTopic#7F000001{producer:04X}18B4AAC2{n * 977:08X}{n % 65536:04X}"
+            assert java_hash(key) == java_hash_uncached(key)
+    assert java_hash("TopicTest#polygenelubricants") == java_hash_reference(
+        "TopicTest#polygenelubricants"
+    )
 
 
 def test_key_hash_is_never_negative() -> None:
@@ -141,6 +167,23 @@ def test_index_file_is_sparse_and_has_the_rocketmq_size(tmp_path: Path) -> None:
     index.flush()
     assert os.stat(index.path).st_blocks * 512 < 1024 * 1024
     assert index.select_phy_offsets("T#k", 10, 0, 2_000_000) == [123]
+    index.close()
+
+
+def test_index_file_prefault_covers_the_slots_and_keeps_the_data(tmp_path: Path) -> None:
+    index = IndexFile(tmp_path / "20240101000000000", 50_000, 200_000)
+    keys = [(f"T#{i:032X}", 1000 * i) for i in range(500)]
+    assert index.put_keys(keys, 0, 1_000_000) == 500
+    assert index.wants_prefault(4096)
+    index.prefault(4096)
+    slots_end = 40 + 50_000 * 4
+    assert index.prefaulted_position >= slots_end + 501 * 20 + 4096
+    assert not index.wants_prefault(4096)
+    # Populating pages changed nothing: every key is found and more keys go on as before.
+    assert index.put_keys([(f"T#{i:032X}", 1000 * i) for i in range(500, 600)], 0, 1_000_000)
+    for i in (0, 250, 599):
+        assert index.select_phy_offsets(f"T#{i:032X}", 4, 0, 2_000_000) == [1000 * i]
+    assert index.index_count == 601
     index.close()
 
 

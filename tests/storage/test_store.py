@@ -12,6 +12,7 @@ from typing import Any
 import attrs
 import pytest
 import trio
+import trio.testing
 
 from protocol.message import MessageSysFlag, decode_record
 from storage import (
@@ -256,7 +257,16 @@ async def test_listener_hears_each_queue_that_grew(make_config: MakeConfig) -> N
     ) as store:
         await store.put_message(message(queue_id=2))
         await store.put_message(message(queue_id=2))
-        assert heard == [("TopicTest", 2, 1), ("TopicTest", 2, 2)]
+        await store.put_message(message(queue_id=3))
+        # An awaited put is answered once appended; its group commit (dispatch, listener)
+        # follows as soon as the writer runs, with no read needed to trigger it. Puts of one
+        # group commit are heard once per queue, with the queue's new max offset.
+        await trio.testing.wait_all_tasks_blocked()
+        latest: dict[tuple[str, int], int] = {}
+        for topic, queue_id, max_offset in heard:
+            assert max_offset > latest.get((topic, queue_id), 0)
+            latest[(topic, queue_id)] = max_offset
+        assert latest == {("TopicTest", 2): 2, ("TopicTest", 3): 1}
 
 
 async def test_concurrent_puts_are_group_committed(make_config: MakeConfig) -> None:
