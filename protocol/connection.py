@@ -147,6 +147,7 @@ class Connection:
         self._outbox: list[list[Part]] = []
         self._wake_writer = anyio.Event()
         self._sending = False
+        self._drained: anyio.Event | None = None
         self._room = anyio.Event()
         self._in_flight = 0
         self._task_group: anyio.abc.TaskGroup | None = None
@@ -199,6 +200,8 @@ class Connection:
             pending.event.set()
         self._pending.clear()
         self._room.set()
+        if self._drained is not None:
+            self._drained.set()
         with anyio.CancelScope(shield=True):
             try:
                 with anyio.move_on_after(1):
@@ -347,7 +350,19 @@ class Connection:
         self._last_activity = self._now()
         if self._outbox:
             self._wake_writer.set()
+        elif self._drained is not None:
+            self._drained.set()
         return True
+
+    async def drain(self) -> None:
+        """Wait until every queued frame went to the transport (or the connection closed).
+
+        A server that is stopping calls it so answers it just queued (held pulls released at
+        shutdown) reach the peer before the connection is cancelled.
+        """
+        while (self._outbox or self._sending) and not self._closed:
+            self._drained = anyio.Event()
+            await self._drained.wait()
 
     async def _idle_watchdog(self, idle: float) -> None:
         while True:

@@ -204,6 +204,9 @@ class Broker:
         self.pull_hold.release_all()
         with trio.move_on_after(1):
             await self.pull_hold.wait_released()
+            # The released pulls' answers are queued; let them reach the wire first.
+            for connection in list(self.server.connections):
+                await connection.drain()
 
     def _notify_consumers(self, group: str, connections: list[Connection]) -> None:
         for connection in connections:
