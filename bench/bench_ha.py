@@ -120,9 +120,10 @@ async def _run_setup(role: str, with_slave: bool, seconds: float) -> dict[str, f
             # Create the topic and warm the connection before measuring.
             await _produce(client, address, "BenchHA", 0.3, 8)
             cpu = {proc.pid: _cpu_seconds(proc.pid) for proc in procs}
-            start = time.perf_counter()
+            start, own_cpu = time.perf_counter(), time.process_time()
             stored, latencies = await _produce(client, address, "BenchHA", seconds, SENDERS)
             elapsed = time.perf_counter() - start
+            figures["client_cpu_us"] = (time.process_time() - own_cpu) / stored * 1e6
             figures["master_cpu_us"] = (_cpu_seconds(master.pid) - cpu[master.pid]) / stored * 1e6
             figures["msgs_per_s"] = stored / elapsed
             figures["mb_per_s"] = stored * 1024 / elapsed / 1e6
@@ -160,9 +161,9 @@ async def _main(seconds: float, rounds: int) -> None:
     ratios: dict[str, list[float]] = {}
     print(
         "| run | role | slave | msgs/s | MB/s | p50 / p99 | vs no slave | master cpu/msg "
-        "| replication MB/s | slave cpu/msg |"
+        "| replication MB/s | slave cpu/msg | client cpu/msg |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for run in range(1, rounds + 1):
         baseline = 0.0
         for role, with_slave, label in setups:
@@ -176,7 +177,8 @@ async def _main(seconds: float, rounds: int) -> None:
             print(
                 f"| {run} | {role} | {label} | {f['msgs_per_s']:,.0f} | {f['mb_per_s']:.1f} | "
                 f"{f['p50_us']:,.0f} / {f['p99_us']:,.0f} us | {ratio:.0%} | "
-                f"{f['master_cpu_us']:.0f} us | {replication} | {slave_cpu} |"
+                f"{f['master_cpu_us']:.0f} us | {replication} | {slave_cpu} | "
+                f"{f['client_cpu_us']:.0f} us |"
             )
     if rounds > 1:
         for setup, values in list(ratios.items())[1:]:
