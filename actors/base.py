@@ -195,6 +195,9 @@ class Actor(Generic[C]):
         for command in commands:
             await self._handle_one(command)
 
+    #: Command types whose loss at a stop is expected (counted, not warned about).
+    quiet_drops: tuple[type, ...] = ()
+
     def on_dropped(self, command: object) -> None:
         """Called for each queued command that is not a `Request` when the actor stops
         without handling it (a command with a callback can answer it here)."""
@@ -368,13 +371,14 @@ class Actor(Generic[C]):
                 if not command.reply.done:
                     command.reply.set_error(self._stop_error(command, crash))
             elif not isinstance(command, _Close) and command is not crashed:
-                dropped += 1
+                self._dropped += 1
+                if not isinstance(command, self.quiet_drops):
+                    dropped += 1
                 try:
                     self.on_dropped(command)
                 except Exception:
                     log.exception("actor %s: on_dropped failed", self.name)
         if dropped:
-            self._dropped += dropped
             log.warning("actor %s: %d queued commands dropped as it stopped", self.name, dropped)
 
     def _stop_error(self, request: Request[Any], crash: BaseException | None) -> ActorStopped:

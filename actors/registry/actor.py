@@ -145,6 +145,9 @@ class RegistryActor(Actor[RegistryCommand]):
     before the next command), so a crash costs nothing but the command that caused it.
     """
 
+    # Connections close in numbers while a cluster stops; the tables go with the registry.
+    quiet_drops = (ConnectionClosed,)
+
     def __init__(
         self,
         config: RegistryConfig,
