@@ -39,25 +39,26 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-class RunningCluster:
-    """The session's cluster process: its registry and broker addresses and its log."""
+class BoltProcess:
+    """A ``boltmq <command>`` subprocess (a cluster or a lone broker) whose log says when it is up.
 
-    def __init__(self, home: Path) -> None:
+    ``registry`` and ``broker`` are the addresses it announced; `stop` sends SIGTERM (a clean
+    stop: the broker unregisters and writes its tables) and waits.
+    """
+
+    def __init__(self, home: Path, command: str, *args: str, timeout: float = 30.0) -> None:
         env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(ROOT)}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "supervisors.cli", "cluster", "--home", str(home),
-             "--registryPort", "0", "--listenPort", "0", "--bindAddress", "127.0.0.1",
-             "--fastPortEnable", "false", "--mapedFileSizeCommitLog", str(64 << 20)],
+            [sys.executable, "-m", "supervisors.cli", command, *args],
             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         )  # fmt: skip
         self.lines: list[str] = []
         self.found: dict[str, str] = {}
         self._ready = threading.Event()
-        self._reader = threading.Thread(target=self._read_log, daemon=True)
-        self._reader.start()
-        if not self._ready.wait(60) or "broker" not in self.found:
+        threading.Thread(target=self._read_log, daemon=True).start()
+        if not self._ready.wait(timeout) or "broker" not in self.found:
             self.stop()
-            raise RuntimeError("the cluster did not start:\n" + "\n".join(self.lines[-30:]))
+            raise RuntimeError(f"boltmq {command} did not start:\n" + "\n".join(self.lines[-30:]))
 
     def _read_log(self) -> None:
         # Drain stderr for the whole run so the child never blocks on a full pipe.
@@ -74,8 +75,8 @@ class RunningCluster:
         self._ready.set()
 
     @property
-    def namesrv(self) -> str:
-        """The registry address to give clients."""
+    def registry(self) -> str:
+        """The registry address (cluster processes only)."""
         return self.found["registry"]
 
     @property
@@ -84,7 +85,7 @@ class RunningCluster:
         return self.found["broker"]
 
     def stop(self) -> None:
-        """SIGTERM and wait."""
+        """SIGTERM and wait (SIGKILL if it does not stop in 20 s)."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -92,6 +93,22 @@ class RunningCluster:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(10)
+
+
+class RunningCluster(BoltProcess):
+    """The session's cluster process: its registry and broker addresses and its log."""
+
+    def __init__(self, home: Path) -> None:
+        super().__init__(
+            home, "cluster", "--home", str(home), "--registryPort", "0", "--listenPort", "0",
+            "--bindAddress", "127.0.0.1", "--fastPortEnable", "false",
+            "--mapedFileSizeCommitLog", str(64 << 20), timeout=60,
+        )  # fmt: skip
+
+    @property
+    def namesrv(self) -> str:
+        """The registry address to give clients."""
+        return self.registry
 
 
 @pytest.fixture(scope="session")

@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
-import subprocess
-import sys
-import threading
-from pathlib import Path
 
 import anyio
 import anyio.abc
@@ -16,7 +10,9 @@ import anyio.abc
 from actors.client import ClientInstance, PullConsumer
 from protocol.message import MessageExt
 
-from .conftest import BROKER_READY, REGISTRY_READY, ROOT
+from .conftest import BoltProcess
+
+__all__ = ["BoltProcess", "SilentPeer", "free_port", "poll_until", "wait_for_route"]
 
 
 async def poll_until(consumer: PullConsumer, count: int, timeout: float = 10.0) -> list[MessageExt]:
@@ -42,62 +38,6 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
-
-
-class BoltProcess:
-    """A ``boltmq <command>`` subprocess (a cluster or a lone broker) whose log says when it is up.
-
-    ``registry`` and ``broker`` are the addresses it announced; `stop` sends SIGTERM (a clean
-    stop: the broker unregisters and writes its tables) and waits.
-    """
-
-    def __init__(self, home: Path, command: str, *args: str, timeout: float = 30.0) -> None:
-        env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(ROOT)}
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "supervisors.cli", command, *args],
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        )  # fmt: skip
-        self.lines: list[str] = []
-        self.found: dict[str, str] = {}
-        self._ready = threading.Event()
-        threading.Thread(target=self._read_log, daemon=True).start()
-        if not self._ready.wait(timeout) or "broker" not in self.found:
-            self.stop()
-            raise RuntimeError(f"boltmq {command} did not start:\n" + "\n".join(self.lines[-30:]))
-
-    def _read_log(self) -> None:
-        # Drain stderr for the whole run so the child never blocks on a full pipe.
-        assert self.process.stderr is not None
-        for raw in self.process.stderr:
-            line = raw.decode(errors="replace").rstrip("\n")
-            self.lines.append(line)
-            if match := REGISTRY_READY.search(line):
-                self.found["registry"] = f"127.0.0.1:{match.group(1)}"
-            if match := BROKER_READY.search(line):
-                self.found["broker_name"] = match.group(1)
-                self.found["broker"] = match.group(2)
-                self._ready.set()
-        self._ready.set()
-
-    @property
-    def registry(self) -> str:
-        """The registry address (cluster processes only)."""
-        return self.found["registry"]
-
-    @property
-    def broker(self) -> str:
-        """The broker address."""
-        return self.found["broker"]
-
-    def stop(self) -> None:
-        """SIGTERM and wait (SIGKILL if it does not stop in 20 s)."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
 
 
 class SilentPeer:

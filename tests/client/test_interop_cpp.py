@@ -6,8 +6,6 @@ what its callbacks deliver is collected under a lock and waited for with a deadl
 
 from __future__ import annotations
 
-import importlib
-import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -18,14 +16,8 @@ import pytest
 from actors.client import Message, Producer, PullConsumer
 from protocol.bodies import ConsumeFromWhere
 
+from ..cpp_client import rocketmq
 from .helpers import poll_until
-
-# The wheel bundles librocketmq for Linux only: there it is in the test extra and must load.
-rocketmq = (
-    importlib.import_module("rocketmq.client")
-    if sys.platform == "linux"
-    else pytest.importorskip("rocketmq.client", reason="the rocketmq 0.4.4 wheel is Linux only")
-)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 Unique = Callable[[str], str]

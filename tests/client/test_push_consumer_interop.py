@@ -6,8 +6,6 @@ waited for with a deadline.
 
 from __future__ import annotations
 
-import importlib
-import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -19,14 +17,8 @@ from actors.client import ConsumeConcurrentlyStatus, Message, Producer, PushCons
 from protocol.bodies import ConsumeFromWhere
 from protocol.message import MessageExt
 
+from ..cpp_client import rocketmq
 from .test_push_consumer import create_topic, wait_until
-
-# The wheel bundles librocketmq for Linux only: there it is in the test extra and must load.
-rocketmq = (
-    importlib.import_module("rocketmq.client")
-    if sys.platform == "linux"
-    else pytest.importorskip("rocketmq.client", reason="the rocketmq 0.4.4 wheel is Linux only")
-)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 Unique = Callable[[str], str]

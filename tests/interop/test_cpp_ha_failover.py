@@ -13,8 +13,6 @@ sees is collected under a lock and waited for with a deadline.
 
 from __future__ import annotations
 
-import importlib
-import sys
 import threading
 import uuid
 from collections import Counter
@@ -37,12 +35,7 @@ from ..broker.ha.conftest import (
     wait_caught_up,
     wait_slave_linked,
 )
-
-rocketmq = (
-    importlib.import_module("rocketmq.client")
-    if sys.platform == "linux"
-    else pytest.importorskip("rocketmq.client", reason="the rocketmq 0.4.4 wheel is Linux only")
-)
+from ..cpp_client import rocketmq
 
 pytestmark = pytest.mark.timeout(120)
 

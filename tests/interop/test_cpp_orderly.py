@@ -10,8 +10,6 @@ what its callbacks deliver is collected under a lock and waited for with a deadl
 
 from __future__ import annotations
 
-import importlib
-import sys
 import threading
 import uuid
 from collections.abc import Callable
@@ -34,12 +32,7 @@ from protocol.headers import (
     encode_header,
 )
 
-# The wheel bundles librocketmq for Linux only: there it is in the test extra and must load.
-rocketmq = (
-    importlib.import_module("rocketmq.client")
-    if sys.platform == "linux"
-    else pytest.importorskip("rocketmq.client", reason="the rocketmq 0.4.4 wheel is Linux only")
-)
+from ..cpp_client import rocketmq
 
 pytestmark = pytest.mark.timeout(180)
 

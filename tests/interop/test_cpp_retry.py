@@ -9,8 +9,6 @@ callback sees is collected under a lock and waited for with a deadline.
 
 from __future__ import annotations
 
-import importlib
-import sys
 import threading
 import uuid
 from collections.abc import Callable
@@ -25,12 +23,7 @@ from protocol.bodies import SubscriptionGroupConfig
 from protocol.headers import PullMessageRequestHeader, encode_header
 from protocol.message import MessageConst, MessageExt, iter_records
 
-# The wheel bundles librocketmq for Linux only: there it is in the test extra and must load.
-rocketmq = (
-    importlib.import_module("rocketmq.client")
-    if sys.platform == "linux"
-    else pytest.importorskip("rocketmq.client", reason="the rocketmq 0.4.4 wheel is Linux only")
-)
+from ..cpp_client import rocketmq
 
 pytestmark = [
     pytest.mark.timeout(180),
