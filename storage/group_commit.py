@@ -272,19 +272,40 @@ def append_put(
     _LONG.pack_into(view, pos + (68 if sys_flag & _BORN_V6 else 56), now)
     mapped.wrote_position = end
     commit_log.last_store_timestamp = now
+    tags_code, keys, uniq_key = put.dispatch[0]
+    if not index_enabled:
+        keys = uniq_key = ""
+    return _add_inline_record(
+        group, key, phys, size, queue_offset, tags_code, keys, uniq_key, msg_id_prefix
+    )
+
+
+def _add_inline_record(
+    group: CommitGroup,
+    key: tuple[str, int],
+    phys: int,
+    size: int,
+    queue_offset: int,
+    tags_code: int,
+    keys: str | None,
+    uniq_key: str | None,
+    msg_id_prefix: str,
+) -> PutMessageResult:
+    """Note a record an inline put wrote: its consume-queue entry and index keys for the
+    group's dispatch, and its result."""
     group.wrote += size
     group.records += 1
     group.last_offset = phys
-    tags_code, keys, uniq_key = put.dispatch[0]
     entries = group.queue_entries.get(key)
     if entries is None:
         entries = group.queue_entries[key] = bytearray()
     entries += ENTRY.pack(phys, size, tags_code)
-    if index_enabled and (keys or uniq_key):
-        if keys:
-            group.index_keys.extend((f"{topic}#{k}", phys) for k in keys.split(" ") if k)
-        if uniq_key:
-            group.index_keys.append((f"{topic}#{uniq_key}", phys))
+    topic = key[0]
+    if keys:
+        group.index_keys.extend((f"{topic}#{k}", phys) for k in keys.split(" ") if k)
+    if uniq_key:
+        group.index_keys.append((f"{topic}#{uniq_key}", phys))
+    now = group.store_timestamp
     result = PutMessageResult(_PUT_OK, phys, size, queue_offset, 1, now, [phys], msg_id_prefix)
     group.inline.append(result)
     return result
@@ -362,27 +383,15 @@ def append_message(
     view[end + 2 : end + 2 + props_len] = properties
     mapped.wrote_position = pos + size
     commit_log.last_store_timestamp = now
-    group.wrote += size
-    group.records += 1
-    group.last_offset = phys
     tags_code = msg.tags_code
     if tags_code is None:
         tags = props.get("TAGS")
         tags_code = hash_tags(tags) if tags else 0
-    entries = group.queue_entries.get(key)
-    if entries is None:
-        entries = group.queue_entries[key] = bytearray()
-    entries += ENTRY.pack(phys, size, tags_code)
-    if index_enabled:
-        keys = props.get("KEYS")
-        if keys:
-            group.index_keys.extend((f"{topic}#{k}", phys) for k in keys.split(" ") if k)
-        uniq_key = props.get("UNIQ_KEY")
-        if uniq_key:
-            group.index_keys.append((f"{topic}#{uniq_key}", phys))
-    result = PutMessageResult(_PUT_OK, phys, size, queue_offset, 1, now, [phys], msg_id_prefix)
-    group.inline.append(result)
-    return result
+    keys = props.get("KEYS") if index_enabled else None
+    uniq_key = props.get("UNIQ_KEY") if index_enabled else None
+    return _add_inline_record(
+        group, key, phys, size, queue_offset, tags_code, keys, uniq_key, msg_id_prefix
+    )
 
 
 def append_one(

@@ -152,10 +152,7 @@ class StoreWriter(Actor[StoreWriterCommand]):
             stored = append_put(
                 self.store.commit_log, put, group, self._msg_id_prefix, self._index_enabled
             )
-            if group.flushed is not None:
-                # SYNC_FLUSH: answered once the group commit's flush covers it.
-                await group.flushed.wait()
-            return stored
+            return await self._inline_answer(group, stored)
         if self._status is not ActorStatus.RUNNING:
             return self._not_running()
         return await self._put_queued(put, timeout)
@@ -182,24 +179,28 @@ class StoreWriter(Actor[StoreWriterCommand]):
                 self._msg_id_prefix,
                 self._index_enabled,
             )
-            if stored is None:
-                encoded = encode_message(msg, store_host, max_message_size)
-                if isinstance(encoded, PutMessageResult):
-                    self.store.counters["put_failures"] += 1
-                    return encoded
-                stored = append_put(
-                    self.store.commit_log, encoded, group, self._msg_id_prefix, self._index_enabled
-                )
-            if group.flushed is not None:
-                await group.flushed.wait()
-            return stored
-        if self._status is not ActorStatus.RUNNING:
-            return self._not_running()
+            if stored is not None:
+                return await self._inline_answer(group, stored)
         encoded = encode_message(msg, store_host, max_message_size)
         if isinstance(encoded, PutMessageResult):
             self.store.counters["put_failures"] += 1
             return encoded
+        if group is not None:
+            # Still no await since `_enter_inline`: the group is still open for this put.
+            stored = append_put(
+                self.store.commit_log, encoded, group, self._msg_id_prefix, self._index_enabled
+            )
+            return await self._inline_answer(group, stored)
+        if self._status is not ActorStatus.RUNNING:
+            return self._not_running()
         return await self._put_queued(encoded, timeout)
+
+    @staticmethod
+    async def _inline_answer(group: CommitGroup, stored: PutMessageResult) -> PutMessageResult:
+        # SYNC_FLUSH: answered once the group commit's flush covers the record.
+        if group.flushed is not None:
+            await group.flushed.wait()
+        return stored
 
     async def _enter_inline(self) -> CommitGroup | None:
         """The inline group to append a put into, after the put's checkpoint; None when
