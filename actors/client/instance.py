@@ -11,6 +11,7 @@ to the push consumer of the named group (`call_targets`). Runs on trio and async
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
@@ -41,8 +42,16 @@ from protocol.connection import Connection
 from protocol.headers import (
     ConsumeMessageDirectlyResultRequestHeader,
     GetConsumerRunningInfoRequestHeader,
+    GetMaxOffsetRequestHeader,
+    GetMaxOffsetResponseHeader,
+    GetMinOffsetRequestHeader,
+    GetMinOffsetResponseHeader,
     GetRouteInfoRequestHeader,
     NotifyConsumerIdsChangedRequestHeader,
+    QueryConsumerOffsetRequestHeader,
+    QueryConsumerOffsetResponseHeader,
+    SearchOffsetRequestHeader,
+    SearchOffsetResponseHeader,
     UnregisterClientRequestHeader,
     decode_header,
     encode_header,
@@ -286,6 +295,77 @@ class ClientInstance:
                 f"broker {queue.broker_name} is not in the route of {queue.topic}",
             )
         return found
+
+    async def invoke_for_queue(
+        self,
+        queue: MessageQueue,
+        request: RemotingCommand,
+        timeout: float | None = None,
+        address: str | None = None,
+    ) -> RemotingCommand:
+        """Send ``request`` about ``queue`` to ``address`` (by default `find_read_address`'s
+        choice: the master, a slave while it is down, so reading and offset bookkeeping go on
+        through a master's outage). A failure re-reads the topic's route before it
+        propagates: the broker may have moved or gone down."""
+        if address is None:
+            address, _ = await self.find_read_address(queue)
+        try:
+            return await self.invoke_broker(address, request, timeout)
+        except RemotingError:
+            with contextlib.suppress(RemotingError):
+                await self.update_route(queue.topic)
+            raise
+
+    async def queue_request(
+        self, queue: MessageQueue, code: int, header: object, timeout: float | None = None
+    ) -> RemotingCommand:
+        """`invoke_for_queue` of a request built from ``header``; raises unless SUCCESS."""
+        request = RemotingCommand.request(code, encode_header(header))
+        response = await self.invoke_for_queue(queue, request, timeout)
+        if response.code != ResponseCode.SUCCESS:
+            raise MQClientError(response.code, f"{queue}: {response.remark}")
+        return response
+
+    async def min_offset(self, queue: MessageQueue, timeout: float | None = None) -> int:
+        """``queue``'s min offset (GET_MIN_OFFSET)."""
+        header = GetMinOffsetRequestHeader(topic=queue.topic, queue_id=queue.queue_id)
+        response = await self.queue_request(queue, RequestCode.GET_MIN_OFFSET, header, timeout)
+        return decode_header(GetMinOffsetResponseHeader, response.ext_fields).offset
+
+    async def max_offset(self, queue: MessageQueue, timeout: float | None = None) -> int:
+        """``queue``'s max offset, the one its next message gets (GET_MAX_OFFSET)."""
+        header = GetMaxOffsetRequestHeader(topic=queue.topic, queue_id=queue.queue_id)
+        response = await self.queue_request(queue, RequestCode.GET_MAX_OFFSET, header, timeout)
+        return decode_header(GetMaxOffsetResponseHeader, response.ext_fields).offset
+
+    async def search_offset(
+        self, queue: MessageQueue, timestamp_ms: int, timeout: float | None = None
+    ) -> int:
+        """The offset of ``queue``'s message stored nearest ``timestamp_ms``."""
+        header = SearchOffsetRequestHeader(
+            topic=queue.topic, queue_id=queue.queue_id, timestamp=timestamp_ms
+        )
+        response = await self.queue_request(
+            queue, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header, timeout
+        )
+        return decode_header(SearchOffsetResponseHeader, response.ext_fields).offset
+
+    async def query_consumer_offset(
+        self, group: str, queue: MessageQueue, timeout: float | None = None
+    ) -> int | None:
+        """``group``'s stored offset of ``queue`` (QUERY_CONSUMER_OFFSET); None if it has none."""
+        header = QueryConsumerOffsetRequestHeader(
+            consumer_group=group, topic=queue.topic, queue_id=queue.queue_id
+        )
+        request = RemotingCommand.request(
+            RequestCode.QUERY_CONSUMER_OFFSET, encode_header(header)
+        )
+        response = await self.invoke_for_queue(queue, request, timeout)
+        if response.code == ResponseCode.QUERY_NOT_FOUND:
+            return None
+        if response.code != ResponseCode.SUCCESS:
+            raise MQClientError(response.code, f"offset of {queue}: {response.remark}")
+        return decode_header(QueryConsumerOffsetResponseHeader, response.ext_fields).offset
 
     async def invoke_broker(
         self, address: str, request: RemotingCommand, timeout: float | None = None

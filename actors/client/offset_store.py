@@ -14,7 +14,6 @@ offset out every 5 s and on shutdown (`persist`). Offsets are "next offset to co
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Iterable
 from pathlib import Path
@@ -28,10 +27,7 @@ from protocol.bodies import BodyError, MessageQueue, ResetOffsetBody
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand, RemotingError
 from protocol.headers import (
-    QueryConsumerOffsetRequestHeader,
-    QueryConsumerOffsetResponseHeader,
     UpdateConsumerOffsetRequestHeader,
-    decode_header,
     encode_header,
 )
 from storage.config_file import ConfigFileError, load_json_config, save_json_config
@@ -94,16 +90,9 @@ class RemoteOffsetStore(_MemoryTable):
 
     async def read_stored(self, queue: MessageQueue) -> int | None:
         """QUERY_CONSUMER_OFFSET; None when the broker has no offset for the group."""
-        header = QueryConsumerOffsetRequestHeader(
-            consumer_group=self.group, topic=queue.topic, queue_id=queue.queue_id
-        )
-        response = await self._invoke(queue, RequestCode.QUERY_CONSUMER_OFFSET, header)
-        if response.code == ResponseCode.QUERY_NOT_FOUND:
-            return None
-        if response.code != ResponseCode.SUCCESS:
-            raise MQClientError(response.code, f"offset of {queue}: {response.remark}")
-        offset = decode_header(QueryConsumerOffsetResponseHeader, response.ext_fields).offset
-        self._persisted[queue] = offset
+        offset = await self.instance.query_consumer_offset(self.group, queue)
+        if offset is not None:
+            self._persisted[queue] = offset
         return offset
 
     async def persist(self, queues: Iterable[MessageQueue]) -> None:
@@ -117,7 +106,10 @@ class RemoteOffsetStore(_MemoryTable):
                 commit_offset=offset,
             )  # fmt: skip
             try:
-                response = await self._invoke(queue, RequestCode.UPDATE_CONSUMER_OFFSET, header)
+                request = RemotingCommand.request(
+                    RequestCode.UPDATE_CONSUMER_OFFSET, encode_header(header)
+                )
+                response = await self.instance.invoke_for_queue(queue, request)
             except RemotingError as exc:
                 log.warning("commit of offset %d for %s failed: %s", offset, queue, exc)
                 continue
@@ -131,16 +123,6 @@ class RemoteOffsetStore(_MemoryTable):
         """Forget ``queue``."""
         super().remove(queue)
         self._persisted.pop(queue, None)
-
-    async def _invoke(self, queue: MessageQueue, code: int, header: object) -> RemotingCommand:
-        address, _ = await self.instance.find_read_address(queue)
-        request = RemotingCommand.request(code, encode_header(header))
-        try:
-            return await self.instance.invoke_broker(address, request)
-        except RemotingError:
-            with contextlib.suppress(RemotingError):
-                await self.instance.update_route(queue.topic)  # the master may be down: re-read
-            raise
 
 
 class LocalFileOffsetStore(_MemoryTable):

@@ -15,7 +15,6 @@ and with ``auto_commit`` (the default) they are also committed every 5 s and on 
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections.abc import Iterable, Sequence
@@ -36,17 +35,9 @@ from protocol.bodies import (
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand, RemotingError
 from protocol.headers import (
-    GetMaxOffsetRequestHeader,
-    GetMaxOffsetResponseHeader,
-    GetMinOffsetRequestHeader,
-    GetMinOffsetResponseHeader,
     PullMessageRequestHeader,
     PullMessageResponseHeader,
     PullSysFlag,
-    QueryConsumerOffsetRequestHeader,
-    QueryConsumerOffsetResponseHeader,
-    SearchOffsetRequestHeader,
-    SearchOffsetResponseHeader,
     UpdateConsumerOffsetRequestHeader,
     decode_header,
     encode_header,
@@ -204,35 +195,19 @@ class PullConsumer:
 
     async def committed(self, queue: MessageQueue) -> int | None:
         """The group's stored offset of ``queue`` (QUERY_CONSUMER_OFFSET), None if it has none."""
-        header = QueryConsumerOffsetRequestHeader(
-            consumer_group=self.group, topic=queue.topic, queue_id=queue.queue_id
-        )
-        response = await self._invoke(queue, RequestCode.QUERY_CONSUMER_OFFSET, header)
-        if response.code == ResponseCode.QUERY_NOT_FOUND:
-            return None
-        if response.code != ResponseCode.SUCCESS:
-            raise MQClientError(response.code, f"offset of {queue}: {response.remark}")
-        return decode_header(QueryConsumerOffsetResponseHeader, response.ext_fields).offset
+        return await self.instance.query_consumer_offset(self.group, queue, self.timeout)
 
     async def min_offset(self, queue: MessageQueue) -> int:
         """The queue's min offset."""
-        header = GetMinOffsetRequestHeader(topic=queue.topic, queue_id=queue.queue_id)
-        response = await self._checked(queue, RequestCode.GET_MIN_OFFSET, header)
-        return decode_header(GetMinOffsetResponseHeader, response.ext_fields).offset
+        return await self.instance.min_offset(queue, self.timeout)
 
     async def max_offset(self, queue: MessageQueue) -> int:
         """The queue's max offset (the offset the next message gets)."""
-        header = GetMaxOffsetRequestHeader(topic=queue.topic, queue_id=queue.queue_id)
-        response = await self._checked(queue, RequestCode.GET_MAX_OFFSET, header)
-        return decode_header(GetMaxOffsetResponseHeader, response.ext_fields).offset
+        return await self.instance.max_offset(queue, self.timeout)
 
     async def offset_for_timestamp(self, queue: MessageQueue, timestamp_ms: int) -> int:
         """The queue offset of the message stored nearest ``timestamp_ms``."""
-        header = SearchOffsetRequestHeader(
-            topic=queue.topic, queue_id=queue.queue_id, timestamp=timestamp_ms
-        )
-        response = await self._checked(queue, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header)
-        return decode_header(SearchOffsetResponseHeader, response.ext_fields).offset
+        return await self.instance.search_offset(queue, timestamp_ms, self.timeout)
 
     async def _start_offset(self, queue: MessageQueue) -> int:
         stored = await self.committed(queue)
@@ -362,19 +337,8 @@ class PullConsumer:
         timeout: float | None = None,
         broker_id: int = MASTER_ID,
     ) -> RemotingCommand:
-        # The master when it is up; a slave of the same broker name while it is not, so
-        # reading and offset bookkeeping go on through a master's outage.
         address, _ = await self.instance.find_read_address(queue, broker_id)
         request = RemotingCommand.request(code, encode_header(header))
-        try:
-            return await self.instance.invoke_broker(address, request, timeout or self.timeout)
-        except RemotingError:
-            with contextlib.suppress(RemotingError):
-                await self.instance.update_route(queue.topic)  # maybe the broker moved
-            raise
-
-    async def _checked(self, queue: MessageQueue, code: int, header: object) -> RemotingCommand:
-        response = await self._invoke(queue, code, header)
-        if response.code != ResponseCode.SUCCESS:
-            raise MQClientError(response.code, f"{queue}: {response.remark}")
-        return response
+        return await self.instance.invoke_for_queue(
+            queue, request, timeout or self.timeout, address
+        )

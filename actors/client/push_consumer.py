@@ -493,14 +493,9 @@ class PushConsumer(RebalancePush):
         request = RemotingCommand.request(RequestCode.PULL_MESSAGE, encode_header(header))
         started = time.perf_counter()
         pq.last_pull_timestamp = now_ms()
-        try:
-            response = await self.instance.invoke_broker(
-                address, request, _BROKER_SUSPEND + self.timeout
-            )
-        except RemotingError:
-            with contextlib.suppress(RemotingError):
-                await self.instance.update_route(queue.topic)  # maybe the broker moved
-            raise
+        response = await self.instance.invoke_for_queue(
+            queue, request, _BROKER_SUSPEND + self.timeout, address
+        )
         self._stats["pulls"] += 1
         topic_stats = self._topic(queue.topic)
         topic_stats[3] += 1

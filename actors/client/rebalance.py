@@ -41,11 +41,6 @@ from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand, RemotingError
 from protocol.headers import (
     GetConsumerListByGroupRequestHeader,
-    GetMaxOffsetRequestHeader,
-    GetMaxOffsetResponseHeader,
-    SearchOffsetRequestHeader,
-    SearchOffsetResponseHeader,
-    decode_header,
     encode_header,
 )
 from protocol.message import MessageExt
@@ -376,12 +371,12 @@ class RebalancePush:
             return 0
         if where == ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
             if is_retry:
-                return await self._max_offset(queue)
+                return await self.instance.max_offset(queue)
             timestamp = self.consume_timestamp_ms
             if timestamp is None:  # Java's default: half an hour ago
                 timestamp = int((time.time() - 1800) * 1000)
-            return await self._search_offset(queue, timestamp)
-        return 0 if is_retry else await self._max_offset(queue)
+            return await self.instance.search_offset(queue, timestamp)
+        return 0 if is_retry else await self.instance.max_offset(queue)
 
     # -- broker locks -------------------------------------------------------------------------
 
@@ -432,30 +427,6 @@ class RebalancePush:
                 pq = self._process_queues.get(queue)
                 if pq is not None:
                     pq.locked = False
-
-    # -- offsets of queues --------------------------------------------------------------------
-
-    async def _max_offset(self, queue: MessageQueue) -> int:
-        header = GetMaxOffsetRequestHeader(topic=queue.topic, queue_id=queue.queue_id)
-        response = await self._queue_request(queue, RequestCode.GET_MAX_OFFSET, header)
-        return decode_header(GetMaxOffsetResponseHeader, response.ext_fields).offset
-
-    async def _search_offset(self, queue: MessageQueue, timestamp_ms: int) -> int:
-        header = SearchOffsetRequestHeader(
-            topic=queue.topic, queue_id=queue.queue_id, timestamp=timestamp_ms
-        )
-        response = await self._queue_request(queue, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header)
-        return decode_header(SearchOffsetResponseHeader, response.ext_fields).offset
-
-    async def _queue_request(
-        self, queue: MessageQueue, code: int, header: object
-    ) -> RemotingCommand:
-        address, _ = await self.instance.find_read_address(queue)
-        request = RemotingCommand.request(code, encode_header(header))
-        response = await self.instance.invoke_broker(address, request)
-        if response.code != ResponseCode.SUCCESS:
-            raise MQClientError(response.code, f"{queue}: {response.remark}")
-        return response
 
 
 def _by_broker(queues: Sequence[MessageQueue]) -> dict[str, list[MessageQueue]]:
