@@ -9,6 +9,7 @@ deadline (``trio.fail_after``) around every wait.
 from __future__ import annotations
 
 import socket
+import struct
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -20,6 +21,7 @@ from actors.broker.config import BrokerConfig
 from actors.broker.ha_master import HAService
 from actors.broker.service import Broker, open_broker
 from actors.registry import Registry, RegistryConfig, open_registry
+from protocol import RemotingClient
 from storage import BrokerRole, FileMessageStore
 
 COMMIT_LOG_FILE = 64 * 1024
@@ -28,6 +30,10 @@ SMALL_FILES: dict[str, Any] = {
     "mapped_file_size_commit_log": COMMIT_LOG_FILE,
     "mapped_file_size_consume_queue": 20 * 1000,
 }
+
+
+REPORT = struct.Struct(">q")
+"""A slave's offset report: the commit-log offset it has."""
 
 
 def broker_config(
@@ -110,6 +116,23 @@ class RestartableMaster:
                 await self._stop.wait()
         finally:
             self._stopped.set()
+
+
+@asynccontextmanager
+async def sync_master_with_hand_slave(
+    root: Path, **settings: Any
+) -> AsyncIterator[tuple[Broker, trio.SocketStream, RemotingClient]]:
+    """A SYNC_MASTER, a linked hand-driven slave that acknowledges nothing yet, a client."""
+    config = broker_config(root, "", BrokerRole.SYNC_MASTER, **settings)
+    async with open_broker(config) as master, RemotingClient() as client:
+        service = master_service(master)
+        host, port = master.config.ha_addr.split(":")
+        with trio.fail_after(10):
+            slave = await trio.open_tcp_stream(host, int(port))
+        async with slave:
+            await slave.send_all(REPORT.pack(0))
+            await wait_for(lambda: any(c.acked_offset == 0 for c in service.connections.values()))
+            yield master, slave, client
 
 
 async def wait_for(condition: Callable[[], bool], timeout: float = 10) -> None:

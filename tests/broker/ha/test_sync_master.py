@@ -17,9 +17,8 @@ from protocol import RemotingClient, ResponseCode
 from storage import BrokerRole
 
 from ..conftest import call, send_request
-from .conftest import broker_config, master_service, wait_for
+from .conftest import REPORT, broker_config, master_service, sync_master_with_hand_slave, wait_for
 
-REPORT = struct.Struct(">q")
 FRAME = struct.Struct(">qi")
 
 
@@ -45,61 +44,46 @@ async def test_async_master_never_waits(tmp_path: Path) -> None:
 async def test_slave_that_stops_reading_times_out_and_one_ack_answers_many(
     tmp_path: Path,
 ) -> None:
-    config = broker_config(tmp_path, "", BrokerRole.SYNC_MASTER, slave_timeout=300)
-    async with open_broker(config) as master, RemotingClient() as client:
+    async with sync_master_with_hand_slave(tmp_path, slave_timeout=300) as (master, slave, client):
         service = master_service(master)
-        host, port = master.config.ha_addr.split(":")
-        with trio.fail_after(10):
-            slave = await trio.open_tcp_stream(host, int(port))
-        async with slave:
-            await slave.send_all(REPORT.pack(0))
-            await wait_for(lambda: any(c.acked_offset == 0 for c in service.connections.values()))
+        # The slave never acknowledges: the send times out after slaveTimeout.
+        start = trio.current_time()
+        response = await call(client, master.address, send_request("Sync", b"unacked"))
+        assert response.code == ResponseCode.FLUSH_SLAVE_TIMEOUT
+        assert 0.25 <= trio.current_time() - start < 3
+        assert service.statistics().slave_timeouts == 1
 
-            # The slave never acknowledges: the send times out after slaveTimeout.
-            start = trio.current_time()
-            response = await call(client, master.address, send_request("Sync", b"unacked"))
-            assert response.code == ResponseCode.FLUSH_SLAVE_TIMEOUT
-            assert 0.25 <= trio.current_time() - start < 3
-            assert service.statistics().slave_timeouts == 1
+        # Five concurrent sends wait; one report covering all of them answers all five.
+        master.config.slave_timeout = 10_000
+        codes: list[int] = []
 
-            # Five concurrent sends wait; one report covering all of them answers all five.
-            config.slave_timeout = 10_000
-            codes: list[int] = []
+        async def send(i: int) -> None:
+            request = send_request("Sync", f"grouped-{i}".encode(), queue_id=i % 4)
+            codes.append((await call(client, master.address, request)).code)
 
-            async def send(i: int) -> None:
-                request = send_request("Sync", f"grouped-{i}".encode(), queue_id=i % 4)
-                codes.append((await call(client, master.address, request)).code)
+        async with trio.open_nursery() as nursery:
+            for i in range(5):
+                nursery.start_soon(send, i)
+            await wait_for(lambda: service.statistics().waiting_sends == 5)
+            assert codes == []
+            await slave.send_all(REPORT.pack(master.store.get_max_phy_offset()))
+        assert codes == [ResponseCode.SUCCESS] * 5
+        assert service.statistics().waiting_sends == 0
 
-            async with trio.open_nursery() as nursery:
-                for i in range(5):
-                    nursery.start_soon(send, i)
-                await wait_for(lambda: service.statistics().waiting_sends == 5)
-                assert codes == []
-                await slave.send_all(REPORT.pack(master.store.get_max_phy_offset()))
-            assert codes == [ResponseCode.SUCCESS] * 5
-            assert service.statistics().waiting_sends == 0
-
-            # The master streamed the data from offset 0 (the slave reported 0).
-            with trio.fail_after(5):
-                head = await slave.receive_some(FRAME.size)
-            while len(head) < FRAME.size:
-                head += await slave.receive_some(FRAME.size - len(head))
-            offset, size = FRAME.unpack(head)
-            assert offset == 0 and 0 < size <= master.config.ha_transfer_batch_size
+        # The master streamed the data from offset 0 (the slave reported 0).
+        with trio.fail_after(5):
+            head = await slave.receive_some(FRAME.size)
+        while len(head) < FRAME.size:
+            head += await slave.receive_some(FRAME.size - len(head))
+        offset, size = FRAME.unpack(head)
+        assert offset == 0 and 0 < size <= master.config.ha_transfer_batch_size
 
 
 async def test_lagging_slave_answers_slave_not_available(tmp_path: Path) -> None:
-    config = broker_config(tmp_path, "", BrokerRole.SYNC_MASTER, ha_slave_fallbehind_max=1000)
-    async with open_broker(config) as master, RemotingClient() as client:
-        service = master_service(master)
-        host, port = master.config.ha_addr.split(":")
-        with trio.fail_after(10):
-            slave = await trio.open_tcp_stream(host, int(port))
-        async with slave:
-            await slave.send_all(REPORT.pack(0))
-            await wait_for(lambda: any(c.acked_offset == 0 for c in service.connections.values()))
-            response = await call(client, master.address, send_request("Sync", b"x" * 2000))
-            assert response.code == ResponseCode.SLAVE_NOT_AVAILABLE
+    settings = {"ha_slave_fallbehind_max": 1000}
+    async with sync_master_with_hand_slave(tmp_path, **settings) as (master, _, client):
+        response = await call(client, master.address, send_request("Sync", b"x" * 2000))
+        assert response.code == ResponseCode.SLAVE_NOT_AVAILABLE
 
 
 async def test_slave_silent_past_housekeeping_is_dropped(tmp_path: Path) -> None:

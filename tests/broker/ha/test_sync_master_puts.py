@@ -8,11 +8,7 @@ when the master hears an acknowledgement. Loopback only; every wait has a deadli
 
 from __future__ import annotations
 
-import struct
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import trio
 
@@ -25,28 +21,10 @@ from storage import BrokerRole
 from ..conftest import call, send_request
 from ..retry.conftest import send_back_request
 from ..transactions.conftest import end_transaction_request, half_request
-from .conftest import broker_config, master_service, wait_for
+from .conftest import REPORT, broker_config, master_service, sync_master_with_hand_slave, wait_for
 
-REPORT = struct.Struct(">q")
 FAST_LEVELS = "1s 1s 1s"
 COMMIT = MessageSysFlag.TRANSACTION_COMMIT
-
-
-@asynccontextmanager
-async def sync_master_with_hand_slave(
-    root: Path, **settings: Any
-) -> AsyncIterator[tuple[Broker, trio.SocketStream, RemotingClient]]:
-    """A SYNC_MASTER, a linked hand-driven slave that acknowledges nothing yet, a client."""
-    config = broker_config(root, "", BrokerRole.SYNC_MASTER, **settings)
-    async with open_broker(config) as master, RemotingClient() as client:
-        service = master_service(master)
-        host, port = master.config.ha_addr.split(":")
-        with trio.fail_after(10):
-            slave = await trio.open_tcp_stream(host, int(port))
-        async with slave:
-            await slave.send_all(REPORT.pack(0))
-            await wait_for(lambda: any(c.acked_offset == 0 for c in service.connections.values()))
-            yield master, slave, client
 
 
 async def ack_all(master: Broker, slave: trio.SocketStream) -> None:
