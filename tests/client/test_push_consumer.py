@@ -177,6 +177,32 @@ async def test_tag_expression_delivers_only_those_tags(
     assert sorted(inbox.bodies()) == sorted([b"a0", b"B2", b"A4", b"B6", b"end"])
 
 
+async def test_unsubscribe_drops_the_topic_s_queues_and_stops_its_messages(
+    cluster: Any, unique: Unique, anyio_backend: str
+) -> None:
+    kept, dropped = unique("KeptPush"), unique("DroppedPush")
+    await create_topic(cluster, kept, 2)
+    await create_topic(cluster, dropped, 2)
+    inbox = Inbox()
+    push = PushConsumer(unique("CG"), inbox, namesrv_addr=cluster.namesrv,
+                        consume_from_where=FIRST)  # fmt: skip
+    push.subscribe(kept)
+    push.subscribe(dropped)
+
+    def topics() -> set[str]:
+        return {q.topic for q in push.assignment()}
+
+    async with Producer(unique("PG"), namesrv_addr=cluster.namesrv) as producer, push:
+        await wait_until(lambda: {kept, dropped} <= topics())
+        push.unsubscribe(dropped)
+        await wait_until(lambda: dropped not in topics())
+        assert kept in topics()
+        await producer.send(Message(dropped, b"not for us"))
+        await producer.send(Message(kept, b"for us"))
+        await wait_until(lambda: b"for us" in inbox.bodies())
+    assert inbox.bodies() == [b"for us"]
+
+
 async def test_reconsume_later_comes_back_then_goes_to_the_dlq(
     cluster: Any, unique: Unique, anyio_backend: str
 ) -> None:
