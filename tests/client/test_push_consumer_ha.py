@@ -16,16 +16,13 @@ import trio
 
 from actors.broker.service import Broker
 from actors.client import ConsumeConcurrentlyStatus, PushConsumer
-from protocol import RemotingClient, ResponseCode
+from protocol import ResponseCode
 from protocol.bodies import ConsumeFromWhere
 from protocol.message import MessageExt
 
 from ..broker.conftest import call, send_request
 from ..broker.ha.conftest import (
-    RestartableMaster,
-    free_port_pair,
-    running_registry,
-    running_slave,
+    master_slave_for_failover,
     wait_caught_up,
     wait_for,
 )
@@ -47,7 +44,6 @@ def served(broker: Broker) -> int:
 async def test_push_consumer_reads_from_the_slave_while_the_master_is_down(
     tmp_path: Path,
 ) -> None:
-    port = free_port_pair()
     gate = trio.Event()
     bodies: list[bytes] = []
 
@@ -57,40 +53,29 @@ async def test_push_consumer_reads_from_the_slave_while_the_master_is_down(
         bodies.extend(m.body for m in messages)
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-    async with (
-        running_registry() as registry,
-        RemotingClient() as client,
-        trio.open_nursery() as nursery,
-    ):
-        runner = RestartableMaster(tmp_path / "master", registry.address, port)
-        master = await runner.start(nursery)
-        ha = f"127.0.0.1:{port + 1}"
-        async with running_slave(
-            tmp_path / "slave", registry.address, ha_master_address=ha
-        ) as slave:
-            for i in range(TOTAL):
-                request = send_request(TOPIC, f"m-{i:04d}".encode(), queue_id=0)
-                assert (await call(client, master.address, request)).code == ResponseCode.SUCCESS
-            await wait_caught_up(master, slave)
-            assert slave.ha.sync is not None and await slave.ha.sync.sync_all()
+    async with master_slave_for_failover(tmp_path) as (registry, client, runner, master, slave):
+        for i in range(TOTAL):
+            request = send_request(TOPIC, f"m-{i:04d}".encode(), queue_id=0)
+            assert (await call(client, master.address, request)).code == ResponseCode.SUCCESS
+        await wait_caught_up(master, slave)
+        assert slave.ha.sync is not None and await slave.ha.sync.sync_all()
 
-            push = PushConsumer(GROUP, listener, namesrv_addr=registry.address,
-                                consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-                                pull_batch_size=8, pull_threshold_for_queue=THRESHOLD,
-                                persist_consumer_offset_interval=0.2)  # fmt: skip
-            push.subscribe(TOPIC)
-            async with push:
-                await wait_for(lambda: push.statistics().flow_control_pauses > 0, 20)
-                pulled_from_master = served(master)
-                assert pulled_from_master < TOTAL
+        push = PushConsumer(GROUP, listener, namesrv_addr=registry.address,
+                            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+                            pull_batch_size=8, pull_threshold_for_queue=THRESHOLD,
+                            persist_consumer_offset_interval=0.2)  # fmt: skip
+        push.subscribe(TOPIC)
+        async with push:
+            await wait_for(lambda: push.statistics().flow_control_pauses > 0, 20)
+            pulled_from_master = served(master)
+            assert pulled_from_master < TOTAL
 
-                await runner.stop()
-                gate.set()
-                await wait_for(lambda: len(set(bodies)) >= TOTAL, 30)
-                assert served(slave) >= TOTAL - pulled_from_master
-                # Offsets go to the slave while the master is away.
-                await wait_for(lambda: slave.offsets.query_offset(GROUP, TOPIC, 0) == TOTAL, 15)
-        nursery.cancel_scope.cancel()
+            await runner.stop()
+            gate.set()
+            await wait_for(lambda: len(set(bodies)) >= TOTAL, 30)
+            assert served(slave) >= TOTAL - pulled_from_master
+            # Offsets go to the slave while the master is away.
+            await wait_for(lambda: slave.offsets.query_offset(GROUP, TOPIC, 0) == TOTAL, 15)
 
     assert set(bodies) == {f"m-{i:04d}".encode() for i in range(TOTAL)}
     assert max(Counter(bodies).values()) == 1

@@ -28,10 +28,7 @@ from protocol import RemotingClient, ResponseCode
 
 from ..broker.conftest import call, send_request
 from ..broker.ha.conftest import (
-    RestartableMaster,
-    free_port_pair,
-    running_registry,
-    running_slave,
+    master_slave_for_failover,
     wait_caught_up,
     wait_slave_linked,
 )
@@ -104,70 +101,58 @@ def served(broker: Broker) -> int:
 async def test_cpp_push_consumer_reads_from_the_slave_while_the_master_is_down(
     tmp_path: Path,
 ) -> None:
-    port = free_port_pair()
-    async with (
-        running_registry() as registry,
-        RemotingClient() as client,
-        trio.open_nursery() as nursery,
-    ):
-        runner = RestartableMaster(tmp_path / "master", registry.address, port)
-        master = await runner.start(nursery)
-        ha = f"127.0.0.1:{port + 1}"
-        async with running_slave(
-            tmp_path / "slave", registry.address, ha_master_address=ha
-        ) as slave:
-            await send_range(client, master, 0, BEFORE_STOP)
-            await wait_caught_up(master, slave)
-            assert slave.ha.sync is not None and await slave.ha.sync.sync_all()
+    async with master_slave_for_failover(tmp_path) as (registry, client, runner, master, slave):
+        await send_range(client, master, 0, BEFORE_STOP)
+        await wait_caught_up(master, slave)
+        assert slave.ha.sync is not None and await slave.ha.sync.sync_all()
 
-            inbox = GatedInbox(HOLD_AFTER)
-            consumer = rocketmq.PushConsumer(GROUP)
-            consumer.set_namesrv_addr(registry.address)
-            # Its own client instance: the library shares one per process and name, and an
-            # instance re-reads its routes 3 s after it starts, then every 30 s. A fresh one
-            # sees the route without the master at the first of those, well inside the waits.
-            consumer.set_instance_name(f"failover-{uuid.uuid4().hex[:8]}")
-            consumer.set_thread_count(1)
-            consumer.subscribe(TOPIC, inbox, "*")
-            await trio.to_thread.run_sync(consumer.start)
-            try:
-                # The callback holds; the client pulls until its cache is full, then waits.
-                await wait_for(lambda: inbox.count() >= HOLD_AFTER, 30, "the first messages")
-                await wait_for(lambda: served(master) >= 1000, 30, "a full client cache")
-                pulled_from_master = served(master)
-                assert pulled_from_master < BEFORE_STOP
+        inbox = GatedInbox(HOLD_AFTER)
+        consumer = rocketmq.PushConsumer(GROUP)
+        consumer.set_namesrv_addr(registry.address)
+        # Its own client instance: the library shares one per process and name, and an
+        # instance re-reads its routes 3 s after it starts, then every 30 s. A fresh one
+        # sees the route without the master at the first of those, well inside the waits.
+        consumer.set_instance_name(f"failover-{uuid.uuid4().hex[:8]}")
+        consumer.set_thread_count(1)
+        consumer.subscribe(TOPIC, inbox, "*")
+        await trio.to_thread.run_sync(consumer.start)
+        try:
+            # The callback holds; the client pulls until its cache is full, then waits.
+            await wait_for(lambda: inbox.count() >= HOLD_AFTER, 30, "the first messages")
+            await wait_for(lambda: served(master) >= 1000, 30, "a full client cache")
+            pulled_from_master = served(master)
+            assert pulled_from_master < BEFORE_STOP
 
-                await runner.stop()
-                inbox.gate.set()
-                await wait_for(
-                    lambda: len(set(inbox.snapshot())) >= BEFORE_STOP, 60, "the rest from the slave"
-                )
-                assert served(slave) >= BEFORE_STOP - pulled_from_master
-                # Its offsets go to the slave meanwhile (persisted every 5 s), which keeps them.
-                await wait_for(
-                    lambda: slave.offsets.query_offset(GROUP, TOPIC, 0) == BEFORE_STOP,
-                    15,
-                    "the offset committed to the slave",
-                )
+            await runner.stop()
+            inbox.gate.set()
+            await wait_for(
+                lambda: len(set(inbox.snapshot())) >= BEFORE_STOP, 60, "the rest from the slave"
+            )
+            assert served(slave) >= BEFORE_STOP - pulled_from_master
+            # Its offsets go to the slave meanwhile (persisted every 5 s), which keeps them.
+            await wait_for(
+                lambda: slave.offsets.query_offset(GROUP, TOPIC, 0) == BEFORE_STOP,
+                15,
+                "the offset committed to the slave",
+            )
 
-                # The master returns with the offset it last heard of, not ahead of what had
-                # been consumed when it stopped: a consumer starting now would repeat messages,
-                # never skip any. (The slave's config sync copies that older offset back; the
-                # client, still committing to the slave, may overwrite it at any moment, so
-                # tests/broker/ha/test_failover.py checks that step.)
-                master = await runner.start(nursery)
-                assert master.offsets.query_offset(GROUP, TOPIC, 0) <= HOLD_AFTER
-                await wait_slave_linked(master)
+            # The master returns with the offset it last heard of, not ahead of what had
+            # been consumed when it stopped: a consumer starting now would repeat messages,
+            # never skip any. (The slave's config sync copies that older offset back; the
+            # client, still committing to the slave, may overwrite it at any moment, so
+            # tests/broker/ha/test_failover.py checks that step.)
+            master = await runner.start()
+            assert master.offsets.query_offset(GROUP, TOPIC, 0) <= HOLD_AFTER
+            await wait_slave_linked(master)
 
-                # New sends go to the master; the running consumer goes on from its own
-                # offsets (from the slave until its route lists the master again).
-                total = BEFORE_STOP + AFTER_RETURN
-                await send_range(client, master, BEFORE_STOP, total)
-                await wait_for(lambda: len(set(inbox.snapshot())) >= total, 30, "the new sends")
-            finally:
-                inbox.gate.set()
-                await trio.to_thread.run_sync(consumer.shutdown)
-        nursery.cancel_scope.cancel()
+            # New sends go to the master; the running consumer goes on from its own
+            # offsets (from the slave until its route lists the master again).
+            total = BEFORE_STOP + AFTER_RETURN
+            await send_range(client, master, BEFORE_STOP, total)
+            await wait_for(lambda: len(set(inbox.snapshot())) >= total, 30, "the new sends")
+        finally:
+            inbox.gate.set()
+            await trio.to_thread.run_sync(consumer.shutdown)
 
     bodies = inbox.snapshot()
     assert set(bodies) == {f"m-{i:05d}" for i in range(total)}

@@ -87,16 +87,16 @@ async def running_slave(root: Path, registry: str, **settings: Any) -> AsyncIter
 
 class RestartableMaster:
     """An ASYNC_MASTER on fixed ports (listen ``port``, HA ``port + 1``) and one store, run
-    in a task of the caller's nursery so it can stop and start again."""
+    in a task of ``nursery`` so it can stop and start again."""
 
-    def __init__(self, root: Path, registry: str, port: int) -> None:
-        self.root, self.registry, self.port = root, registry, port
+    def __init__(self, root: Path, registry: str, port: int, nursery: trio.Nursery) -> None:
+        self.root, self.registry, self.port, self.nursery = root, registry, port, nursery
         self._stop = trio.Event()
         self._stopped = trio.Event()
 
-    async def start(self, nursery: trio.Nursery) -> Broker:
+    async def start(self) -> Broker:
         self._stop, self._stopped = trio.Event(), trio.Event()
-        master: Broker = await nursery.start(self._run)
+        master: Broker = await self.nursery.start(self._run)
         return master
 
     async def stop(self) -> None:
@@ -116,6 +116,28 @@ class RestartableMaster:
                 await self._stop.wait()
         finally:
             self._stopped.set()
+
+
+@asynccontextmanager
+async def master_slave_for_failover(
+    root: Path,
+) -> AsyncIterator[tuple[Registry, RemotingClient, RestartableMaster, Broker, Broker]]:
+    """A registry, a client, a started `RestartableMaster` and its slave (linked to the
+    master's fixed HA address, so it follows the master through a stop and a start):
+    ``(registry, client, runner, master, slave)``."""
+    port = free_port_pair()
+    async with (
+        running_registry() as registry,
+        RemotingClient() as client,
+        trio.open_nursery() as nursery,
+    ):
+        runner = RestartableMaster(root / "master", registry.address, port, nursery)
+        master = await runner.start()
+        async with running_slave(
+            root / "slave", registry.address, ha_master_address=f"127.0.0.1:{port + 1}"
+        ) as slave:
+            yield registry, client, runner, master, slave
+        nursery.cancel_scope.cancel()
 
 
 @asynccontextmanager

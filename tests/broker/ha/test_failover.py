@@ -24,10 +24,7 @@ from protocol.command import RemotingError
 
 from ..conftest import call, send_request
 from .conftest import (
-    RestartableMaster,
-    free_port_pair,
-    running_registry,
-    running_slave,
+    master_slave_for_failover,
     wait_caught_up,
     wait_for,
     wait_slave_linked,
@@ -70,19 +67,10 @@ def read_broker_id(instance: ClientInstance) -> int | None:
 async def test_pull_consumer_reads_from_the_slave_while_the_master_is_down(
     tmp_path: Path,
 ) -> None:
-    port = free_port_pair()
     received: list[str] = []
     async with AsyncExitStack() as stack:
-        registry = await stack.enter_async_context(running_registry())
-        client = await stack.enter_async_context(RemotingClient())
-        nursery = await stack.enter_async_context(trio.open_nursery())
-        stack.callback(nursery.cancel_scope.cancel)
-        runner = RestartableMaster(tmp_path / "master", registry.address, port)
-        master = await runner.start(nursery)
-        slave = await stack.enter_async_context(
-            running_slave(
-                tmp_path / "slave", registry.address, ha_master_address=f"127.0.0.1:{port + 1}"
-            )
+        registry, client, runner, master, slave = await stack.enter_async_context(
+            master_slave_for_failover(tmp_path)
         )
         await send_range(client, master, 0, 40)
         await wait_caught_up(master, slave)
@@ -122,7 +110,7 @@ async def test_pull_consumer_reads_from_the_slave_while_the_master_is_down(
         )
 
         # The master comes back with its own (older) offsets; new sends go to it.
-        master = await runner.start(nursery)
+        master = await runner.start()
         assert {q: master.offsets.query_offset(GROUP, TOPIC, q.queue_id) for q in queues} == (
             committed
         )
