@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Callable
 from pathlib import Path
 
 import attrs
@@ -24,12 +23,18 @@ from storage._record import (
     RECORD,
     TRANSACTION_PREPARED,
     TRANSACTION_ROLLBACK,
-    DispatchRequest,
     check_record,
     patch_append_fields,
-    read_dispatch_request,
     read_store_timestamp,
     transaction_type,
+)
+from storage.dispatch import (
+    DISPATCH_CHUNK,
+    STOP_BAD,
+    STOP_FILE_END,
+    CommitLogDispatcher,
+    DispatchBatch,
+    read_dispatch_batch,
 )
 from storage.mapped_file import MappedFile, MappedFileQueue
 from storage.store_config import MessageStoreConfig, StoreCorruptionError
@@ -326,12 +331,20 @@ class CommitLog:
         """Start offset of the file after the one holding ``offset``."""
         return offset + self.file_size - offset % self.file_size
 
-    def iter_dispatch(
-        self, from_offset: int, to_offset: int, dispatch: Callable[[DispatchRequest], None]
-    ) -> int:
+    def dispatch_range(
+        self, from_offset: int, to_offset: int, dispatcher: CommitLogDispatcher
+    ) -> tuple[int, dict[tuple[str, int], int]]:
         """Dispatch every whole record in ``[from_offset, to_offset)``; returns where it stopped
-        (before a partial record, which replicated data may end with)."""
+        (before a partial record, which replicated data may end with) and the queue offset
+        after the last entry of each queue that grew.
+
+        The records are read in chunks of up to `DISPATCH_CHUNK` bytes, each dispatched as one
+        batch the way a group commit dispatches its own records.
+        """
         offset = max(from_offset, self.min_offset)
+        grown: dict[tuple[str, int], int] = {}
+        index_enabled = dispatcher.index is not None
+        want = DISPATCH_CHUNK
         while offset + 8 <= to_offset:
             mapped = self.files.find_file(offset)
             if mapped is None:
@@ -340,17 +353,26 @@ class CommitLog:
             if pos + 8 > self.file_size:
                 offset = mapped.file_from_offset + self.file_size
                 continue
-            total, magic = BLANK_RECORD.unpack_from(mapped.view, pos)
-            if magic == BLANK_MAGIC_CODE:
+            end = min(to_offset - mapped.file_from_offset, self.file_size)
+            chunk_end = min(end, pos + want)
+            batch = DispatchBatch(index_enabled)
+            used, stop = read_dispatch_batch(bytes(mapped.view[pos:chunk_end]), offset, batch)
+            dispatcher.dispatch_batch(batch)
+            grown.update(batch.grown)
+            offset += used
+            want = DISPATCH_CHUNK
+            if stop == STOP_FILE_END:
                 offset = mapped.file_from_offset + self.file_size
-                continue
-            if magic != MAGIC_CODE or total <= 0:
-                raise StoreCorruptionError(mapped.path, offset, f"bad magic code {magic:#x}")
-            if offset + total > to_offset:
-                break
-            dispatch(read_dispatch_request(mapped.view, pos))
-            offset += total
-        return offset
+            elif stop == STOP_BAD:
+                (magic,) = _INT.unpack_from(mapped.view, pos + used + 4)
+                raise StoreCorruptionError(
+                    mapped.path, offset, f"no record starts here (magic code {magic:#x})"
+                )
+            elif chunk_end >= end:
+                break  # the rest of the last record is not there yet
+            elif not used:  # one record longer than a chunk
+                want = _INT.unpack_from(mapped.view, pos)[0]
+        return offset, grown
 
     def first_store_timestamp(self) -> int:
         """Store time of the oldest record on disk (0 when empty)."""

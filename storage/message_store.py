@@ -125,8 +125,8 @@ class FileMessageStore:
             self.dispatcher.index_end_offset = (
                 self.index.end_phy_offset if self.index is not None else -1
             )
-            self.reput_from_offset = commit_log.iter_dispatch(
-                replay_from, commit_log.max_offset, self.dispatcher.dispatch
+            self.reput_from_offset, _ = commit_log.dispatch_range(
+                replay_from, commit_log.max_offset, self.dispatcher
             )
             commit_log.topic_queue_table = self.consume_queues.queue_offset_table()
         except BaseException:

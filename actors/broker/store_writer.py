@@ -36,7 +36,7 @@ import trio
 
 from actors.base import Actor, ActorError, ActorStatistics, ActorStatus, Request
 from storage._encode import encode_message
-from storage._record import DispatchRequest, offset_msg_id_prefix
+from storage._record import offset_msg_id_prefix
 from storage.commit_log import EncodedPut
 from storage.group_commit import (
     CommitGroup,
@@ -552,16 +552,9 @@ class StoreWriter(Actor[StoreWriterCommand]):
         """Dispatch replicated records up to the committed offset (they may end inside a
         record: the rest comes with the next append)."""
         store = self.store
-        dispatcher = store.dispatcher
-        grown: dict[tuple[str, int], int] = {}
-
-        def follow(request: DispatchRequest) -> None:
-            dispatcher.dispatch(request)
-            grown[(request.topic, request.queue_id)] = request.queue_offset + 1
-
         commit_log = store.commit_log
-        store.reput_from_offset = commit_log.iter_dispatch(
-            store.reput_from_offset, commit_log.committed_offset, follow
+        store.reput_from_offset, grown = commit_log.dispatch_range(
+            store.reput_from_offset, commit_log.committed_offset, store.dispatcher
         )
         return [(topic, queue_id, offset) for (topic, queue_id), offset in grown.items()]
 

@@ -357,9 +357,7 @@ class ClientInstance:
         header = QueryConsumerOffsetRequestHeader(
             consumer_group=group, topic=queue.topic, queue_id=queue.queue_id
         )
-        request = RemotingCommand.request(
-            RequestCode.QUERY_CONSUMER_OFFSET, encode_header(header)
-        )
+        request = RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, encode_header(header))
         response = await self.invoke_for_queue(queue, request, timeout)
         if response.code == ResponseCode.QUERY_NOT_FOUND:
             return None
