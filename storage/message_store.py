@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("boltmq.storage")
 
 PREFAULT_AHEAD = 16 * 1024 * 1024
+PREFAULT_STEP = 1024 * 1024
 INDEX_PREFAULT_AHEAD = 2 * 1024 * 1024
 
 PUT_CALL_TIMEOUT = 60.0
@@ -218,7 +219,11 @@ class FileMessageStore:
                 and not last.is_full
                 and last.prefaulted_position - last.wrote_position < PREFAULT_AHEAD // 2
             ):
-                await trio.to_thread.run_sync(last.prefault, last.wrote_position + PREFAULT_AHEAD)
+                # In steps: a long madvise would take a cpu from the writers for milliseconds.
+                target = last.wrote_position + PREFAULT_AHEAD
+                while last.prefaulted_position < min(target, last.file_size) and not last.is_full:
+                    step = min(target, last.prefaulted_position + PREFAULT_STEP)
+                    await trio.to_thread.run_sync(last.prefault, step)
             index = self.index.files[-1] if self.index is not None and self.index.files else None
             if index is not None and index.wants_prefault(INDEX_PREFAULT_AHEAD):
                 await trio.to_thread.run_sync(index.prefault, INDEX_PREFAULT_AHEAD)
