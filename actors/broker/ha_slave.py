@@ -147,16 +147,16 @@ class HAClient:
             if not data:
                 raise LinkDropped("master closed the link")
             buffer += data
-            # Every whole frame of this receive, appended as one contiguous run.
+            # Every whole frame of this receive, appended as one contiguous run: the bodies are
+            # gathered from the receive buffer with a single copy.
             pos = 0
             run_start = -1
-            run: list[bytes] = []
+            bodies: list[tuple[int, int]] = []
             expected = store.get_max_phy_offset()
             while len(buffer) - pos >= header_size:
                 start, size = FRAME_HEADER.unpack_from(buffer, pos)
                 if len(buffer) - pos - header_size < size:
                     break
-                body = bytes(buffer[pos + header_size : pos + header_size + size])
                 pos += header_size + size
                 self.master_offset = start + size
                 if not size:
@@ -165,13 +165,14 @@ class HAClient:
                     raise LinkDropped(f"frame at {start}, the slave's max offset is {expected}")
                 if run_start < 0:
                     run_start = start
-                run.append(body)
+                bodies.append((pos - size, pos))
                 expected = start + size
-            if run:
-                data = run[0] if len(run) == 1 else b"".join(run)
-                if not await store.append_to_commit_log(run_start, data):
+            if bodies:
+                with memoryview(buffer) as view:
+                    run = b"".join([view[a:b] for a, b in bodies])
+                if not await store.append_to_commit_log(run_start, run):
                     raise LinkDropped(f"the store refused replicated data at {run_start}")
-                self.received_bytes += len(data)
+                self.received_bytes += len(run)
                 self._report_now.set()
             del buffer[:pos]
 
