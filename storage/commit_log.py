@@ -355,7 +355,7 @@ class CommitLog:
                 continue
             end = min(to_offset - mapped.file_from_offset, self.file_size)
             chunk_end = min(end, pos + want)
-            batch = DispatchBatch(index_enabled)
+            batch = DispatchBatch(index_enabled, self.config.schedule_delays_ms)
             used, stop = read_dispatch_batch(bytes(mapped.view[pos:chunk_end]), offset, batch)
             dispatcher.dispatch_batch(batch)
             grown.update(batch.grown)

@@ -23,6 +23,12 @@ from storage._record import (
 )
 from storage.consume_queue import ENTRY, ConsumeQueueStore
 from storage.index_file import IndexService
+from storage.store_config import (
+    DEFAULT_SCHEDULE_DELAYS_MS,
+    SCHEDULE_TOPIC,
+    TIMER_TOPIC,
+    schedule_tags_code,
+)
 
 _TRANSACTION_MASK = 0xC
 #: Why `read_dispatch_batch` stopped: the bytes end inside a record (or at the end), a blank
@@ -30,7 +36,9 @@ _TRANSACTION_MASK = 0xC
 STOP_MORE, STOP_FILE_END, STOP_BAD = 0, 1, 2
 #: Bytes of the commit log `CommitLog.dispatch_range` reads (and dispatches) at a time.
 DISPATCH_CHUNK = 1 << 20
-_TOPICS: dict[bytes, str] = {}
+_SCHEDULE, _TIMER = 1, 2
+_TOPIC_KINDS = {SCHEDULE_TOPIC: _SCHEDULE, TIMER_TOPIC: _TIMER}
+_TOPICS: dict[bytes, tuple[str, int]] = {}  # topic bytes -> (topic, kind)
 _TAG_CODES: dict[bytes, int] = {}
 
 
@@ -51,10 +59,14 @@ class DispatchBatch:
         "index_segments",
         "last_offset",
         "last_timestamp",
+        "schedule_delays_ms",
     )
 
-    def __init__(self, index_enabled: bool) -> None:
+    def __init__(
+        self, index_enabled: bool, schedule_delays_ms: tuple[int, ...] = DEFAULT_SCHEDULE_DELAYS_MS
+    ) -> None:
         self.index_enabled = index_enabled
+        self.schedule_delays_ms = schedule_delays_ms
         # (topic, queue id) -> [first queue offset, entries, next queue offset]
         self._open: dict[tuple[str, int], list] = {}  # type: ignore[type-arg]
         self._closed: list[tuple[str, int, int, bytearray]] = []
@@ -115,11 +127,13 @@ def read_dispatch_batch(buf: bytes, base: int, batch: DispatchBatch) -> tuple[in
         p += 4 + unpack_int(buf, p)[0]  # past the body
         topic_len = buf[p]
         raw_topic = buf[p + 1 : p + 1 + topic_len]
-        topic = topics.get(raw_topic)
-        if topic is None:
+        known = topics.get(raw_topic)
+        if known is None:
             if len(topics) > 4096:
                 topics.clear()
-            topic = topics[raw_topic] = raw_topic.decode()
+            name = raw_topic.decode()
+            known = topics[raw_topic] = (name, _TOPIC_KINDS.get(name, 0))
+        topic, kind = known
         p += 3 + topic_len
         props = buf[p:end]
         tran = sys_flag & _TRANSACTION_MASK
@@ -140,6 +154,12 @@ def read_dispatch_batch(buf: bytes, base: int, batch: DispatchBatch) -> tuple[in
                     code = tag_codes[tags] = tags_code(tags.decode())
             else:
                 code = 0
+            if kind:  # due times, as the master's group commit wrote them
+                if kind == _SCHEDULE:
+                    code = schedule_tags_code(batch.schedule_delays_ms, queue_id, store_ts)
+                else:
+                    start = _property(props, b"__STARTDELIVERTIME\x01")
+                    code = int(start) if start.isdigit() else 0
             run[1] += pack_entry(phys, total, code)
             run[2] = queue_offset + 1
         if index_enabled and tran != TRANSACTION_ROLLBACK:

@@ -29,6 +29,7 @@ from storage._record import TRANSACTION_PREPARED, TRANSACTION_ROLLBACK, transact
 from storage.commit_log import CommitLog, EncodedPut, MessageTooLargeForFile
 from storage.consume_queue import CQ_STORE_UNIT_SIZE, ENTRY
 from storage.results import MessageExtBrokerInner, PutMessageResult, PutMessageStatus
+from storage.store_config import SCHEDULE_TOPIC, schedule_tags_code
 
 _QUEUE_AND_PHYSICAL_OFFSET = struct.Struct(">qq")  # QUEUEOFFSET, PHYSICALOFFSET at byte 20
 _LONG = struct.Struct(">q")
@@ -111,6 +112,14 @@ class CommitGroup:
         self.end_offset = commit_log.max_offset
         table = commit_log.topic_queue_table
         for key, entries in self.queue_entries.items():
+            if key[0] == SCHEDULE_TOPIC:
+                # Due time = store time + the level's delay, known only now (RocketMQ derives
+                # it the same way from the record, as recovery and a slave do here).
+                due = schedule_tags_code(
+                    commit_log.config.schedule_delays_ms, key[1], self.store_timestamp
+                )
+                for at in range(12, len(entries), CQ_STORE_UNIT_SIZE):
+                    _LONG.pack_into(entries, at, due)
             max_offset = table[key]
             self.queue_runs.append(
                 (key[0], key[1], max_offset - len(entries) // CQ_STORE_UNIT_SIZE, entries)

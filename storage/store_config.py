@@ -36,6 +36,25 @@ class BrokerRole(enum.StrEnum):
     SLAVE = "SLAVE"
 
 
+#: RocketMQ's default messageDelayLevel: 1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h.
+_MINUTE = 60_000
+DEFAULT_SCHEDULE_DELAYS_MS: tuple[int, ...] = (
+    *(s * 1000 for s in (1, 5, 10, 30)),
+    *(m * _MINUTE for m in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 20, 30, 60, 120)),
+)
+#: The topic delayed messages wait in (queue = delay level - 1), and RocketMQ 5's timer topic
+#: (its tags code is the message's __STARTDELIVERTIME).
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+TIMER_TOPIC = "rmq_sys_wheel_timer"
+
+
+def schedule_tags_code(delays_ms: tuple[int, ...], queue_id: int, store_timestamp: int) -> int:
+    """The consume-queue tags code of a SCHEDULE_TOPIC_XXXX record: when it is due."""
+    if not delays_ms:
+        return store_timestamp
+    return store_timestamp + delays_ms[min(max(queue_id, 0), len(delays_ms) - 1)]
+
+
 @attrs.define(kw_only=True)
 class MessageStoreConfig:
     """Store settings; names follow RocketMQ's MessageStoreConfig in snake case."""
@@ -62,6 +81,10 @@ class MessageStoreConfig:
     max_index_num: int = MAX_INDEX_NUM
     # Recovery.
     check_crc_on_recover: bool = True
+    # Milliseconds of each messageDelayLevel: a SCHEDULE_TOPIC_XXXX record's consume-queue tags
+    # code is its store time + the delay of its queue's level (RocketMQ computes it the same
+    # way when it dispatches, so a slave and a recovery derive the same entry from the record).
+    schedule_delays_ms: tuple[int, ...] = DEFAULT_SCHEDULE_DELAYS_MS
     # The address written as STOREHOST into every record (brokerIP1:listenPort).
     store_host: tuple[str, int] = ("127.0.0.1", 10911)
     # Epoch milliseconds; tests inject a fake clock to age files without waiting.

@@ -157,6 +157,7 @@ class BrokerConfig:
             max_index_num=self.max_index_num,
             check_crc_on_recover=self.check_crc_on_recover,
             store_host=(self.broker_ip1, self.listen_port),
+            schedule_delays_ms=tuple(parse_delay_levels(self.message_delay_level)),
         )
 
     def to_properties(self) -> dict[str, str]:
@@ -167,6 +168,28 @@ class BrokerConfig:
     def from_properties(cls, properties: dict[str, str]) -> BrokerConfig:
         """A config from Java-named keys (unknown keys are logged and ignored)."""
         return build_config(cls, properties)
+
+
+_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_delay_levels(text: str) -> list[int]:
+    """Milliseconds of each level of a ``messageDelayLevel`` string (``"1s 5s 1m 2h 1d"``)."""
+    levels = []
+    for item in text.split():
+        unit = _UNITS.get(item[-1:])
+        try:
+            value = int(item[:-1])
+        except ValueError:
+            value = -1
+        if unit is None or value < 0:
+            raise ConfigError(
+                f"messageDelayLevel: {item!r} is not a whole number followed by s, m, h or d"
+            )
+        levels.append(value * unit)
+    if not levels:
+        raise ConfigError("messageDelayLevel names no delay level")
+    return levels
 
 
 def load_broker_config(

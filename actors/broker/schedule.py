@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
+from actors.broker.config import parse_delay_levels
 from actors.broker.persist import PersistedTable
 from actors.broker.topics import (
     DLQ_GROUP_TOPIC_PREFIX,
@@ -59,7 +60,7 @@ from storage import (
     PutMessageResult,
     PutMessageStatus,
 )
-from supervisors.config import ConfigError
+from storage.store_config import TIMER_TOPIC as TIMER_TOPIC
 
 if TYPE_CHECKING:
     from actors.broker.service import Broker
@@ -67,7 +68,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("boltmq.broker.schedule")
 
 #: The timer's topic (RocketMQ 5's name for its timer wheel topic).
-TIMER_TOPIC = "rmq_sys_wheel_timer"
 #: Timer queues: queue k > 0 waits 2^(k-1) s, so 19 queues span 2^18 s (just over 3 days).
 TIMER_QUEUE_NUMS = 19
 #: Seconds after start of the first pass (RocketMQ's FIRST_DELAY_TIME).
@@ -81,7 +81,6 @@ BATCH = 32
 
 _DELAY = MessageConst.DELAY
 _START_DELIVER_TIME = MessageConst.START_DELIVER_TIME
-_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _NOT_DELAYED_TOPICS = frozenset(
     {SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC}
 )
@@ -90,25 +89,6 @@ _PREPARED_OR_ROLLBACK = (MessageSysFlag.TRANSACTION_PREPARED, MessageSysFlag.TRA
 _UNSTORABLE = (PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
 #: Stored on this SYNC_MASTER, but no slave acknowledged the bytes (yet).
 _NOT_ON_SLAVE = (PutMessageStatus.FLUSH_SLAVE_TIMEOUT, PutMessageStatus.SLAVE_NOT_AVAILABLE)
-
-
-def parse_delay_levels(text: str) -> list[int]:
-    """Milliseconds of each level of a ``messageDelayLevel`` string (``"1s 5s 1m 2h 1d"``)."""
-    levels = []
-    for item in text.split():
-        unit = _UNITS.get(item[-1:])
-        try:
-            value = int(item[:-1])
-        except ValueError:
-            value = -1
-        if unit is None or value < 0:
-            raise ConfigError(
-                f"messageDelayLevel: {item!r} is not a whole number followed by s, m, h or d"
-            )
-        levels.append(value * unit)
-    if not levels:
-        raise ConfigError("messageDelayLevel names no delay level")
-    return levels
 
 
 def timer_queue_for(remaining_ms: int) -> int:
@@ -249,8 +229,8 @@ class ScheduleMessageService:
             level = self.max_delay_level
             properties[MessageConst.DELAY] = str(level)
         _set_real(properties, topic, queue_id)
-        # RocketMQ takes store time + delay; the store time is not known yet, so the tags code
-        # is an estimate from now, and delivery itself uses the stored record's time.
+        # The store replaces this estimate with store time + delay when it appends (as RocketMQ
+        # does when it dispatches), so a slave and a recovery derive the same entry.
         return SCHEDULE_TOPIC, level - 1, now + self.delay_levels[level - 1]
 
     # -- life ------------------------------------------------------------------------------

@@ -21,7 +21,9 @@ from storage import (
     open_message_store,
 )
 from storage._record import split_properties
+from storage.consume_queue import ENTRY
 from storage.dispatch import DISPATCH_CHUNK, _property
+from storage.store_config import DEFAULT_SCHEDULE_DELAYS_MS, SCHEDULE_TOPIC, TIMER_TOPIC
 from tests.storage.conftest import small_config
 
 MakeConfig = Callable[..., MessageStoreConfig]
@@ -49,13 +51,21 @@ def _message(i: int) -> MessageExtBrokerInner:
         sys_flag = MessageSysFlag.TRANSACTION_PREPARED
     elif i % 11 == 4:
         sys_flag = MessageSysFlag.TRANSACTION_ROLLBACK
-    return MessageExtBrokerInner(
+    msg = MessageExtBrokerInner(
         topic=f"Topic{i % 2}",
         body=bytes([i % 251]) * (200 + (i * 37) % 900),
         queue_id=i % 3,
         sys_flag=sys_flag,
         properties=properties,
     )
+    if i % 13 == 6 and not sys_flag:  # delayed: level = queue id + 1
+        msg.topic, msg.queue_id = SCHEDULE_TOPIC, i % 4
+        properties["DELAY"] = str(i % 4 + 1)
+    elif i % 13 == 9 and not sys_flag:  # timed: the broker sets the tags code to the start
+        start = 1_800_000_000_000 + i
+        msg.topic, msg.queue_id, msg.tags_code = TIMER_TOPIC, 2, start
+        properties["__STARTDELIVERTIME"] = str(start)
+    return msg
 
 
 def _files(directory: Path) -> dict[str, bytes]:
@@ -100,11 +110,26 @@ async def test_rebuilt_queues_and_index_are_byte_identical(
     config = make_config()
     await _fill(config, [_message(i) for i in range(400)])
     assert len(list(config.commit_log_dir.iterdir())) > 3  # several file ends crossed
+    assert {SCHEDULE_TOPIC, TIMER_TOPIC} <= {p.name for p in config.consume_queue_dir.iterdir()}
     copy = await _rebuilt(config, tmp_path / "copy")
     assert _files(copy.consume_queue_dir) == _files(config.consume_queue_dir)
     # Index files are named by their creation time: compare them in order.
     assert list(_files(copy.index_dir).values()) == list(_files(config.index_dir).values())
     assert len(_files(config.index_dir)) > 1
+
+
+async def test_a_delayed_record_is_queued_under_its_due_time(make_config: MakeConfig) -> None:
+    config = make_config()
+    async with open_message_store(config) as store:
+        msg = MessageExtBrokerInner(
+            topic=SCHEDULE_TOPIC, body=b"later", queue_id=2, properties={"DELAY": "3"}
+        )
+        result = await store.put_message(msg)
+        assert result.status is PutMessageStatus.PUT_OK
+    entry = (config.consume_queue_dir / SCHEDULE_TOPIC / "2").iterdir().__next__().read_bytes()
+    phys, _, tags_code = ENTRY.unpack_from(entry, 0)
+    assert phys == result.wrote_offset
+    assert tags_code == result.store_timestamp + DEFAULT_SCHEDULE_DELAYS_MS[2] != 0
 
 
 async def test_records_larger_than_a_chunk_are_dispatched(

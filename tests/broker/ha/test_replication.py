@@ -6,6 +6,7 @@ cross file boundaries; every wait has a deadline.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -179,3 +180,46 @@ async def test_pulls_from_slave_go_on_when_master_stops(tmp_path: Path) -> None:
                 assert slave.ha.client.statistics().connects == 2  # type: ignore[union-attr]
                 assert master.supervisor is not None
                 await master.supervisor.aclose()
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    return {
+        str(path.relative_to(directory)): path.read_bytes()
+        for path in sorted(directory.rglob("*"))
+        if path.is_file()
+    }
+
+
+async def test_slave_queues_and_index_are_byte_identical(tmp_path: Path) -> None:
+    # Plain, keyed, delayed (SCHEDULE_TOPIC_XXXX: tags code = due time) and timed messages.
+    start = str(int(time.time() * 1000) + 3_600_000)
+    kinds: list[dict[str, str]] = [
+        {"TAGS": "TagA"},
+        {"TAGS": "TagB", "KEYS": "order-1 order-2"},
+        {"TAGS": "TagA", "DELAY": "18"},
+        {"TAGS": "TagC", "__STARTDELIVERTIME": start},
+    ]
+    async with running_registry() as registry, RemotingClient() as client:
+        config = broker_config(tmp_path / "master", registry.address, BrokerRole.ASYNC_MASTER)
+        async with (
+            open_broker(config) as master,
+            running_slave(tmp_path / "slave", registry.address) as slave,
+        ):
+            with trio.fail_after(10):
+                await wait_slave_linked(master)
+            for i in range(120):
+                properties = {**kinds[i % 4], "UNIQ_KEY": f"U{i:06d}"}
+                request = send_request(
+                    TOPIC, bytes([i]) * 700, queue_id=i % QUEUES, properties=properties
+                )
+                assert (await call(client, master.address, request)).code == ResponseCode.SUCCESS
+            with trio.fail_after(10):
+                await wait_caught_up(master, slave)
+            queues = {name: _files(b.store.config.consume_queue_dir) for name, b in
+                      (("master", master), ("slave", slave))}  # fmt: skip
+            assert queues["slave"] == queues["master"]
+            assert any(name.startswith("SCHEDULE_TOPIC_XXXX") for name in queues["master"])
+            assert any(name.startswith("rmq_sys_wheel_timer") for name in queues["master"])
+            # Index files are named by their creation time: compare them in order.
+            indexes = [list(_files(b.store.config.index_dir).values()) for b in (master, slave)]
+            assert indexes[0] == indexes[1] and indexes[0]
