@@ -190,7 +190,8 @@ def _files(directory: Path) -> dict[str, bytes]:
     }
 
 
-async def test_slave_queues_and_index_are_byte_identical(tmp_path: Path) -> None:
+@pytest.mark.parametrize("role", [BrokerRole.ASYNC_MASTER, BrokerRole.SYNC_MASTER])
+async def test_slave_queues_and_index_are_byte_identical(tmp_path: Path, role: BrokerRole) -> None:
     # Plain, keyed, delayed (SCHEDULE_TOPIC_XXXX: tags code = due time) and timed messages.
     start = str(int(time.time() * 1000) + 3_600_000)
     kinds: list[dict[str, str]] = [
@@ -200,14 +201,14 @@ async def test_slave_queues_and_index_are_byte_identical(tmp_path: Path) -> None
         {"TAGS": "TagC", "__STARTDELIVERTIME": start},
     ]
     async with running_registry() as registry, RemotingClient() as client:
-        config = broker_config(tmp_path / "master", registry.address, BrokerRole.ASYNC_MASTER)
+        config = broker_config(tmp_path / "master", registry.address, role)
         async with (
             open_broker(config) as master,
             running_slave(tmp_path / "slave", registry.address) as slave,
         ):
             with trio.fail_after(10):
                 await wait_slave_linked(master)
-            for i in range(120):
+            for i in range(240):
                 properties = {**kinds[i % 4], "UNIQ_KEY": f"U{i:06d}"}
                 request = send_request(
                     TOPIC, bytes([i]) * 700, queue_id=i % QUEUES, properties=properties
@@ -215,6 +216,7 @@ async def test_slave_queues_and_index_are_byte_identical(tmp_path: Path) -> None
                 assert (await call(client, master.address, request)).code == ResponseCode.SUCCESS
             with trio.fail_after(10):
                 await wait_caught_up(master, slave)
+            assert master.store.get_max_phy_offset() > 2 * COMMIT_LOG_FILE
             queues = {name: _files(b.store.config.consume_queue_dir) for name, b in
                       (("master", master), ("slave", slave))}  # fmt: skip
             assert queues["slave"] == queues["master"]
