@@ -25,6 +25,15 @@ def small_config(root: Path, **overrides: Any) -> MessageStoreConfig:
     return MessageStoreConfig(**settings)
 
 
+def store_files(directory: Path) -> dict[str, bytes]:
+    """Every file below ``directory`` (relative path -> bytes), in path order."""
+    return {
+        str(path.relative_to(directory)): path.read_bytes()
+        for path in sorted(directory.rglob("*"))
+        if path.is_file()
+    }
+
+
 @pytest.fixture
 def store_root(tmp_path: Path) -> Path:
     return tmp_path / "store"

@@ -24,7 +24,7 @@ from storage._record import split_properties
 from storage.consume_queue import ENTRY
 from storage.dispatch import DISPATCH_CHUNK, _property
 from storage.store_config import DEFAULT_SCHEDULE_DELAYS_MS, SCHEDULE_TOPIC, TIMER_TOPIC
-from tests.storage.conftest import small_config
+from tests.storage.conftest import small_config, store_files
 
 MakeConfig = Callable[..., MessageStoreConfig]
 
@@ -68,14 +68,6 @@ def _message(i: int) -> MessageExtBrokerInner:
     return msg
 
 
-def _files(directory: Path) -> dict[str, bytes]:
-    return {
-        str(path.relative_to(directory)): path.read_bytes()
-        for path in sorted(directory.rglob("*"))
-        if path.is_file()
-    }
-
-
 async def _fill(config: MessageStoreConfig, messages: list[MessageExtBrokerInner]) -> None:
     async with open_message_store(config) as store:
         # Groups of concurrent puts (one store timestamp each) with pauses between them.
@@ -112,10 +104,12 @@ async def test_rebuilt_queues_and_index_are_byte_identical(
     assert len(list(config.commit_log_dir.iterdir())) > 3  # several file ends crossed
     assert {SCHEDULE_TOPIC, TIMER_TOPIC} <= {p.name for p in config.consume_queue_dir.iterdir()}
     copy = await _rebuilt(config, tmp_path / "copy")
-    assert _files(copy.consume_queue_dir) == _files(config.consume_queue_dir)
+    assert store_files(copy.consume_queue_dir) == store_files(config.consume_queue_dir)
     # Index files are named by their creation time: compare them in order.
-    assert list(_files(copy.index_dir).values()) == list(_files(config.index_dir).values())
-    assert len(_files(config.index_dir)) > 1
+    assert list(store_files(copy.index_dir).values()) == list(
+        store_files(config.index_dir).values()
+    )
+    assert len(store_files(config.index_dir)) > 1
 
 
 async def test_a_delayed_record_is_queued_under_its_due_time(make_config: MakeConfig) -> None:
@@ -143,5 +137,7 @@ async def test_records_larger_than_a_chunk_are_dispatched(
         messages[i].sys_flag = 0
     await _fill(config, messages)
     copy = await _rebuilt(config, tmp_path / "copy")
-    assert _files(copy.consume_queue_dir) == _files(config.consume_queue_dir)
-    assert list(_files(copy.index_dir).values()) == list(_files(config.index_dir).values())
+    assert store_files(copy.consume_queue_dir) == store_files(config.consume_queue_dir)
+    assert list(store_files(copy.index_dir).values()) == list(
+        store_files(config.index_dir).values()
+    )

@@ -7,6 +7,8 @@ cross file boundaries; every wait has a deadline.
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ from actors.broker.stats import runtime_info
 from protocol import RemotingClient, ResponseCode
 from protocol.message import decode_record
 from storage import BrokerRole
+from tests.storage.conftest import store_files
 
 from ..conftest import call, pull_request, send_request
 from .conftest import (
@@ -56,6 +59,22 @@ async def send_many(
     return codes
 
 
+@asynccontextmanager
+async def linked_pair(
+    tmp_path: Path, role: BrokerRole
+) -> AsyncIterator[tuple[RemotingClient, Broker, Broker]]:
+    """A registry, a master of ``role`` and a slave with its HA link up, and a client."""
+    async with running_registry() as registry, RemotingClient() as client:
+        config = broker_config(tmp_path / "master", registry.address, role)
+        async with (
+            open_broker(config) as master,
+            running_slave(tmp_path / "slave", registry.address) as slave,
+        ):
+            with trio.fail_after(10):
+                await wait_slave_linked(master)
+            yield client, master, slave
+
+
 async def pull_all(client: RemotingClient, broker: Broker, queue_id: int) -> list[bytes]:
     """Every record body in one queue of TOPIC, pulled from ``broker``."""
     bodies: list[bytes] = []
@@ -79,43 +98,36 @@ async def pull_all(client: RemotingClient, broker: Broker, queue_id: int) -> lis
 
 
 @pytest.mark.parametrize("role", [BrokerRole.ASYNC_MASTER, BrokerRole.SYNC_MASTER])
-async def test_slave_is_byte_identical_across_files(tmp_path: Path, role: BrokerRole) -> None:
-    async with running_registry() as registry, RemotingClient() as client:
-        config = broker_config(tmp_path / "master", registry.address, role)
-        async with (
-            open_broker(config) as master,
-            running_slave(tmp_path / "slave", registry.address) as slave,
-        ):
-            with trio.fail_after(10):
-                await wait_slave_linked(master)
-            codes = await send_many(client, master, 240)
-            assert codes == [ResponseCode.SUCCESS] * 240
-            if role is BrokerRole.SYNC_MASTER:
-                # Every acknowledged send is already on the slave.
-                assert slave.store.get_max_phy_offset() >= master.store.get_max_phy_offset()
-            await wait_caught_up(master, slave)
-            assert master.store.get_max_phy_offset() > 3 * COMMIT_LOG_FILE
-            assert commit_log_bytes(slave.store) == commit_log_bytes(master.store)
-            assert len(slave.store.commit_log.files.files) >= 4
-            assert await slave.ha.sync.sync_all()  # type: ignore[union-attr]
-            assert slave.topics.select(TOPIC) is not None
-            total = 0
-            for queue_id in range(QUEUES):
-                on_master = await pull_all(client, master, queue_id)
-                on_slave = await pull_all(client, slave, queue_id)
-                assert on_slave == on_master and on_master
-                total += len(on_master)
-            assert total == 240
-            # The index was rebuilt from the replicated bytes too.
-            found = slave.store.query_message(TOPIC, "key-17", 4, 0, 2**62)
-            assert [decode_record(b, 0).body[:14] for b in found.buffers] == [b"message-00017-"]
-            stats = master.statistics().ha
-            assert isinstance(stats, HAStatistics) and len(stats.slaves) == 1
-            assert stats.slaves[0].behind_bytes == 0
-            info = runtime_info(master)
-            assert info["haConnectionCount"] == "1"
-            assert info["haSlaveFallBehindBytes"] == "0"
-            assert runtime_info(slave)["haMasterConnected"] == "true"
+async def test_slave_is_byte_identical_acrossstore_files(tmp_path: Path, role: BrokerRole) -> None:
+    async with linked_pair(tmp_path, role) as (client, master, slave):
+        codes = await send_many(client, master, 240)
+        assert codes == [ResponseCode.SUCCESS] * 240
+        if role is BrokerRole.SYNC_MASTER:
+            # Every acknowledged send is already on the slave.
+            assert slave.store.get_max_phy_offset() >= master.store.get_max_phy_offset()
+        await wait_caught_up(master, slave)
+        assert master.store.get_max_phy_offset() > 3 * COMMIT_LOG_FILE
+        assert commit_log_bytes(slave.store) == commit_log_bytes(master.store)
+        assert len(slave.store.commit_log.files.files) >= 4
+        assert await slave.ha.sync.sync_all()  # type: ignore[union-attr]
+        assert slave.topics.select(TOPIC) is not None
+        total = 0
+        for queue_id in range(QUEUES):
+            on_master = await pull_all(client, master, queue_id)
+            on_slave = await pull_all(client, slave, queue_id)
+            assert on_slave == on_master and on_master
+            total += len(on_master)
+        assert total == 240
+        # The index was rebuilt from the replicated bytes too.
+        found = slave.store.query_message(TOPIC, "key-17", 4, 0, 2**62)
+        assert [decode_record(b, 0).body[:14] for b in found.buffers] == [b"message-00017-"]
+        stats = master.statistics().ha
+        assert isinstance(stats, HAStatistics) and len(stats.slaves) == 1
+        assert stats.slaves[0].behind_bytes == 0
+        info = runtime_info(master)
+        assert info["haConnectionCount"] == "1"
+        assert info["haSlaveFallBehindBytes"] == "0"
+        assert runtime_info(slave)["haMasterConnected"] == "true"
 
 
 async def test_slave_restart_resumes_without_gap_or_duplicate(tmp_path: Path) -> None:
@@ -182,14 +194,6 @@ async def test_pulls_from_slave_go_on_when_master_stops(tmp_path: Path) -> None:
                 await master.supervisor.aclose()
 
 
-def _files(directory: Path) -> dict[str, bytes]:
-    return {
-        str(path.relative_to(directory)): path.read_bytes()
-        for path in sorted(directory.rglob("*"))
-        if path.is_file()
-    }
-
-
 @pytest.mark.parametrize("role", [BrokerRole.ASYNC_MASTER, BrokerRole.SYNC_MASTER])
 async def test_slave_queues_and_index_are_byte_identical(tmp_path: Path, role: BrokerRole) -> None:
     # Plain, keyed, delayed (SCHEDULE_TOPIC_XXXX: tags code = due time) and timed messages.
@@ -200,28 +204,21 @@ async def test_slave_queues_and_index_are_byte_identical(tmp_path: Path, role: B
         {"TAGS": "TagA", "DELAY": "18"},
         {"TAGS": "TagC", "__STARTDELIVERTIME": start},
     ]
-    async with running_registry() as registry, RemotingClient() as client:
-        config = broker_config(tmp_path / "master", registry.address, role)
-        async with (
-            open_broker(config) as master,
-            running_slave(tmp_path / "slave", registry.address) as slave,
-        ):
-            with trio.fail_after(10):
-                await wait_slave_linked(master)
-            for i in range(240):
-                properties = {**kinds[i % 4], "UNIQ_KEY": f"U{i:06d}"}
-                request = send_request(
-                    TOPIC, bytes([i]) * 700, queue_id=i % QUEUES, properties=properties
-                )
-                assert (await call(client, master.address, request)).code == ResponseCode.SUCCESS
-            with trio.fail_after(10):
-                await wait_caught_up(master, slave)
-            assert master.store.get_max_phy_offset() > 2 * COMMIT_LOG_FILE
-            queues = {name: _files(b.store.config.consume_queue_dir) for name, b in
-                      (("master", master), ("slave", slave))}  # fmt: skip
-            assert queues["slave"] == queues["master"]
-            assert any(name.startswith("SCHEDULE_TOPIC_XXXX") for name in queues["master"])
-            assert any(name.startswith("rmq_sys_wheel_timer") for name in queues["master"])
-            # Index files are named by their creation time: compare them in order.
-            indexes = [list(_files(b.store.config.index_dir).values()) for b in (master, slave)]
-            assert indexes[0] == indexes[1] and indexes[0]
+    async with linked_pair(tmp_path, role) as (client, master, slave):
+        for i in range(240):
+            properties = {**kinds[i % 4], "UNIQ_KEY": f"U{i:06d}"}
+            request = send_request(
+                TOPIC, bytes([i]) * 700, queue_id=i % QUEUES, properties=properties
+            )
+            assert (await call(client, master.address, request)).code == ResponseCode.SUCCESS
+        with trio.fail_after(10):
+            await wait_caught_up(master, slave)
+        assert master.store.get_max_phy_offset() > 2 * COMMIT_LOG_FILE
+        queues = {name: store_files(b.store.config.consume_queue_dir) for name, b in
+                  (("master", master), ("slave", slave))}  # fmt: skip
+        assert queues["slave"] == queues["master"]
+        assert any(name.startswith("SCHEDULE_TOPIC_XXXX") for name in queues["master"])
+        assert any(name.startswith("rmq_sys_wheel_timer") for name in queues["master"])
+        # Index files are named by their creation time: compare them in order.
+        indexes = [list(store_files(b.store.config.index_dir).values()) for b in (master, slave)]
+        assert indexes[0] == indexes[1] and indexes[0]
