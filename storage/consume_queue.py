@@ -30,7 +30,7 @@ class ConsumeQueue:
         self.queue_id = queue_id
         self.directory = root / topic / str(queue_id)
         self.file_size = entries_per_file * CQ_STORE_UNIT_SIZE
-        self.files = MappedFileQueue(self.directory, self.file_size)
+        self.files = MappedFileQueue(self.directory, self.file_size, small_writes=True)
         # Byte offset of the first entry still pointing at live commit-log data.
         self.min_logic_offset = 0
         # Commit-log offset just past the last entry's message.

@@ -21,6 +21,8 @@ _fdatasync = getattr(os, "fdatasync", os.fsync)
 _PAGE = mmap.PAGESIZE
 # Linux's MADV_POPULATE_WRITE (5.14+): fault pages in writable without touching their data.
 _MADV_POPULATE_WRITE = 23
+# No readahead on faults (absent where the platform has no madvise).
+_MADV_RANDOM: int | None = getattr(mmap, "MADV_RANDOM", None)
 
 
 def _load_libc() -> ctypes.CDLL | None:
@@ -56,7 +58,7 @@ class MappedFile:
         "wrote_position",
     )
 
-    def __init__(self, path: Path, file_size: int) -> None:
+    def __init__(self, path: Path, file_size: int, small_writes: bool = False) -> None:
         self.path = path
         self.file_size = file_size
         self.file_from_offset = int(path.name)
@@ -69,6 +71,12 @@ class MappedFile:
             elif size > file_size:
                 raise ValueError(f"{path} is {size} bytes, expected {file_size}")
             self._map = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            if small_writes and _MADV_RANDOM is not None:
+                # Without it the first write fault may fill the page cache with one large folio
+                # for a whole new file, zeroing megabytes (measured 1-13 ms per 6 MB consume
+                # queue file, 13 s for a 1024-queue topic's first messages); with it each page
+                # is faulted alone (0.25 ms for a file's first 2048 entries).
+                self._map.madvise(_MADV_RANDOM)
         except BaseException:
             os.close(fd)
             raise
@@ -202,9 +210,11 @@ class MappedFile:
 class MappedFileQueue:
     """The ordered files of one log in one directory, each ``file_size`` bytes."""
 
-    def __init__(self, directory: Path, file_size: int) -> None:
+    def __init__(self, directory: Path, file_size: int, small_writes: bool = False) -> None:
         self.directory = directory
         self.file_size = file_size
+        # Files written a few bytes at a time (consume queues): see `MappedFile`.
+        self.small_writes = small_writes
         self.files: list[MappedFile] = []
         # Files deleted while readers still held views; closed when possible.
         self._closing: list[MappedFile] = []
@@ -219,7 +229,7 @@ class MappedFileQueue:
                 raise ValueError(
                     f"{path} is {size} bytes but the configured file size is {self.file_size}"
                 )
-            mapped = MappedFile(path, self.file_size)
+            mapped = MappedFile(path, self.file_size, self.small_writes)
             # Until recovery says otherwise, a loaded file counts as written to its end.
             mapped.wrote_position = mapped.flushed_position = self.file_size
             self.files.append(mapped)
@@ -243,7 +253,9 @@ class MappedFileQueue:
         if start_offset % self.file_size:
             raise ValueError(f"file start {start_offset} is not a multiple of {self.file_size}")
         self.directory.mkdir(parents=True, exist_ok=True)
-        mapped = MappedFile(self.directory / offset_to_file_name(start_offset), self.file_size)
+        mapped = MappedFile(
+            self.directory / offset_to_file_name(start_offset), self.file_size, self.small_writes
+        )
         self.files.append(mapped)
         return mapped
 
