@@ -257,7 +257,7 @@ class CommitLog:
         while view:
             mapped = self.files.writable_file()
             n = min(len(view), mapped.remaining)
-            mapped.append(view[:n])
+            mapped.append_through_file(view[:n])
             view = view[n:]
         return True
 

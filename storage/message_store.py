@@ -213,7 +213,12 @@ class FileMessageStore:
         # and the newest index file's slots and next entries (see IndexFile.prefault).
         while True:
             await trio.sleep(0.02)
-            last = self.commit_log.files.last_file()
+            # A slave's log is written through the file (`MappedFile.append_through_file`).
+            last = (
+                None
+                if self.config.broker_role is BrokerRole.SLAVE
+                else self.commit_log.files.last_file()
+            )
             if (
                 last is not None
                 and not last.is_full

@@ -21,6 +21,7 @@ from storage import (
 )
 from storage._hash import java_hash, java_hash_uncached
 from storage.index_file import key_hash
+from storage.mapped_file import MappedFile
 
 
 def java_hash_reference(text: str) -> int:
@@ -104,6 +105,25 @@ def test_mapped_file_is_sparse(tmp_path: Path) -> None:
     mapped.flush()
     assert os.stat(mapped.path).st_blocks * 512 < 1024 * 1024
     queue.close()
+
+
+def test_appends_through_the_file_are_seen_in_the_map_and_on_disk(tmp_path: Path) -> None:
+    mapped = MappedFile(tmp_path / "00000000000000000000", 64 * 1024)
+    try:
+        first = b"a" * 5000
+        assert mapped.append(first) == 0
+        assert mapped.append_through_file(memoryview(b"b" * 70000)[:9000]) == 5000
+        assert mapped.append(b"c") == 14000
+        assert bytes(mapped.view[:14001]) == first + b"b" * 9000 + b"c"
+        with pytest.raises(ValueError, match="overflows"):
+            mapped.append_through_file(b"x" * (64 * 1024))
+        assert mapped.wrote_position == 14001
+        mapped.flush()
+        assert (tmp_path / "00000000000000000000").read_bytes()[:14001] == bytes(
+            mapped.view[:14001]
+        )
+    finally:
+        mapped.close()
 
 
 def test_consume_queue_put_get_reload_and_truncate(tmp_path: Path) -> None:
