@@ -9,6 +9,8 @@ idempotent: an entry or key that is already there is skipped.
 
 from __future__ import annotations
 
+from typing import Any
+
 from protocol.message import BLANK_MAGIC_CODE, MAGIC_CODE
 from storage._hash import tags_code
 from storage._record import (
@@ -68,7 +70,7 @@ class DispatchBatch:
         self.index_enabled = index_enabled
         self.schedule_delays_ms = schedule_delays_ms
         # (topic, queue id) -> [first queue offset, entries, next queue offset]
-        self._open: dict[tuple[str, int], list] = {}  # type: ignore[type-arg]
+        self._open: dict[tuple[str, int], list[Any]] = {}
         self._closed: list[tuple[str, int, int, bytearray]] = []
         self.index_segments: list[tuple[int, list[tuple[str, int]]]] = []
         self.last_offset = -1
