@@ -446,7 +446,12 @@ class StoreWriter(Actor[StoreWriterCommand]):
         index_enabled: bool,
     ) -> None:
         if isinstance(command, AppendReplicated):
-            ok = self.store.commit_log.append_data(command.start_offset, command.data)
+            try:
+                ok = self.store.commit_log.append_data(command.start_offset, command.data)
+            except OSError as exc:  # a full disk: refuse it, the link retries with backoff
+                log.error("store writer: replicated data at %d not written: %s",
+                          command.start_offset, exc)  # fmt: skip
+                ok = False
             group.replicated = ok
             group.replies.append((command.reply.set_result, ok))
             return

@@ -372,3 +372,35 @@ async def test_slave_refuses_puts_and_takes_replicated_data(
         got = slave.get_message("g", "TopicTest", 0, 28, 32)
         assert [decode_record(b).queue_offset for b in got.buffers] == [28, 29]
         assert len(slave.query_message("TopicTest", "k7", 4, 0, 2**62).buffers) == 1
+
+
+async def test_a_replicated_append_the_disk_refuses_is_refused_and_the_store_goes_on(
+    make_config: MakeConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+    import os
+
+    from storage import BrokerRole
+
+    master_config = make_config()
+    slave_config = make_config(store_path_root_dir=tmp_path / "slave", broker_role=BrokerRole.SLAVE)
+    async with (
+        open_message_store(master_config) as master,
+        open_message_store(slave_config) as slave,
+    ):
+        for _ in range(3):
+            await master.put_message(message(body=b"m" * 500))
+        data = master.get_commit_log_data(0)
+        assert data is not None
+        whole = bytes(data)
+        real_pwrite = os.pwrite
+
+        def disk_full(fd: int, data: bytes, offset: int) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(os, "pwrite", disk_full)
+        assert not await slave.append_to_commit_log(0, whole)
+        assert slave.get_max_phy_offset() == 0
+        monkeypatch.setattr(os, "pwrite", real_pwrite)
+        assert await slave.append_to_commit_log(0, whole)  # the writer is still there
+        assert slave.get_max_offset_in_queue("TopicTest", 0) == 3
