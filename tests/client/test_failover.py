@@ -61,6 +61,8 @@ async def test_connection_cut_mid_stream_the_sends_reconnect(
     cluster: Any, unique: Unique, anyio_backend: str
 ) -> None:
     topic = unique("CutTopic")
+    # The held pull reads a topic of its own: a send landing in its queue would answer it.
+    held_topic = unique("CutHeld")
     held_errors: list[BaseException] = []
     async with (
         Producer(unique("PG"), namesrv_addr=cluster.namesrv) as producer,
@@ -68,6 +70,7 @@ async def test_connection_cut_mid_stream_the_sends_reconnect(
         anyio.create_task_group() as tg,
     ):
         await producer.send(Message(topic, b"before"))
+        await producer.send(Message(held_topic, b"held"))
         remoting = producer.instance.remoting
 
         async def cut_if_busy() -> bool:
@@ -87,7 +90,7 @@ async def test_connection_cut_mid_stream_the_sends_reconnect(
                 held_errors.append(exc)
 
         with anyio.fail_after(15):
-            queue = (await producer.queues(topic))[0]
+            queue = (await producer.queues(held_topic))[0]
             await holder.assign([queue])
             await holder.seek_to_end(queue)
             tg.start_soon(held_pull, queue)
