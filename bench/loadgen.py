@@ -3,7 +3,7 @@
 The HA benchmark measures what replication costs a master, on a machine where the master, its
 slave and the load share two cpus. A load generator that spends 14 us of cpu per send (the
 remoting client: a task, an event and a header encode per request) takes a third of a cpu at
-the master's rate and competes with both brokers; this one spends ~5 us. Each of ``in_flight``
+the master's rate and competes with both brokers; this one spends ~5 us. Each of the ``senders``
 senders keeps one request outstanding: an answer sends that sender's next request. The frames
 are the ones `RemotingCommand` encodes (same header fields, same JSON); only the opaque and the
 born timestamp are filled in per request.
@@ -17,6 +17,7 @@ import time
 import orjson
 import trio
 
+from bench.bench_produce_consume import _send_fields
 from protocol import RemotingCommand, RequestCode, ResponseCode
 from protocol.frame import encode_header
 from protocol.transport import parse_address
@@ -29,15 +30,12 @@ _BORN_MARK = "9999999999999"
 class SendFrames:
     """SEND_MESSAGE_V2 frames of one topic, one header template per queue."""
 
-    def __init__(self, topic: str, queues: int, body: bytes, properties: str) -> None:
+    def __init__(self, topic: str, queues: int, body: bytes) -> None:
         self.body = body
         self._templates: list[tuple[bytes, bytes, bytes]] = []
         for queue_id in range(queues):
-            fields = {
-                "a": "BenchPG", "b": topic, "c": "TBW102", "d": "8", "e": str(queue_id),
-                "f": "0", "g": _BORN_MARK, "h": "0", "i": properties, "k": "false",
-                "m": "false",
-            }  # fmt: skip
+            fields = _send_fields(topic, queue_id)
+            fields["g"] = _BORN_MARK
             command = RemotingCommand(
                 RequestCode.SEND_MESSAGE_V2, opaque=_OPAQUE_MARK, ext_fields=fields
             )
@@ -61,14 +59,13 @@ async def produce(
     senders: int,
     queues: int,
     body: bytes,
-    properties: str = "TAGS\x01TagA",
 ) -> tuple[int, list[float]]:
     """(messages stored, latencies in s) of ``senders`` closed-loop senders for ``seconds``.
 
     Sender ``n`` sends to queue ``n % queues``. Raises RuntimeError on any answer but SUCCESS.
     """
     host, port = parse_address(address)
-    frames = SendFrames(topic, queues, body, properties)
+    frames = SendFrames(topic, queues, body)
     outstanding: dict[int, tuple[float, int]] = {}  # opaque -> (sent at, queue id)
     latencies: list[float] = []
     stored = 0

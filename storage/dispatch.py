@@ -21,7 +21,6 @@ from storage._record import (
     HEAD,
     TRANSACTION_PREPARED,
     TRANSACTION_ROLLBACK,
-    DispatchRequest,
 )
 from storage.consume_queue import ENTRY, ConsumeQueueStore
 from storage.index_file import IndexService
@@ -202,7 +201,7 @@ def _property(props: bytes, name: bytes) -> bytes:
 
 
 class CommitLogDispatcher:
-    """Builds consume queues and the index from dispatch requests."""
+    """Builds consume queues and the index from group commits and dispatch batches."""
 
     def __init__(self, consume_queues: ConsumeQueueStore, index: IndexService | None) -> None:
         self.consume_queues = consume_queues
@@ -211,32 +210,6 @@ class CommitLogDispatcher:
         self.index_end_offset = index.end_phy_offset if index is not None else -1
         self.last_dispatch_timestamp = 0
         self.dispatched = 0
-
-    def dispatch(self, request: DispatchRequest) -> None:
-        """Add one record's consume-queue entry and index keys."""
-        tran = request.sys_flag & _TRANSACTION_MASK
-        if tran != TRANSACTION_PREPARED and tran != TRANSACTION_ROLLBACK:
-            queues = self.consume_queues
-            queue = queues.queues.get((request.topic, request.queue_id))
-            if queue is None:
-                queue = queues.find_or_create(request.topic, request.queue_id)
-            queue.put(
-                request.queue_offset, request.commit_log_offset, request.msg_size, request.tags_code
-            )
-        index = self.index
-        if (
-            index is not None
-            and tran != TRANSACTION_ROLLBACK
-            and request.commit_log_offset > self.index_end_offset
-            and (request.keys or request.uniq_key)
-        ):
-            keys = request.keys.split(" ") if request.keys else []
-            if request.uniq_key:
-                keys.append(request.uniq_key)
-            index.build(request.topic, keys, request.commit_log_offset, request.store_timestamp)
-            self.index_end_offset = request.commit_log_offset
-        self.last_dispatch_timestamp = request.store_timestamp
-        self.dispatched += 1
 
     def dispatch_group(
         self,

@@ -181,7 +181,8 @@ class ScheduleMessageService:
         batch: bool = False,
     ) -> tuple[str, int, int | None]:
         """Topic, queue and tags code to store a send under (the schedule or timer topic for a
-        delayed one, ``properties`` then gaining REAL_TOPIC / REAL_QID); tags code None = TAGS.
+        delayed one, ``properties`` then gaining REAL_TOPIC / REAL_QID); tags code None = the
+        store's own (from TAGS, or the due time in the schedule topic).
 
         Raises `RemotingError` (MESSAGE_ILLEGAL) for a bad DELAY or __STARTDELIVERTIME.
         """
@@ -229,9 +230,9 @@ class ScheduleMessageService:
             level = self.max_delay_level
             properties[MessageConst.DELAY] = str(level)
         _set_real(properties, topic, queue_id)
-        # The store replaces this estimate with store time + delay when it appends (as RocketMQ
-        # does when it dispatches), so a slave and a recovery derive the same entry.
-        return SCHEDULE_TOPIC, level - 1, now + self.delay_levels[level - 1]
+        # The store sets the tags code (store time + the level's delay) when it appends, as
+        # RocketMQ does when it dispatches, so a slave and a recovery derive the same entry.
+        return SCHEDULE_TOPIC, level - 1, None
 
     # -- life ------------------------------------------------------------------------------
 

@@ -5,7 +5,10 @@ Real files in tmp_path with 64 KiB commit-log files so that records cross file e
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import errno
+import os
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +19,7 @@ import trio.testing
 
 from protocol.message import MessageSysFlag, decode_record
 from storage import (
+    BrokerRole,
     FileMessageStore,
     FlushDiskType,
     GetMessageStatus,
@@ -342,17 +346,23 @@ async def test_layout_matches_rocketmq(make_config: MakeConfig, store_root: Path
     assert not (store_root / "abort").exists()
 
 
+@asynccontextmanager
+async def master_and_slave(
+    make_config: MakeConfig, tmp_path: Path
+) -> AsyncIterator[tuple[FileMessageStore, FileMessageStore]]:
+    """A master store and a SLAVE store (replicated data is handed over by the test)."""
+    slave_config = make_config(store_path_root_dir=tmp_path / "slave", broker_role=BrokerRole.SLAVE)
+    async with (
+        open_message_store(make_config()) as master,
+        open_message_store(slave_config) as slave,
+    ):
+        yield master, slave
+
+
 async def test_slave_refuses_puts_and_takes_replicated_data(
     make_config: MakeConfig, tmp_path: Path
 ) -> None:
-    from storage import BrokerRole
-
-    master_config = make_config()
-    slave_config = make_config(store_path_root_dir=tmp_path / "slave", broker_role=BrokerRole.SLAVE)
-    async with (
-        open_message_store(master_config) as master,
-        open_message_store(slave_config) as slave,
-    ):
+    async with master_and_slave(make_config, tmp_path) as (master, slave):
         refused = await slave.put_message(message())
         assert refused.status is PutMessageStatus.SERVICE_NOT_AVAILABLE
         for i in range(30):
@@ -377,23 +387,12 @@ async def test_slave_refuses_puts_and_takes_replicated_data(
 async def test_a_replicated_append_the_disk_refuses_is_refused_and_the_store_goes_on(
     make_config: MakeConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import errno
-    import os
-
-    from storage import BrokerRole
-
-    master_config = make_config()
-    slave_config = make_config(store_path_root_dir=tmp_path / "slave", broker_role=BrokerRole.SLAVE)
-    async with (
-        open_message_store(master_config) as master,
-        open_message_store(slave_config) as slave,
-    ):
+    async with master_and_slave(make_config, tmp_path) as (master, slave):
         for _ in range(3):
             await master.put_message(message(body=b"m" * 500))
         data = master.get_commit_log_data(0)
         assert data is not None
         whole = bytes(data)
-        real_pwrite = os.pwrite
 
         def disk_full(fd: int, data: bytes, offset: int) -> int:
             raise OSError(errno.ENOSPC, "No space left on device")
@@ -401,6 +400,6 @@ async def test_a_replicated_append_the_disk_refuses_is_refused_and_the_store_goe
         monkeypatch.setattr(os, "pwrite", disk_full)
         assert not await slave.append_to_commit_log(0, whole)
         assert slave.get_max_phy_offset() == 0
-        monkeypatch.setattr(os, "pwrite", real_pwrite)
+        monkeypatch.undo()
         assert await slave.append_to_commit_log(0, whole)  # the writer is still there
         assert slave.get_max_offset_in_queue("TopicTest", 0) == 3

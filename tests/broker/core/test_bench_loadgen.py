@@ -14,7 +14,7 @@ from protocol.frame import decode, encode
 
 
 def test_frames_decode_as_the_remoting_client_encodes_them() -> None:
-    frame = SendFrames("TopicLoad", 4, b"payload", "TAGS\x01TagA").frame(3, 77, b"1700000000000")
+    frame = SendFrames("TopicLoad", 4, b"payload").frame(3, 77, b"1700000000000")
     mine = decode(frame)
     client = _send(_send_fields("TopicLoad", 3), b"payload")
     assert client.ext_fields is not None
