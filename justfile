@@ -29,8 +29,9 @@ test *ARGS: sync
 
 # Lint (ruff) and type-check (mypy) the packages.
 lint: sync
-    .venv/bin/ruff check protocol actors storage supervisors boltmq tests bench
+    .venv/bin/ruff check protocol supervisors storage actors client monitor pipeline boltmq tests bench
     .venv/bin/mypy
+    .venv/bin/lint-imports
 
 # Run the benchmarks and print their figures.
 bench *ARGS: sync

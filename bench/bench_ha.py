@@ -55,7 +55,7 @@ def _free_port() -> int:
 async def _start(store: Path, *extra: str) -> tuple[trio.Process, str]:
     """A broker process; returns it and its address once it is ready."""
     command = [
-        sys.executable, "-m", "supervisors.cli", "broker",
+        sys.executable, "-m", "boltmq.cli", "broker",
         "--listenPort", "0", "--bindAddress", "127.0.0.1", "--fastPortEnable", "false",
         "--storePathRootDir", str(store), "--mapedFileSizeCommitLog", str(FILE_SIZE), *extra,
     ]  # fmt: skip

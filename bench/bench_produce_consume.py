@@ -133,7 +133,7 @@ async def _run_mode(flush: str, seconds: float) -> dict[str, float]:
     store = Path(tempfile.mkdtemp(prefix="boltmq-bench-"))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     command = [
-        sys.executable, "-m", "supervisors.cli", "broker",
+        sys.executable, "-m", "boltmq.cli", "broker",
         "--listenPort", "0", "--bindAddress", "127.0.0.1", "--fastPortEnable", "false",
         "--storePathRootDir", str(store), "--flushDiskType", flush,
         "--mapedFileSizeCommitLog", str(256 * 1024 * 1024),

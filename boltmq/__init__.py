@@ -13,24 +13,34 @@ take RocketMQ's setting names in snake case. The client (trio or asyncio, see do
 """
 
 from actors.broker.config import BrokerConfig
-from actors.broker.launcher import EmbeddedCluster, embedded
 from actors.broker.service import Broker, open_broker
-from actors.client import (
+from actors.registry import Registry, RegistryConfig, open_registry
+from boltmq.launcher import EmbeddedCluster, embedded
+from client import (
     Admin,
     BlockingProducer,
     BlockingPullConsumer,
     BlockingPushConsumer,
+    ClientInstance,
     ConsumeConcurrentlyStatus,
     ConsumeOrderlyStatus,
+    GroupConsumeStats,
+    LocalTransactionState,
     Message,
+    MessageQueueSelector,
     MQClientError,
     Producer,
+    ProducerStatistics,
     PullConsumer,
     PushConsumer,
+    SendHandle,
     SendResult,
     SendStatus,
+    TransactionProducer,
+    TransactionSendResult,
+    parse_tags,
+    select_by_hash,
 )
-from actors.registry import Registry, RegistryConfig, open_registry
 from storage import BrokerRole, FlushDiskType
 
 __all__ = [
@@ -41,20 +51,30 @@ __all__ = [
     "Broker",
     "BrokerConfig",
     "BrokerRole",
+    "ClientInstance",
     "ConsumeConcurrentlyStatus",
     "ConsumeOrderlyStatus",
     "EmbeddedCluster",
     "FlushDiskType",
+    "GroupConsumeStats",
+    "LocalTransactionState",
     "MQClientError",
     "Message",
+    "MessageQueueSelector",
     "Producer",
+    "ProducerStatistics",
     "PullConsumer",
     "PushConsumer",
     "Registry",
     "RegistryConfig",
+    "SendHandle",
     "SendResult",
     "SendStatus",
+    "TransactionProducer",
+    "TransactionSendResult",
     "embedded",
     "open_broker",
     "open_registry",
+    "parse_tags",
+    "select_by_hash",
 ]

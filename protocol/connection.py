@@ -24,7 +24,6 @@ import anyio.lowlevel
 import attrs
 import sniffio
 import trio
-import trio_websocket
 
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import (
@@ -43,7 +42,6 @@ _SEND_ERRORS = (
     anyio.ClosedResourceError,
     trio.BrokenResourceError,
     trio.ClosedResourceError,
-    trio_websocket.ConnectionClosed,
     OSError,
 )
 

@@ -35,9 +35,13 @@ class WebSocketTransport:
         return message
 
     async def send_frames(self, frames: Sequence[Sequence[Part]]) -> None:
-        for frame in frames:
-            data = frame[0] if len(frame) == 1 else b"".join(frame)
-            await self._ws.send_message(bytes(data))
+        try:
+            for frame in frames:
+                data = frame[0] if len(frame) == 1 else b"".join(frame)
+                await self._ws.send_message(bytes(data))
+        except trio_websocket.ConnectionClosed as exc:
+            # The connection knows the stream errors of every transport, not this library's.
+            raise trio.BrokenResourceError(f"websocket closed: {exc}") from exc
 
     async def aclose(self) -> None:
         try:

@@ -6,15 +6,15 @@ Layers, bottom up:
 * `commit_log`, `consume_queue`, `index_file`, `checkpoint` - the store files (sheet 6).
 * `dispatch` - commit-log records to consume-queue entries and index keys.
 * `message_store` - the `MessageStore` protocol and `FileMessageStore`, whose writes go through
-  the store writer actor (``actors.broker.store_writer``) and whose reads slice the maps.
-* `retention` - deletion of old files; `config_file` - atomic JSON config files.
+  the store writer actor and whose reads slice the maps.
+* `store_writer` - the store writer actor: appends, group commit, replicated appends.
+* `retention` - deletion of old files.
 
 docs/storage.md describes the layout, flush modes, recovery and retention.
 """
 
 from storage.checkpoint import StoreCheckpoint, StoreLock
 from storage.commit_log import AppendResult, CommitLog, EncodedPut
-from storage.config_file import ConfigFileError, load_json_config, save_json_config
 from storage.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue, ConsumeQueueStore
 from storage.dispatch import CommitLogDispatcher
 from storage.index_file import IndexFile, IndexService, index_file_size
@@ -51,7 +51,6 @@ __all__ = [
     "BrokerRole",
     "CommitLog",
     "CommitLogDispatcher",
-    "ConfigFileError",
     "ConsumeQueue",
     "ConsumeQueueStore",
     "EncodedPut",
@@ -80,8 +79,6 @@ __all__ = [
     "StoreLockedError",
     "StoreStatistics",
     "index_file_size",
-    "load_json_config",
     "offset_to_file_name",
     "open_message_store",
-    "save_json_config",
 ]

@@ -1,6 +1,6 @@
 """The `MessageStore` protocol and its file implementation, RocketMQ's DefaultMessageStore.
 
-Writes go through the store writer actor (``actors.broker.store_writer``), which owns the
+Writes go through the store writer actor (``storage.store_writer``), which owns the
 write side: group commit, flush, dispatch to consume queues and the index. Reads are plain
 method calls that slice the mapped files up to the published committed offset; each first
 completes the puts appended in their callers' tasks since the last group commit (with
@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Set
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 
@@ -34,6 +34,7 @@ from storage.results import (
     QueryMessageResult,
     StoreStatistics,
 )
+from storage.retention import RetentionService
 from storage.store_api import (
     MAX_TRANSFER_BYTES_ON_MESSAGE_IN_MEMORY,
     MAX_TRANSFER_COUNT_ON_MESSAGE_IN_MEMORY,
@@ -41,9 +42,7 @@ from storage.store_api import (
     MessageStore,
 )
 from storage.store_config import BrokerRole, MessageStoreConfig
-
-if TYPE_CHECKING:
-    from actors.broker.store_writer import StoreWriter
+from storage.store_writer import StoreWriter
 
 log = logging.getLogger("boltmq.storage")
 
@@ -139,9 +138,6 @@ class FileMessageStore:
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Open (if needed), run the writer and the flush and retention services until
         `aclose` or cancellation, then shut down cleanly."""
-        from actors.broker.store_writer import StoreWriter
-        from storage.retention import RetentionService
-
         self.open()
         self._closing = trio.Event()
         self._stopped = trio.Event()

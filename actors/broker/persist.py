@@ -14,7 +14,7 @@ from pathlib import Path
 
 import trio
 
-from storage.config_file import load_json_config, save_json_config
+from supervisors.config_file import load_json_config, save_json_config
 
 log = logging.getLogger("boltmq.broker")
 

@@ -25,7 +25,7 @@ queue's recorded offset never passes a message whose re-put copy no slave has ac
 (FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE): delivery goes on from an in-memory position and
 the offset catches up once a slave has the bytes, so a master lost before that delivers those
 messages again after a restart (duplicates, never a loss). A slave runs no delivery at all; its
-offsets are the master's, copied by the config sync (`actors.broker.ha_sync`).
+offsets are the master's, copied by the config sync (`actors.broker.ha.sync`).
 """
 
 from __future__ import annotations

@@ -93,7 +93,7 @@ class SendHandler:
 
             def done(result: PutMessageResult) -> None:
                 if ha is not None and ha.defer(result, done):
-                    return  # SYNC_MASTER: answered once a slave has it (actors.broker.ha_master)
+                    return  # SYNC_MASTER: answered once a slave has it (actors.broker.ha.master)
                 if result.msg_num:  # stored (a refused put has none); actors.broker.stats
                     self.broker.stats.on_put(topic, result.msg_num, result.wrote_bytes)
                 if request.is_oneway or connection.closed:

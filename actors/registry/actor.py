@@ -16,7 +16,7 @@ from typing import Any, TypeAlias
 import attrs
 import trio
 
-from actors.base import Actor, ActorError, ActorStatistics, ActorStopped, Request
+from supervisors.actor import Actor, ActorError, ActorStatistics, ActorStopped, Request
 from actors.registry.config import RegistryConfig
 from actors.registry.kv_config import ORDER_TOPIC_CONFIG, KVConfig
 from actors.registry.route_table import (

@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 import orjson
 
-from storage.config_file import ConfigFileError, load_json_config, save_json_config
+from supervisors.config_file import ConfigFileError, load_json_config, save_json_config
 
 log = logging.getLogger("boltmq.registry")
 

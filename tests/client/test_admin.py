@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 import pytest
 
-from actors.client import Admin, Message, MQClientError, Producer, PullConsumer
+from client import Admin, Message, MQClientError, Producer, PullConsumer
 from protocol.bodies import ConsumeFromWhere, SubscriptionGroupConfig
 from protocol.codes import ResponseCode
 

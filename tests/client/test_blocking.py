@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from actors.client import BlockingProducer, BlockingPullConsumer, Message
+from client import BlockingProducer, BlockingPullConsumer, Message
 from protocol.bodies import ConsumeFromWhere
 
 pytestmark = pytest.mark.timeout(60)

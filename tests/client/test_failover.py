@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import pytest
 
-from actors.client import (
+from client import (
     Admin,
     Message,
     MQClientError,
@@ -24,7 +24,7 @@ from actors.client import (
     SendResult,
     SendStatus,
 )
-from actors.client.producer import SendHandle
+from client.producer import SendHandle
 from protocol.bodies import ConsumeFromWhere, MessageQueue
 from protocol.client import RemotingClient
 from protocol.codes import RequestCode

@@ -13,8 +13,8 @@ from typing import Any
 import anyio
 import pytest
 
-from actors.client import Admin, ClientInstance, Message, Producer, SendStatus
-from actors.client.instance import parse_namesrv_addr
+from client import Admin, ClientInstance, Message, Producer, SendStatus
+from client.instance import parse_namesrv_addr
 from protocol.bodies import (
     DataVersion,
     ProducerConnection,

@@ -14,7 +14,7 @@ import anyio
 import pytest
 import sniffio
 
-from actors.client import Admin, Message, Producer, PullConsumer, SendStatus
+from client import Admin, Message, Producer, PullConsumer, SendStatus
 from protocol.bodies import ConsumeFromWhere
 from protocol.message import MessageConst, MessageSysFlag
 

@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
-from actors.client import Message, MQClientError, Producer, PullConsumer, SendResult, SendStatus
+from client import Message, MQClientError, Producer, PullConsumer, SendResult, SendStatus
 from protocol.bodies import ConsumeFromWhere, MessageQueue
 
 from .helpers import SilentPeer, poll_until, wait_for_route

@@ -13,8 +13,8 @@ from typing import Any
 import anyio
 import pytest
 
-from actors.client import Admin, Message, Producer, SendStatus
-from actors.client.fault import LatencyFaultTolerance, MQFaultStrategy
+from client import Admin, Message, Producer, SendStatus
+from client.fault import LatencyFaultTolerance, MQFaultStrategy
 from protocol.bodies import (
     DataVersion,
     MessageQueue,

@@ -14,8 +14,8 @@ from typing import Any
 import anyio
 import pytest
 
-from actors.client import ClientInstance, Message, MQClientError, PullConsumer, SendStatus
-from actors.client.transaction import (
+from client import ClientInstance, Message, MQClientError, PullConsumer, SendStatus
+from client.transaction import (
     COMMIT_MESSAGE,
     ROLLBACK_MESSAGE,
     UNKNOW,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from actors.client import Message, MQClientError, Producer, PullConsumer, parse_tags
+from client import Message, MQClientError, Producer, PullConsumer, parse_tags
 from protocol.bodies import ConsumeFromWhere, MessageQueue
 
 from .helpers import poll_until

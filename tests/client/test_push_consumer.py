@@ -16,8 +16,7 @@ from typing import Any
 import anyio
 import pytest
 
-from actors.client import (
-    Admin,
+from client import (
     BlockingProducer,
     BlockingPushConsumer,
     ClientInstance,
@@ -28,7 +27,7 @@ from actors.client import (
     PullConsumer,
     PushConsumer,
 )
-from actors.client.rebalance import allocate_averagely
+from client.rebalance import allocate_averagely
 from protocol.bodies import (
     ConsumeFromWhere,
     ConsumeMessageDirectlyResult,
@@ -46,7 +45,7 @@ from protocol.headers import (
 )
 from protocol.message import MessageExt
 
-from .helpers import poll_until
+from .helpers import create_topic, poll_until, wait_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
@@ -68,25 +67,6 @@ class Inbox:
 
     def bodies(self) -> list[bytes]:
         return [m.body for m in self.messages]
-
-
-async def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    """Wait for ``condition`` to hold; fail after ``timeout`` s."""
-    with anyio.fail_after(timeout):
-        while not condition():
-            await anyio.sleep(0.02)
-
-
-async def create_topic(cluster: Any, topic: str, queues: int) -> None:
-    """A topic with ``queues`` queues, visible in the registry."""
-    async with Admin(namesrv_addr=cluster.namesrv) as admin:
-        await admin.create_topic(topic, queue_nums=queues)
-        with anyio.fail_after(10):
-            while True:
-                with contextlib.suppress(Exception):
-                    await admin.route(topic)
-                    return
-                await anyio.sleep(0.05)
 
 
 def test_allocate_averagely_is_rocketmq_s_rule() -> None:

@@ -15,17 +15,17 @@ import pytest
 import trio
 
 from actors.broker.service import Broker
-from actors.client import ConsumeConcurrentlyStatus, PushConsumer
+from client import ConsumeConcurrentlyStatus, PushConsumer
 from protocol import ResponseCode
 from protocol.bodies import ConsumeFromWhere
 from protocol.message import MessageExt
 
-from ..broker.conftest import call, send_request
-from ..broker.ha.conftest import (
+from ..broker.ha.helpers import (
     master_slave_for_failover,
     wait_caught_up,
     wait_for,
 )
+from ..broker.helpers import call, send_request
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
-from actors.client import ConsumeOrderlyStatus, Message, Producer, PullConsumer, PushConsumer
+from client import ConsumeOrderlyStatus, Message, Producer, PullConsumer, PushConsumer
 from protocol.bodies import (
     ConsumeFromWhere,
     LockBatchRequestBody,
@@ -25,8 +25,7 @@ from protocol.codes import RequestCode
 from protocol.command import RemotingCommand
 from protocol.message import MessageExt
 
-from .helpers import poll_until
-from .test_push_consumer import wait_until
+from .helpers import poll_until, wait_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET

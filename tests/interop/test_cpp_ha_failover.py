@@ -26,12 +26,12 @@ import trio
 from actors.broker.service import Broker
 from protocol import RemotingClient, ResponseCode
 
-from ..broker.conftest import call, send_request
-from ..broker.ha.conftest import (
+from ..broker.ha.helpers import (
     master_slave_for_failover,
     wait_caught_up,
     wait_slave_linked,
 )
+from ..broker.helpers import call, send_request
 from ..cpp_client import rocketmq
 
 pytestmark = pytest.mark.timeout(120)

@@ -19,7 +19,7 @@ from protocol.command import RemotingCommand
 from protocol.frame import FrameDecoder, encode
 from protocol.server import ServerConfig
 
-from .conftest import ECHO, FAIL, SLOW, start_harness
+from .helpers import ECHO, FAIL, SLOW, start_harness
 
 CONNECTIONS = 400
 FRAMES_PER_CONNECTION = 8  # 3,200 fuzz frames in all

@@ -12,7 +12,7 @@ from protocol.command import ConnectionClosedError, RemotingCommand, RemotingTim
 from protocol.frame import encode
 from protocol.server import ServerConfig
 
-from .conftest import ECHO, FAIL, RECORD, SLOW, Harness, frame, raw_length_frame, start_harness
+from .helpers import ECHO, FAIL, RECORD, SLOW, Harness, frame, raw_length_frame, start_harness
 
 
 async def test_echo_round_trip_with_body(harness: Harness) -> None:

@@ -18,7 +18,7 @@ from protocol.client import RemotingClient
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 
-from .conftest import call, local_config, register_request, route, topics, wait_for_route
+from .helpers import call, local_config, register_request, route, topics, wait_for_route
 
 A_MASTER, B_MASTER, A_SLAVE = "10.0.0.1:10911", "10.0.0.2:10911", "10.0.0.3:10911"
 

@@ -24,7 +24,7 @@ from storage._record import split_properties
 from storage.consume_queue import ENTRY
 from storage.dispatch import DISPATCH_CHUNK, _property
 from storage.store_config import DEFAULT_SCHEDULE_DELAYS_MS, SCHEDULE_TOPIC, TIMER_TOPIC
-from tests.storage.conftest import small_config, store_files
+from tests.storage.helpers import small_config, store_files
 
 MakeConfig = Callable[..., MessageStoreConfig]
 

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 import trio
 
-from actors.broker.store_writer import GROUP_LIMIT
 from protocol.message import decode_record
 from storage import (
     FlushDiskType,
@@ -23,6 +22,7 @@ from storage import (
     PutMessageStatus,
     open_message_store,
 )
+from storage.store_writer import GROUP_LIMIT
 
 MakeConfig = Callable[..., MessageStoreConfig]
 
@@ -176,8 +176,8 @@ async def _put_into(store: Any, i: int, answered: list[Any]) -> None:
 async def test_a_full_mailbox_blocks_callers_and_every_put_is_answered(
     make_config: MakeConfig,
 ) -> None:
-    from actors.broker.store_writer import StoreWriter
     from storage._encode import encode_message
+    from storage.store_writer import StoreWriter
 
     config = make_config(flush_disk_type=FlushDiskType.SYNC_FLUSH)
     async with open_message_store(config) as store:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from storage import MessageExtBrokerInner, PutMessageStatus, open_message_store
-from tests.storage.conftest import small_config
+from tests.storage.helpers import small_config
 
 
 def _vm_flags(path: Path) -> set[str]:

@@ -15,10 +15,12 @@ import pytest
 import trio
 import trio.testing
 
-from actors import Actor, ActorStatus, Request
 from supervisors import (
+    Actor,
+    ActorStatus,
     ChildSpec,
     ChildState,
+    Request,
     RestartPolicy,
     Supervisor,
     SupervisorEscalation,

@@ -10,7 +10,7 @@ from boltmq import EmbeddedCluster
 from protocol import RemotingClient, RemotingCommand, ResponseCode
 from protocol.message import iter_records
 
-from ..conftest import pull_request, send_request
+from ..helpers import pull_request, send_request
 
 
 async def held_pull(

@@ -13,7 +13,7 @@ from protocol.message import (
     iter_records,
 )
 
-from ..conftest import call, pull_request, send_request
+from ..helpers import call, pull_request, send_request
 
 NO_BODY_HEADER = dict(
     zip("abcdefgh", ["PG", "Small", "TBW102", "4", "0", "0", "0", "0"], strict=True)

@@ -12,7 +12,7 @@ import boltmq
 from protocol import RemotingClient, ResponseCode
 from protocol.message import iter_records
 
-from ..conftest import pull_request, send_request
+from ..helpers import pull_request, send_request
 
 
 def free_port_pair() -> int:

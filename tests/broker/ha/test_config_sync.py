@@ -13,8 +13,8 @@ from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from protocol.bodies import SubscriptionGroupConfig
 from storage import BrokerRole
 
-from ..conftest import call, send_request
-from .conftest import broker_config, running_registry, running_slave, wait_for
+from ..helpers import call, send_request
+from .helpers import broker_config, running_registry, running_slave, wait_for
 
 
 async def test_slave_copies_and_persists_the_master_tables(tmp_path: Path) -> None:

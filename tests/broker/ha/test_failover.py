@@ -16,14 +16,14 @@ from pathlib import Path
 import trio
 
 from actors.broker.service import Broker
-from actors.client.instance import ClientInstance
-from actors.client.pull_consumer import PullConsumer
+from client.instance import ClientInstance
+from client.pull_consumer import PullConsumer
 from protocol import RemotingClient, ResponseCode
 from protocol.bodies import ConsumeFromWhere
 from protocol.command import RemotingError
 
-from ..conftest import call, send_request
-from .conftest import (
+from ..helpers import call, send_request
+from .helpers import (
     master_slave_for_failover,
     wait_caught_up,
     wait_for,

@@ -14,16 +14,16 @@ from pathlib import Path
 import pytest
 import trio
 
-from actors.broker.ha_master import HAStatistics
+from actors.broker.ha.master import HAStatistics
 from actors.broker.service import Broker, open_broker
 from actors.broker.stats import runtime_info
 from protocol import RemotingClient, ResponseCode
 from protocol.message import decode_record
 from storage import BrokerRole
-from tests.storage.conftest import store_files
+from tests.storage.helpers import store_files
 
-from ..conftest import call, pull_request, send_request
-from .conftest import (
+from ..helpers import call, pull_request, send_request
+from .helpers import (
     COMMIT_LOG_FILE,
     broker_config,
     commit_log_bytes,

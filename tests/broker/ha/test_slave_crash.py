@@ -20,8 +20,8 @@ from actors.broker.service import Broker, open_broker
 from protocol import RemotingClient, ResponseCode
 from storage import BrokerRole
 
-from ..conftest import call, send_request
-from .conftest import COMMIT_LOG_FILE, broker_config, commit_log_bytes, master_service, wait_for
+from ..helpers import call, send_request
+from .helpers import COMMIT_LOG_FILE, broker_config, commit_log_bytes, master_service, wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
 BROKER_READY = re.compile(r"broker (\S+) .* ready on ([\d.]+:\d+)")
@@ -37,7 +37,7 @@ async def start_slave(store: Path, master_ha: str) -> tuple[trio.Process, list[s
     ]  # fmt: skip
     env = {**os.environ, "HOME": str(store.parent), "PYTHONPATH": str(ROOT)}
     proc = await trio.lowlevel.open_process(
-        [sys.executable, "-m", "supervisors.cli", *args],
+        [sys.executable, "-m", "boltmq.cli", *args],
         cwd=ROOT, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
     )  # fmt: skip
     assert proc.stderr is not None

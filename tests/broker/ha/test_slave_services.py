@@ -17,8 +17,8 @@ from actors.broker.topics import SCHEDULE_TOPIC
 from protocol import RemotingClient, ResponseCode
 from storage import BrokerRole, MessageExtBrokerInner
 
-from ..conftest import call, send_request
-from .conftest import (
+from ..helpers import call, send_request
+from .helpers import (
     broker_config,
     commit_log_bytes,
     running_registry,

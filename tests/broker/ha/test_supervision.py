@@ -15,8 +15,8 @@ from actors.broker.service import Broker, open_broker
 from protocol import RemotingClient, ResponseCode
 from storage import BrokerRole
 
-from ..conftest import call, send_request
-from .conftest import (
+from ..helpers import call, send_request
+from .helpers import (
     broker_config,
     commit_log_bytes,
     running_registry,

@@ -16,8 +16,8 @@ from actors.broker.service import open_broker
 from protocol import RemotingClient, ResponseCode
 from storage import BrokerRole
 
-from ..conftest import call, send_request
-from .conftest import REPORT, broker_config, master_service, sync_master_with_hand_slave, wait_for
+from ..helpers import call, send_request
+from .helpers import REPORT, broker_config, master_service, sync_master_with_hand_slave, wait_for
 
 FRAME = struct.Struct(">qi")
 

@@ -18,10 +18,10 @@ from protocol import RemotingClient, RemotingCommand, ResponseCode
 from protocol.message import MessageSysFlag, decode_offset_msg_id
 from storage import BrokerRole
 
-from ..conftest import call, send_request
-from ..retry.conftest import send_back_request
-from ..transactions.conftest import end_transaction_request, half_request
-from .conftest import REPORT, broker_config, master_service, sync_master_with_hand_slave, wait_for
+from ..helpers import call, send_request
+from ..retry.helpers import send_back_request
+from ..transactions.helpers import end_transaction_request, half_request
+from .helpers import REPORT, broker_config, master_service, sync_master_with_hand_slave, wait_for
 
 FAST_LEVELS = "1s 1s 1s"
 COMMIT = MessageSysFlag.TRANSACTION_COMMIT

@@ -14,7 +14,7 @@ from boltmq import EmbeddedCluster
 from protocol import RemotingClient, ResponseCode
 from protocol.message import BatchElement, MessageConst, decode_record, encode_batch
 
-from .conftest import (
+from .helpers import (
     commit_log_offset,
     open_cluster,
     pull,

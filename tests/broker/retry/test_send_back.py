@@ -12,7 +12,7 @@ from boltmq import EmbeddedCluster
 from protocol import RemotingClient, RemotingCommand, ResponseCode
 from protocol.message import MessageConst
 
-from .conftest import (
+from .helpers import (
     commit_log_offset,
     group_request,
     open_cluster,

@@ -27,7 +27,7 @@ from protocol.headers import (
     encode_header,
 )
 
-from ..conftest import heartbeat_request, pull_request, send_request
+from ..helpers import heartbeat_request, pull_request, send_request
 
 TOPIC = "StatsTopic"
 

@@ -15,8 +15,8 @@ from actors.broker.locks import RebalanceLockManager
 from protocol import RemotingClient, ResponseCode
 from protocol.bodies import LockBatchResponseBody, MessageQueue
 
-from ..conftest import SMALL_FILES, call
-from .conftest import lock_request, unlock_request
+from ..helpers import SMALL_FILES, call
+from .helpers import lock_request, unlock_request
 
 GROUP = "OrderlyGroup"
 

@@ -28,8 +28,8 @@ from protocol.message import (
     iter_records,
 )
 
-from ..conftest import SMALL_FILES, call, pull_request
-from .conftest import (
+from ..helpers import SMALL_FILES, call, pull_request
+from .helpers import (
     end_transaction_request,
     half_request,
     producer_heartbeat,

@@ -1,0 +1,54 @@
+"""``boltmq registry``: one registry (RocketMQ's NameServer) in the foreground.
+
+It stops cleanly on Ctrl-C or SIGTERM (exit status 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from actors.registry.config import KEYS, ConfigError, RegistryConfig
+from actors.registry.kv_config import KVConfigError
+from actors.registry.service import Registry
+from boltmq.cli._run import EXIT_USAGE, Runner, serve
+from supervisors.config import load_config
+from supervisors.supervisor import ChildSpec
+
+log = logging.getLogger("boltmq.registry")
+
+HELP = "run a registry (RocketMQ's NameServer): the route table brokers register with"
+EXAMPLE = """example:
+  boltmq registry -c namesrv.conf --listenPort 9876 --websocketListenPort 9877"""
+
+
+def setup(parser: argparse.ArgumentParser) -> Runner:
+    """Add the registry's flags (``-c FILE`` and one ``--key VALUE`` per namesrv.conf key)."""
+    parser.add_argument("-c", "--config", help="properties file with RocketMQ's key names")
+    for key in KEYS:
+        parser.add_argument(f"--{key}", dest=key, metavar="VALUE", help=f"set {key}")
+
+    def run(args: argparse.Namespace) -> int:
+        overrides = {k: getattr(args, k) for k in KEYS if getattr(args, k) is not None}
+        try:
+            config = load_config(RegistryConfig, args.config, overrides)
+        except (ConfigError, OSError) as exc:
+            print(f"{parser.prog}: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        registry = Registry(config)
+        if not load_registry(registry):
+            return 1
+        return serve("registry", [ChildSpec.instance("registry", registry)])
+
+    return run
+
+
+def load_registry(registry: Registry) -> bool:
+    """Read the registry's KV config file; False (logged) when it does not parse."""
+    try:
+        registry.load_blocking()
+    except KVConfigError as exc:
+        log.error("%s; not starting (the file is left as it is)", exc)
+        return False
+    return True

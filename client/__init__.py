@@ -1,0 +1,68 @@
+"""BoltMQ's Python client: a pure-Python RocketMQ 4.x client on anyio (trio or asyncio).
+
+Layers, bottom up:
+
+- `ClientInstance` (instance.py): the shared core: registries (round robin, failover), topic
+  routes refreshed every 30 s and after errors, broker addresses, heartbeats every 30 s.
+- `Producer` (producer.py): sync, async, oneway, batch and ordered sends, retries on another
+  broker, latency-based fault avoidance (fault.py).
+- `TransactionProducer` (transaction.py): half message, local transaction, END_TRANSACTION,
+  answers to the broker's CHECK_TRANSACTION_STATE.
+- `PullConsumer` (pull_consumer.py): lite-pull style assign/subscribe, poll, seek, commit.
+- `PushConsumer` (push_consumer.py): RocketMQ's push consumer: rebalance, process queues,
+  concurrent and orderly listeners, retries, offsets on the broker or in a local file.
+- `Admin` (admin.py): topics, groups, routes, stats and lag, message lookups, offset resets.
+- `BlockingProducer` / `BlockingPullConsumer` / `BlockingPushConsumer` (blocking.py): the same
+  from plain threads.
+
+Each of the async classes opens its own `ClientInstance` unless given one to share.
+"""
+
+from client.admin import Admin, GroupConsumeStats
+from client.blocking import BlockingProducer, BlockingPullConsumer, BlockingPushConsumer
+from client.instance import ClientInstance
+from client.message import Message, MQClientError, SendResult, SendStatus
+from client.producer import (
+    MessageQueueSelector,
+    Producer,
+    ProducerStatistics,
+    SendHandle,
+    select_by_hash,
+)
+from client.pull_consumer import PullConsumer, parse_tags
+from client.push_consumer import (
+    ConsumeConcurrentlyStatus,
+    ConsumeOrderlyStatus,
+    PushConsumer,
+)
+from client.transaction import (
+    LocalTransactionState,
+    TransactionProducer,
+    TransactionSendResult,
+)
+
+__all__ = [
+    "Admin",
+    "BlockingProducer",
+    "BlockingPullConsumer",
+    "BlockingPushConsumer",
+    "ClientInstance",
+    "ConsumeConcurrentlyStatus",
+    "ConsumeOrderlyStatus",
+    "GroupConsumeStats",
+    "LocalTransactionState",
+    "MQClientError",
+    "Message",
+    "MessageQueueSelector",
+    "Producer",
+    "ProducerStatistics",
+    "PullConsumer",
+    "PushConsumer",
+    "SendHandle",
+    "SendResult",
+    "SendStatus",
+    "TransactionProducer",
+    "TransactionSendResult",
+    "parse_tags",
+    "select_by_hash",
+]

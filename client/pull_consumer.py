@@ -1,0 +1,344 @@
+"""The pull consumer, lite-pull style: assign or subscribe, poll, seek, commit.
+
+    async with PullConsumer("cg", namesrv_addr="127.0.0.1:9876") as consumer:
+        await consumer.subscribe("Orders", "TagA || TagB")
+        for message in await consumer.poll(timeout=5):
+            print(message.msg_id, message.body)      # bodies come back inflated
+        await consumer.commit()
+
+A queue's start offset is the group's committed offset (QUERY_CONSUMER_OFFSET); a group
+without one starts per ``consume_from_where`` (last, first, or a timestamp). `poll` pulls every
+assigned queue at once and long-polls at the broker until something arrives or the timeout
+ends. Offsets move as `poll` returns messages; `commit` stores them (UPDATE_CONSUMER_OFFSET),
+and with ``auto_commit`` (the default) they are also committed every 5 s and on close.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Sequence
+from types import TracebackType
+
+import anyio
+
+from client.instance import MASTER_ID, ClientInstance, subscribe_queues
+from client.message import MQClientError
+from protocol.bodies import (
+    ConsumeFromWhere,
+    ConsumerData,
+    ConsumeType,
+    MessageModel,
+    MessageQueue,
+    SubscriptionData,
+)
+from protocol.codes import RequestCode, ResponseCode
+from protocol.command import RemotingCommand, RemotingError
+from protocol.headers import (
+    PullMessageRequestHeader,
+    PullMessageResponseHeader,
+    PullSysFlag,
+    UpdateConsumerOffsetRequestHeader,
+    decode_header,
+    encode_header,
+)
+from protocol.message import MessageExt, MessageSysFlag, decode_records, decompress_body
+
+log = logging.getLogger("boltmq.client")
+
+_AUTO_COMMIT_INTERVAL = 5.0
+_BROKER_SUSPEND_MAX = 15.0
+_PULL_ANSWERS = frozenset({
+    ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
+    ResponseCode.PULL_OFFSET_MOVED,
+})  # fmt: skip
+
+
+def parse_tags(expression: str) -> frozenset[str] | None:
+    """Tags of ``TagA || TagB``; None for ``*`` or blank (everything)."""
+    tags = frozenset(t.strip() for t in expression.split("||") if t.strip())
+    return None if not tags or "*" in tags else tags
+
+
+class PullConsumer:
+    """A lite pull consumer of one group; use as ``async with PullConsumer(group, ...)``."""
+
+    def __init__(
+        self,
+        group: str,
+        *,
+        namesrv_addr: str | Sequence[str] | None = None,
+        instance: ClientInstance | None = None,
+        consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+        consume_timestamp_ms: int | None = None,
+        pull_batch_size: int = 32,
+        auto_commit: bool = True,
+        timeout: float = 3.0,
+    ) -> None:
+        if instance is None and namesrv_addr is None:
+            raise ValueError("give namesrv_addr (or a ClientInstance to share)")
+        self.group = group
+        self._own_instance = instance is None
+        self.instance = instance or ClientInstance(namesrv_addr or "")
+        self.consume_from_where = consume_from_where
+        self.consume_timestamp_ms = consume_timestamp_ms
+        self.pull_batch_size = pull_batch_size
+        self.auto_commit = auto_commit
+        self.timeout = timeout
+        #: Topic -> subscription expression (``*`` for assigned queues).
+        self.subscriptions: dict[str, str] = {}
+        self._tags: dict[str, frozenset[str] | None] = {}
+        self._offsets: dict[MessageQueue, int] = {}  # next offset to pull
+        self._committed: dict[MessageQueue, int] = {}
+        #: Queue -> the broker address its offset was last committed to.
+        self._committed_to: dict[MessageQueue, str] = {}
+        #: Queue -> the broker id its last pull answer suggested reading from next.
+        self._read_from: dict[MessageQueue, int] = {}
+        self._assigned: list[MessageQueue] = []
+        self._next_commit = 0.0
+
+    async def __aenter__(self) -> PullConsumer:
+        if self._own_instance:
+            await self.instance.__aenter__()
+        self.instance.consumers[self.group] = self._consumer_data
+        self._next_commit = anyio.current_time() + _AUTO_COMMIT_INTERVAL
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(2 * self.timeout):
+            if self.auto_commit:
+                try:
+                    await self.commit()
+                except RemotingError:
+                    pass  # shutting down: the broker keeps the last committed offsets
+            self.instance.consumers.pop(self.group, None)
+            await self.instance.unregister(None, self.group)
+        if self._own_instance:
+            await self.instance.__aexit__(exc_type, exc, tb)
+
+    # -- assignment ---------------------------------------------------------------------------
+
+    async def subscribe(self, topic: str, expression: str = "*") -> list[MessageQueue]:
+        """Take every readable queue of ``topic``, filtered by a tag expression."""
+        route = await self.instance.update_route(topic)
+        if route is None:
+            raise MQClientError(ResponseCode.TOPIC_NOT_EXIST, f"topic {topic} has no route")
+        queues = subscribe_queues(topic, route)
+        self.subscriptions[topic] = expression
+        self._tags[topic] = parse_tags(expression)
+        self._assign([*(q for q in self._assigned if q.topic != topic), *queues])
+        await self.instance.send_heartbeat_to_all_brokers()
+        return queues
+
+    async def assign(self, queues: Iterable[MessageQueue]) -> None:
+        """Consume exactly these queues (all messages of their topics)."""
+        queues = list(queues)
+        for queue in queues:
+            self.subscriptions.setdefault(queue.topic, "*")
+            self._tags.setdefault(queue.topic, None)
+            if self.instance.read_address(queue.broker_name) is None:
+                await self.instance.update_route(queue.topic)
+        self._assign(queues)
+
+    def assignment(self) -> list[MessageQueue]:
+        """The queues this consumer reads."""
+        return list(self._assigned)
+
+    def _assign(self, queues: list[MessageQueue]) -> None:
+        self._assigned = queues
+        keep = set(queues)
+        self._offsets = {q: o for q, o in self._offsets.items() if q in keep}
+
+    # -- offsets ------------------------------------------------------------------------------
+
+    async def seek(self, queue: MessageQueue, offset: int) -> None:
+        """Pull ``queue`` from ``offset`` next."""
+        self._offsets[queue] = offset
+
+    async def seek_to_begin(self, queue: MessageQueue) -> None:
+        """Pull ``queue`` from its min offset next."""
+        self._offsets[queue] = await self.min_offset(queue)
+
+    async def seek_to_end(self, queue: MessageQueue) -> None:
+        """Pull only messages written to ``queue`` from now on."""
+        self._offsets[queue] = await self.max_offset(queue)
+
+    def position(self, queue: MessageQueue) -> int | None:
+        """The next offset `poll` pulls from ``queue`` (None before the first poll)."""
+        return self._offsets.get(queue)
+
+    async def commit(self, offsets: dict[MessageQueue, int] | None = None) -> None:
+        """Store the group's offsets on the brokers (the current positions by default)."""
+        table = dict(self._offsets if offsets is None else offsets)
+        for queue, offset in table.items():
+            # The master while it is up, a slave while it is down. An offset a slave took is
+            # sent again once the master is back: the master never saw it, and the slave's
+            # config sync would replace it with the master's older one.
+            address, _ = await self.instance.find_read_address(queue)
+            if self._committed.get(queue) == offset and self._committed_to.get(queue) == address:
+                continue
+            header = UpdateConsumerOffsetRequestHeader(
+                consumer_group=self.group, topic=queue.topic, queue_id=queue.queue_id,
+                commit_offset=offset,
+            )  # fmt: skip
+            response = await self._invoke(queue, RequestCode.UPDATE_CONSUMER_OFFSET, header)
+            if response.code != ResponseCode.SUCCESS:
+                raise MQClientError(response.code, f"commit of {queue}: {response.remark}")
+            self._committed[queue] = offset
+            self._committed_to[queue] = address
+        self._next_commit = anyio.current_time() + _AUTO_COMMIT_INTERVAL
+
+    async def committed(self, queue: MessageQueue) -> int | None:
+        """The group's stored offset of ``queue`` (QUERY_CONSUMER_OFFSET), None if it has none."""
+        return await self.instance.query_consumer_offset(self.group, queue, self.timeout)
+
+    async def min_offset(self, queue: MessageQueue) -> int:
+        """The queue's min offset."""
+        return await self.instance.min_offset(queue, self.timeout)
+
+    async def max_offset(self, queue: MessageQueue) -> int:
+        """The queue's max offset (the offset the next message gets)."""
+        return await self.instance.max_offset(queue, self.timeout)
+
+    async def offset_for_timestamp(self, queue: MessageQueue, timestamp_ms: int) -> int:
+        """The queue offset of the message stored nearest ``timestamp_ms``."""
+        return await self.instance.search_offset(queue, timestamp_ms, self.timeout)
+
+    async def _start_offset(self, queue: MessageQueue) -> int:
+        stored = await self.committed(queue)
+        if stored is not None and stored >= 0:
+            self._committed[queue] = stored
+            return stored
+        where = self.consume_from_where
+        if where in (ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+                     ConsumeFromWhere.CONSUME_FROM_MIN_OFFSET):  # fmt: skip
+            return await self.min_offset(queue)
+        if where == ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
+            timestamp = self.consume_timestamp_ms
+            if timestamp is None:  # Java's default: half an hour ago
+                timestamp = int((time.time() - 1800) * 1000)
+            return await self.offset_for_timestamp(queue, timestamp)
+        return await self.max_offset(queue)
+
+    # -- polling ------------------------------------------------------------------------------
+
+    async def poll(self, timeout: float = 5.0) -> list[MessageExt]:
+        """Messages from the assigned queues, waiting up to ``timeout`` s for the first."""
+        if not self._assigned:
+            raise MQClientError(ResponseCode.SYSTEM_ERROR, "poll before subscribe or assign")
+        for queue in self._assigned:
+            if queue not in self._offsets:
+                self._offsets[queue] = await self._start_offset(queue)
+        found: list[MessageExt] = []
+        deadline = anyio.current_time() + timeout
+        # First a quick pass with no hold, then long polls until something arrives.
+        suspend = 0.0
+        while True:
+            errors: list[RemotingError] = []
+            async with anyio.create_task_group() as tg:
+                for queue in list(self._assigned):
+                    tg.start_soon(self._pull_into, queue, suspend, found, errors, tg.cancel_scope)
+            if not found and len(errors) == len(self._assigned):
+                raise errors[0]  # nothing answers: say why rather than spin until the timeout
+            remaining = deadline - anyio.current_time()
+            if found or remaining <= 0.05:
+                break
+            suspend = min(remaining, _BROKER_SUSPEND_MAX)
+        if self.auto_commit and anyio.current_time() >= self._next_commit:
+            await self.commit()
+        return found
+
+    async def _pull_into(
+        self,
+        queue: MessageQueue,
+        suspend: float,
+        found: list[MessageExt],
+        errors: list[RemotingError],
+        scope: anyio.CancelScope,
+    ) -> None:
+        try:
+            messages = await self.pull(queue, suspend)
+        except RemotingError as exc:
+            log.warning("pull of %s failed: %s", queue, exc)
+            errors.append(exc)
+            return
+        if messages:
+            found.extend(messages)
+            scope.cancel()  # one queue answered: stop holding the others
+
+    async def pull(self, queue: MessageQueue, suspend: float = 0.0) -> list[MessageExt]:
+        """One PULL_MESSAGE of ``queue`` from its position; the position moves past the answer."""
+        offset = self._offsets[queue]
+        sys_flag = PullSysFlag.SUBSCRIPTION
+        if suspend > 0:
+            sys_flag |= PullSysFlag.SUSPEND
+        header = PullMessageRequestHeader(
+            consumer_group=self.group, topic=queue.topic, queue_id=queue.queue_id,
+            queue_offset=offset, max_msg_nums=self.pull_batch_size, sys_flag=int(sys_flag),
+            commit_offset=0, suspend_timeout_millis=int(suspend * 1000),
+            subscription=self.subscriptions.get(queue.topic, "*"), sub_version=0,
+            expression_type="TAG",
+        )  # fmt: skip
+        response = await self._invoke(
+            queue, RequestCode.PULL_MESSAGE, header, timeout=suspend + self.timeout,
+            broker_id=self._read_from.get(queue, MASTER_ID),
+        )  # fmt: skip
+        code = response.code
+        if code in _PULL_ANSWERS:
+            answer = decode_header(PullMessageResponseHeader, response.ext_fields)
+        else:
+            raise MQClientError(code, f"pull of {queue}: {response.remark}")
+        # The broker says where to read next: a slave when we read far behind, else the master.
+        self._read_from[queue] = answer.suggest_which_broker_id
+        if self._offsets.get(queue) != offset:
+            return []  # seeked while the pull was in flight: drop the stale answer
+        if code == ResponseCode.PULL_RETRY_IMMEDIATELY:
+            return []
+        self._offsets[queue] = answer.next_begin_offset
+        if code != ResponseCode.SUCCESS or not response.body:
+            return []
+        tags = self._tags.get(queue.topic)
+        messages = []
+        for message in decode_records(response.body):
+            if tags is not None and message.tags not in tags:
+                continue  # the broker filters by tag hash; collisions are dropped here
+            if message.sys_flag & MessageSysFlag.COMPRESSED:
+                message.body = decompress_body(message.body)
+                message.sys_flag &= ~MessageSysFlag.COMPRESSED
+            messages.append(message)
+        return messages
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _consumer_data(self) -> ConsumerData:
+        return ConsumerData(
+            group_name=self.group,
+            consume_type=ConsumeType.CONSUME_ACTIVELY,
+            message_model=MessageModel.CLUSTERING,
+            consume_from_where=self.consume_from_where,
+            subscription_data_set=[
+                SubscriptionData(
+                    topic=topic, sub_string=expression, tags_set=sorted(self._tags.get(topic) or ())
+                )
+                for topic, expression in sorted(self.subscriptions.items())
+            ],
+        )
+
+    async def _invoke(
+        self,
+        queue: MessageQueue,
+        code: int,
+        header: object,
+        timeout: float | None = None,
+        broker_id: int = MASTER_ID,
+    ) -> RemotingCommand:
+        address, _ = await self.instance.find_read_address(queue, broker_id)
+        request = RemotingCommand.request(code, encode_header(header))
+        return await self.instance.invoke_for_queue(
+            queue, request, timeout or self.timeout, address
+        )

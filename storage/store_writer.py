@@ -1,0 +1,594 @@
+"""The store writer actor: it owns the write side of the commit log.
+
+An awaited put (`StoreWriter.put`) with nothing queued ahead of it is appended in its
+caller's task, as RocketMQ appends in the sending thread under its put lock: in trio code
+that does not await is atomic, so the append (read the write position, copy, advance) needs
+no lock and no hop to the writer. Such puts collect in an open "inline" group, which is
+completed later as one group commit: with ASYNC_FLUSH by the writer (the first inline put of a
+group sends it a `SealInline` command) or by a reader that must see the puts now
+(`StoreWriter.settle`); with SYNC_FLUSH by the group commit service after the fdatasync that
+covers it, the callers waiting for that. While anything is queued (callback puts, puts that
+found the writer busy, HA appends), puts queue behind it, so the append order is the call
+order.
+
+Queued puts: the writer takes every put waiting in its mailbox and cuts them into group
+commits of at most `GROUP_LIMIT` puts (the callers already share one wake-up event per such
+run). For each group it appends the records straight into the mapped commit-log file
+(assigning physical offset, queue offset and store timestamp), then completes it: publishes
+the new committed offset, dispatches the group's consume-queue entries and index keys, tells
+the message-arriving listener (the pull-hold service) which queues grew, and answers each put.
+
+With ASYNC_FLUSH a group is completed at once. With SYNC_FLUSH it goes to the group commit
+service, a second task that fdatasyncs in a worker thread while puts keep being appended:
+one flush answers every group appended before it started, and the next flush takes every
+group appended meanwhile. Readers never message the writer: they slice the mapped files up
+to the committed offset.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from supervisors.actor import Actor, ActorError, ActorStatistics, ActorStatus, Request
+from storage._encode import encode_message
+from storage._record import offset_msg_id_prefix
+from storage.commit_log import EncodedPut
+from storage.group_commit import (
+    CommitGroup,
+    PendingPut,
+    append_message,
+    append_one,
+    append_put,
+    append_puts,
+)
+from storage.results import MessageExtBrokerInner, PutMessageResult, PutMessageStatus
+from storage.store_config import FlushDiskType
+
+if TYPE_CHECKING:
+    from storage.message_store import FileMessageStore
+
+log = logging.getLogger("boltmq.broker.store")
+
+WRITER_MAILBOX_SIZE = 8192
+"""Puts that may wait for the next group commit before callers block (backpressure)."""
+
+GROUP_LIMIT = 64
+"""Puts per group commit at most. Smaller groups let a SYNC_FLUSH fdatasync of one group
+overlap the appending of the next; the writer still takes its whole mailbox per wake-up."""
+
+
+@attrs.frozen
+class PutRecords(Request[PutMessageResult]):
+    """Append one encoded put and answer with its result (used when the mailbox is full)."""
+
+    put: EncodedPut
+
+
+@attrs.frozen
+class AppendReplicated(Request[bool]):
+    """Append raw commit-log bytes received from the HA master at ``start_offset``."""
+
+    start_offset: int
+    data: bytes | memoryview
+
+
+@attrs.frozen
+class SealInline:
+    """Complete the open group of puts appended in their callers' tasks (ASYNC_FLUSH)."""
+
+
+_SEAL_INLINE = SealInline()
+
+# A queued put (storage.group_commit.PendingPut) is answered by its callback on the trio
+# thread (the send path: no task waits per request) or through a shared event; exactly once,
+# also when the writer stops before appending (SERVICE_NOT_AVAILABLE).
+StoreWriterCommand = PendingPut | PutRecords | AppendReplicated | SealInline
+
+
+@attrs.frozen
+class StoreWriterStatistics(ActorStatistics):
+    """The writer's counters: group commits, records, bytes, flushes, and how many puts were
+    appended in their caller's task (``inline_puts``) rather than queued to the writer."""
+
+    batches: int
+    records: int
+    bytes_written: int
+    sync_flushes: int
+    flush_timeouts: int
+    largest_batch: int
+    inline_puts: int = 0
+
+
+class StoreWriter(Actor[StoreWriterCommand]):
+    """Owns the write side of a `FileMessageStore` (commit log, queue offsets, dispatch)."""
+
+    def __init__(self, store: FileMessageStore, *, mailbox_size: int = WRITER_MAILBOX_SIZE) -> None:
+        super().__init__("store-writer", mailbox_size=mailbox_size, batch_limit=mailbox_size)
+        self.store = store
+        self._msg_id_prefix = offset_msg_id_prefix(store.config.store_host)
+        self._sync_flush = store.config.flush_disk_type is FlushDiskType.SYNC_FLUSH
+        self._clock = store.config.clock
+        self._index_enabled = store.index is not None
+        # Puts appended in their callers' tasks and not yet completed (see the module doc).
+        self._inline: CommitGroup | None = None
+        # Puts and requests sent to the mailbox and not yet appended: while any, puts queue
+        # behind them instead of appending inline (the append order is the call order).
+        self._backlog = 0
+        # A SealInline is in the mailbox (ASYNC_FLUSH): it seals whatever group is open then.
+        self._seal_sent = False
+        # A failure to complete inline puts outside the writer's task (`_seal_for_caller`).
+        self._crash: Exception | None = None
+        # The wake-up event the next puts share, and how many already took it.
+        self._open_event = trio.Event()
+        self._open_count = 0
+        # SYNC_FLUSH: groups appended and waiting for the group commit service's flush.
+        self._unflushed: list[CommitGroup] = []
+        self._flush_wanted = trio.Event()
+        self._stopping = False
+        # Set while no group commit service runs (so aclose never waits for one).
+        self._drained = trio.Event()
+        self._drained.set()
+        self._batches = 0
+        self._records = 0
+        self._bytes = 0
+        self._sync_flushes = 0
+        self._flush_timeouts = 0
+        self._largest_batch = 0
+        self._inline_puts = 0
+
+    # -- the callers' side -----------------------------------------------------------------
+
+    async def put(self, put: EncodedPut, timeout: float) -> PutMessageResult:
+        """Append ``put`` and wait for its result (with SYNC_FLUSH, for the flush)."""
+        if self._status is not ActorStatus.RUNNING:
+            return self._not_running()
+        group = await self._enter_inline()
+        if group is not None:
+            stored = append_put(
+                self.store.commit_log, put, group, self._msg_id_prefix, self._index_enabled
+            )
+            return await self._inline_answer(group, stored)
+        if self._status is not ActorStatus.RUNNING:
+            return self._not_running()
+        return await self._put_queued(put, timeout)
+
+    async def put_message(
+        self,
+        msg: MessageExtBrokerInner,
+        store_host: tuple[str, int],
+        max_message_size: int,
+        timeout: float,
+    ) -> PutMessageResult:
+        """`put` of one message, encoded here: when appended inline, straight into the
+        commit log where it can be (`storage.group_commit.append_message`)."""
+        if self._status is not ActorStatus.RUNNING:
+            return self._not_running()
+        group = await self._enter_inline()
+        if group is not None:
+            stored = append_message(
+                self.store.commit_log,
+                msg,
+                store_host,
+                max_message_size,
+                group,
+                self._msg_id_prefix,
+                self._index_enabled,
+            )
+            if stored is not None:
+                return await self._inline_answer(group, stored)
+        encoded = encode_message(msg, store_host, max_message_size)
+        if isinstance(encoded, PutMessageResult):
+            self.store.counters["put_failures"] += 1
+            return encoded
+        if group is not None:
+            # Still no await since `_enter_inline`: the group is still open for this put.
+            stored = append_put(
+                self.store.commit_log, encoded, group, self._msg_id_prefix, self._index_enabled
+            )
+            return await self._inline_answer(group, stored)
+        if self._status is not ActorStatus.RUNNING:
+            return self._not_running()
+        return await self._put_queued(encoded, timeout)
+
+    @staticmethod
+    async def _inline_answer(group: CommitGroup, stored: PutMessageResult) -> PutMessageResult:
+        # SYNC_FLUSH: answered once the group commit's flush covers the record.
+        if group.flushed is not None:
+            await group.flushed.wait()
+        return stored
+
+    async def _enter_inline(self) -> CommitGroup | None:
+        """The inline group to append a put into, after the put's checkpoint; None when
+        something is queued (the put queues behind it) or the writer stopped meanwhile."""
+        if self._backlog:
+            return None
+        # The cancel point comes before the append: a put cancelled here stores nothing.
+        # An ASYNC_FLUSH put yields here too (a put is a schedule point); a SYNC_FLUSH put
+        # yields when it waits for the flush.
+        if self._sync_flush:
+            await trio.lowlevel.checkpoint_if_cancelled()
+        else:
+            await trio.lowlevel.checkpoint()
+            if self._status is not ActorStatus.RUNNING:
+                return None
+        if self._backlog:
+            return None
+        return self._inline_group()
+
+    async def _put_queued(self, put: EncodedPut, timeout: float) -> PutMessageResult:
+        """Queue ``put`` to the writer and wait for its answer."""
+        pending = PendingPut(put, None, self._take_event())
+        try:
+            # No cancel scope and no reply slot of its own: the writer answers every put it
+            # takes, and the mailbox's end answers the rest (see on_dropped).
+            self._send.send_nowait(pending)
+        except trio.WouldBlock:
+            self._backlog += 1
+            try:
+                return await self.call(PutRecords(put), timeout)
+            except ActorError as exc:
+                return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=str(exc))
+            finally:
+                self._backlog -= 1
+        self._backlog += 1
+        await pending.event.wait()
+        result = pending.result
+        while result is None:
+            # The shared event was set by a group that ended before this put (the mailbox
+            # held more than one batch): wait for this put's own answer.
+            pending.event = trio.Event()
+            await pending.event.wait()
+            result = pending.result
+        return result
+
+    async def append_replicated(
+        self, start_offset: int, data: bytes | memoryview, timeout: float
+    ) -> bool:
+        """Append HA data at ``start_offset`` (must equal the max offset); False if refused."""
+        self._backlog += 1
+        try:
+            return await self.call(AppendReplicated(start_offset, data), timeout)
+        except ActorError:
+            return False
+        finally:
+            self._backlog -= 1
+
+    def put_nowait(self, put: EncodedPut, callback: Callable[[PutMessageResult], object]) -> None:
+        """Queue ``put`` for the next group commit; ``callback`` gets its result."""
+        if self._status is not ActorStatus.RUNNING:
+            callback(self._not_running())
+            return
+        try:
+            self._send.send_nowait(PendingPut(put, callback, self._take_event()))
+        except trio.WouldBlock:
+            callback(
+                PutMessageResult(
+                    PutMessageStatus.OS_PAGECACHE_BUSY,
+                    remark=f"the store writer has {self.mailbox_size} puts waiting; retry",
+                )
+            )
+        else:
+            self._backlog += 1
+
+    def _inline_group(self) -> CommitGroup | None:
+        """The open inline group (opened, and its completion arranged, by its first put);
+        None when the writer cannot be told (mailbox full: the put queues instead).
+
+        A group holds the puts of one store time (millisecond): when the clock moved, the
+        open group is sealed first, so each record's consume-queue and index entries carry
+        its own store time, as with the groups the writer cuts."""
+        group = self._inline
+        now = self._clock()
+        if group is not None:
+            if group.store_timestamp == now:
+                return group
+            self._seal_for_caller()
+        group = CommitGroup(now)
+        if self._sync_flush:
+            group.flushed = trio.Event()
+            self._flush_wanted.set()
+        elif not self._seal_sent:
+            try:
+                self._send.send_nowait(_SEAL_INLINE)
+            except trio.WouldBlock:
+                return None
+            self._seal_sent = True
+        self._inline = group
+        return group
+
+    def _seal_inline(self) -> None:
+        """Close the open inline group: complete it (ASYNC) or queue it for the flush (SYNC).
+        Runs before anything else is appended, so its queue offsets are still its own."""
+        group = self._inline
+        if group is None:
+            return
+        self._inline = None
+        if not group.inline:
+            return  # its one put was refused before anything was appended
+        group.close(self.store.commit_log)
+        if self._sync_flush:
+            self._unflushed.append(group)
+        else:
+            self._complete([group], flushed=True)
+
+    def settle(self) -> None:
+        """Complete the puts appended inline so far, so that reads see them (ASYNC_FLUSH;
+        with SYNC_FLUSH they become visible once flushed, as before)."""
+        if self._inline is not None and not self._sync_flush:
+            self._seal_for_caller()
+
+    def _seal_for_caller(self) -> None:
+        """`_seal_inline` from a put's or a read's task. A failure to complete the group
+        (dispatch: a consume-queue or index file that cannot be created) is the writer's, as
+        when the writer completes a group itself: it is logged, and the writer raises it at
+        its next batch (the actor crashes, its supervisor restarts the store, recovery
+        dispatches again); the caller's own put or read goes on."""
+        try:
+            self._seal_inline()
+        except Exception as exc:
+            log.exception("store writer: completing a group of puts failed; the writer stops")
+            if self._crash is None:
+                self._crash = exc
+            try:
+                self._send.send_nowait(_SEAL_INLINE)  # wake the writer to raise it
+            except trio.WouldBlock:
+                pass  # the mailbox is full: the writer runs anyway
+
+    def _take_event(self) -> trio.Event:
+        event = self._open_event
+        count = self._open_count + 1
+        if count >= GROUP_LIMIT:
+            self._open_event = trio.Event()
+            count = 0
+        self._open_count = count
+        return event
+
+    def _not_running(self) -> PutMessageResult:
+        return PutMessageResult(
+            PutMessageStatus.SERVICE_NOT_AVAILABLE,
+            remark=f"actor {self.name} is {self._status.value}: put not sent",
+        )
+
+    def on_dropped(self, command: object) -> None:
+        """A queued put the writer will not append: it learns so."""
+        if isinstance(command, PendingPut) and not command.taken and command.result is None:
+            result = PutMessageResult(
+                PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store stopped"
+            )
+            _answer([command], [result])
+
+    # -- the actor's side ------------------------------------------------------------------
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the writer and, with SYNC_FLUSH, its group commit service."""
+        self._stopping = False
+        self._drained = trio.Event()
+        try:
+            async with trio.open_nursery() as nursery:
+                if self._sync_flush:
+                    nursery.start_soon(self._group_commit_service)
+                else:
+                    self._drained.set()
+                try:
+                    await super().run(task_status)
+                finally:
+                    self._seal_inline()
+                    self._stopping = True
+                    self._flush_wanted.set()
+        finally:
+            # Cancelled while a SYNC_FLUSH put was being appended after the group commit
+            # service stopped: stored, but the flush is not confirmed (shutdown flushes it).
+            self._seal_inline()
+            groups, self._unflushed = self._unflushed, []
+            if groups:
+                self._complete(groups, flushed=False)
+            self._drained.set()
+
+    async def aclose(self) -> None:
+        """Stop taking puts, append what is queued, and wait until every group is answered."""
+        await super().aclose()
+        await self._drained.wait()
+
+    async def handle(self, command: StoreWriterCommand) -> Any:
+        """Handle one command as a group of one (it answers through its reply slot)."""
+        await self.handle_batch([command])
+
+    async def handle_batch(self, commands: list[StoreWriterCommand]) -> None:
+        """Cut the commands into group commits; complete each (ASYNC) or queue it for the
+        group commit service (SYNC), letting a flush start before appending the next."""
+        store = self.store
+        commit_log = store.commit_log
+        now = store.config.clock()
+        prefix = self._msg_id_prefix
+        index_enabled = self._index_enabled
+        if self._crash is not None:
+            crash, self._crash = self._crash, None
+            raise crash
+        # Puts sent from now on share a new event (this batch takes every queued put).
+        self._open_event = trio.Event()
+        self._open_count = 0
+        # The inline puts came before anything queued now: complete them first.
+        self._seal_inline()
+        i, n = 0, len(commands)
+        while i < n:
+            command = commands[i]
+            if isinstance(command, SealInline):
+                self._seal_sent = False
+                i += 1
+                continue
+            group = CommitGroup(now)
+            if isinstance(command, PendingPut):
+                start = i
+                i = append_puts(commit_log, commands, i, group, prefix, index_enabled)
+                self._backlog -= i - start
+            else:
+                i += 1
+                self._append_request(command, group, prefix, index_enabled)
+            group.close(commit_log)
+            if not self._sync_flush:
+                self._complete([group], flushed=True)
+                continue
+            self._unflushed.append(group)
+            self._flush_wanted.set()
+            if i < n:
+                await trio.lowlevel.checkpoint()
+
+    def _append_request(
+        self,
+        command: PutRecords | AppendReplicated,
+        group: CommitGroup,
+        prefix: str,
+        index_enabled: bool,
+    ) -> None:
+        if isinstance(command, AppendReplicated):
+            try:
+                ok = self.store.commit_log.append_data(command.start_offset, command.data)
+            except OSError as exc:  # a full disk: refuse it, the link retries with backoff
+                log.error("store writer: replicated data at %d not written: %s",
+                          command.start_offset, exc)  # fmt: skip
+                ok = False
+            group.replicated = ok
+            group.replies.append((command.reply.set_result, ok))
+            return
+        result = append_one(self.store.commit_log, command.put, group, prefix, index_enabled)
+        if result.ok:
+            group.records += result.msg_num
+            group.last_offset = result.physical_offsets[-1]
+        else:
+            group.failures += 1
+        group.replies.append((command.reply.set_result, result))
+
+    async def _group_commit_service(self) -> None:
+        """SYNC_FLUSH: flush once for every group appended so far, then complete them."""
+        try:
+            while True:
+                while not self._unflushed and self._inline is None:
+                    if self._stopping:
+                        return
+                    self._flush_wanted = trio.Event()
+                    await self._flush_wanted.wait()
+                self._seal_inline()
+                groups, self._unflushed = self._unflushed, []
+                flushed = await self._flush()
+                self._complete(groups, flushed)
+        finally:
+            # Cancelled: stored, but the flush is not confirmed (shutdown flushes them).
+            self._seal_inline()
+            groups, self._unflushed = self._unflushed, []
+            if groups:
+                self._complete(groups, flushed=False)
+            self._drained.set()
+
+    async def _flush(self) -> bool:
+        """fdatasync the commit log in a worker thread; False on syncFlushTimeout."""
+        store = self.store
+        with trio.move_on_after(store.config.sync_flush_timeout_ms / 1000):
+            await trio.to_thread.run_sync(store.commit_log.flush, abandon_on_cancel=True)
+            self._sync_flushes += 1
+            store.counters["flushes"] += 1
+            return True
+        self._flush_timeouts += 1
+        log.warning(
+            "store writer: flush took longer than %d ms", store.config.sync_flush_timeout_ms
+        )
+        return False
+
+    def _complete(self, groups: list[CommitGroup], flushed: bool) -> None:
+        """Publish, dispatch, notify and answer ``groups`` (in order) as one group commit."""
+        store = self.store
+        commit_log = store.commit_log
+        dispatcher = store.dispatcher
+        listener = store.message_arriving_listener
+        puts = records = wrote = failures = 0
+        for group in groups:
+            self._inline_puts += len(group.inline)
+            commit_log.committed_offset = group.end_offset
+            if group.records:
+                dispatcher.dispatch_group(
+                    group.queue_runs,
+                    group.index_keys,
+                    group.last_offset,
+                    group.store_timestamp,
+                    group.records,
+                )
+            grown = group.grown
+            if group.replicated:
+                grown = grown + self._dispatch_replicated()
+            else:
+                store.reput_from_offset = group.end_offset
+            if listener is not None:
+                for topic, queue_id, max_offset in grown:
+                    try:
+                        listener(topic, queue_id, max_offset)
+                    except Exception:
+                        log.exception("message arriving listener failed for %s:%d", topic, queue_id)
+            if not flushed:
+                group.set_flush_timeout()
+            _answer(group.pendings, group.results)
+            for setter, value in group.replies:
+                setter(value)
+            if group.flushed is not None:
+                group.flushed.set()
+            puts += (
+                len(group.inline)
+                + len(group.pendings)
+                + sum(isinstance(value, PutMessageResult) for _, value in group.replies)
+            )
+            records += group.records
+            wrote += group.wrote
+            failures += group.failures
+        counters = store.counters
+        counters["puts"] += puts
+        counters["put_failures"] += failures
+        counters["put_messages"] += records
+        counters["put_bytes"] += wrote
+        counters["write_batches"] += 1
+        self._batches += 1
+        self._records += records
+        self._bytes += wrote
+        self._largest_batch = max(self._largest_batch, puts)
+
+    def _dispatch_replicated(self) -> list[tuple[str, int, int]]:
+        """Dispatch replicated records up to the committed offset (they may end inside a
+        record: the rest comes with the next append)."""
+        store = self.store
+        commit_log = store.commit_log
+        store.reput_from_offset, grown = commit_log.dispatch_range(
+            store.reput_from_offset, commit_log.committed_offset, store.dispatcher
+        )
+        return [(topic, queue_id, offset) for (topic, queue_id), offset in grown.items()]
+
+    def statistics(self) -> StoreWriterStatistics:
+        """The actor's counters plus group-commit figures."""
+        return StoreWriterStatistics(
+            **self._statistics_fields(),
+            batches=self._batches,
+            records=self._records,
+            bytes_written=self._bytes,
+            sync_flushes=self._sync_flushes,
+            flush_timeouts=self._flush_timeouts,
+            largest_batch=self._largest_batch,
+            inline_puts=self._inline_puts,
+        )
+
+
+def _answer(pendings: list[PendingPut], results: list[PutMessageResult]) -> None:
+    """Hand each put its result: its callback, or its (shared) event."""
+    last_event = None
+    for pending, result in zip(pendings, results, strict=True):
+        pending.result = result
+        callback = pending.callback
+        if callback is not None:
+            try:
+                callback(result)
+            except Exception:
+                log.exception("store writer: a put callback failed")
+        event = pending.event
+        if event is not last_event:
+            last_event = event
+            event.set()
