@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from supervisors.actor import Actor, ActorError, ActorStatistics, ActorStatus, Request
 from storage._encode import encode_message
 from storage._record import offset_msg_id_prefix
 from storage.commit_log import EncodedPut
@@ -48,6 +47,7 @@ from storage.group_commit import (
 )
 from storage.results import MessageExtBrokerInner, PutMessageResult, PutMessageStatus
 from storage.store_config import FlushDiskType
+from supervisors.actor import Actor, ActorError, ActorStatistics, ActorStatus, Request
 
 if TYPE_CHECKING:
     from storage.message_store import FileMessageStore

@@ -16,7 +16,6 @@ from typing import Any, TypeAlias
 import attrs
 import trio
 
-from supervisors.actor import Actor, ActorError, ActorStatistics, ActorStopped, Request
 from actors.registry.config import RegistryConfig
 from actors.registry.kv_config import ORDER_TOPIC_CONFIG, KVConfig
 from actors.registry.route_table import (
@@ -25,6 +24,7 @@ from actors.registry.route_table import (
     RouteTableStatistics,
     TopicConfigLike,
 )
+from supervisors.actor import Actor, ActorError, ActorStatistics, ActorStopped, Request
 
 log = logging.getLogger("boltmq.registry")
 
