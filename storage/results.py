@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import enum
+from typing import TYPE_CHECKING
 
 import attrs
+
+if TYPE_CHECKING:
+    from protocol.message import MessageExt
 
 Host = tuple[str, int]
 
@@ -54,6 +58,42 @@ class MessageExtBrokerInner:
     prepared_transaction_offset: int = 0
     # None: the hash of the TAGS property (a delay service sets the delivery time instead).
     tags_code: int | None = None
+
+    @classmethod
+    def from_stored(
+        cls,
+        message: MessageExt,
+        *,
+        topic: str,
+        queue_id: int,
+        properties: dict[str, str],
+        sys_flag: int | None = None,
+        reconsume_times: int | None = None,
+        prepared_transaction_offset: int | None = None,
+        tags_code: int | None = None,
+    ) -> MessageExtBrokerInner:
+        """A stored message put again (a retry, a due delayed message, a transaction's half or
+        commit): body, flag, born time and host carry over; sys flag, reconsume times and the
+        prepared-transaction offset too unless given."""
+        return cls(
+            topic=topic,
+            body=message.body,
+            queue_id=queue_id,
+            flag=message.flag,
+            properties=properties,
+            sys_flag=message.sys_flag if sys_flag is None else sys_flag,
+            born_timestamp=message.born_timestamp,
+            born_host=message.born_host,
+            reconsume_times=(
+                message.reconsume_times if reconsume_times is None else reconsume_times
+            ),
+            prepared_transaction_offset=(
+                message.prepared_transaction_offset
+                if prepared_transaction_offset is None
+                else prepared_transaction_offset
+            ),
+            tags_code=tags_code,
+        )
 
 
 @attrs.define(slots=True)

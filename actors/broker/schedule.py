@@ -465,19 +465,10 @@ class ScheduleMessageService:
     def _inner(
         message: MessageExt, topic: str, queue_id: int, properties: dict[str, str]
     ) -> MessageExtBrokerInner:
-        return MessageExtBrokerInner(
-            topic=topic,
-            body=message.body,
-            queue_id=queue_id,
-            flag=message.flag,
-            properties=properties,
-            sys_flag=message.sys_flag,
-            born_timestamp=message.born_timestamp,
-            born_host=message.born_host,
-            reconsume_times=message.reconsume_times,
-            prepared_transaction_offset=message.prepared_transaction_offset,
+        return MessageExtBrokerInner.from_stored(
+            message, topic=topic, queue_id=queue_id, properties=properties,
             tags_code=_start_deliver_time(message) if topic == TIMER_TOPIC else None,
-        )
+        )  # fmt: skip
 
     def _advance(self, queue: _Queue, offset: int) -> None:
         queue.position = offset

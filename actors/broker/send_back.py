@@ -136,15 +136,9 @@ class SendBackHandler:
                 ResponseCode.NO_PERMISSION,
                 f"topic {topic} does not allow writes (perm {topic_config.perm})",
             )
-        msg = MessageExtBrokerInner(
-            topic=topic,
-            body=message.body,
-            queue_id=queue_id,
-            flag=message.flag,
-            properties=properties,
-            sys_flag=message.sys_flag,
-            born_timestamp=message.born_timestamp,
-            born_host=message.born_host,
-            reconsume_times=message.reconsume_times + 1,
-        )
+        # As RocketMQ's send-back, the retry does not carry the prepared-transaction offset.
+        msg = MessageExtBrokerInner.from_stored(
+            message, topic=topic, queue_id=queue_id, properties=properties,
+            reconsume_times=message.reconsume_times + 1, prepared_transaction_offset=0,
+        )  # fmt: skip
         return broker.schedule.redirect(msg)

@@ -249,18 +249,11 @@ class TransactionalMessageService:
         if not real_topic or real_qid is None or not real_qid.lstrip("-").isdigit():
             return None
         sys_flag = half.sys_flag & ~(MessageSysFlag.TRANSACTION_MASK | _HOST_V6_BITS)
-        return MessageExtBrokerInner(
-            topic=real_topic,
-            body=half.body,
-            queue_id=int(real_qid),
-            flag=half.flag,
-            properties=properties,
+        return MessageExtBrokerInner.from_stored(
+            half, topic=real_topic, queue_id=int(real_qid), properties=properties,
             sys_flag=sys_flag | MessageSysFlag.TRANSACTION_COMMIT,
-            born_timestamp=half.born_timestamp,
-            born_host=half.born_host,
-            reconsume_times=half.reconsume_times,
             prepared_transaction_offset=half.commit_log_offset,
-        )
+        )  # fmt: skip
 
     def _put_op(self, half: MessageExt, callback: Callable[[PutMessageResult], object]) -> None:
         self.broker.topics.create_topic_in_send_back(TRANS_OP_HALF_TOPIC, 1, PERM_RW)
@@ -350,18 +343,10 @@ class TransactionalMessageService:
     async def _check_half(self, half: MessageExt, times: int) -> bool:
         properties = dict(half.properties)
         properties[MessageConst.TRANSACTION_CHECK_TIMES] = str(times)
-        renewed = MessageExtBrokerInner(
-            topic=TRANS_HALF_TOPIC,
-            body=half.body,
-            queue_id=0,
-            flag=half.flag,
-            properties=properties,
+        renewed = MessageExtBrokerInner.from_stored(
+            half, topic=TRANS_HALF_TOPIC, queue_id=0, properties=properties,
             sys_flag=half.sys_flag & ~_HOST_V6_BITS,
-            born_timestamp=half.born_timestamp,
-            born_host=half.born_host,
-            reconsume_times=half.reconsume_times,
-            prepared_transaction_offset=half.prepared_transaction_offset,
-        )
+        )  # fmt: skip
         result = await self.broker.store.put_message(renewed)
         if not result.ok:
             log.error("half message %s not re-put for its check: %s %s",
