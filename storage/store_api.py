@@ -1,5 +1,6 @@
 """The `MessageStore` protocol: what the broker needs of a store (RocketMQ's MessageStore).
 
+It lists every method the broker calls, and the broker holds its store by this type only.
 `storage.message_store.FileMessageStore` implements it; broker tests may use any other
 implementation with the same methods.
 """
@@ -9,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Set
 from typing import Protocol
 
+import trio
+
 from storage.results import (
     GetMessageResult,
     MessageBatch,
@@ -17,6 +20,7 @@ from storage.results import (
     QueryMessageResult,
     StoreStatistics,
 )
+from storage.store_config import MessageStoreConfig
 
 MessageArrivingListener = Callable[[str, int, int], None]
 """Called after each group commit with (topic, queue id, new max queue offset)."""
@@ -28,6 +32,21 @@ MAX_TRANSFER_COUNT_ON_MESSAGE_IN_MEMORY = 32
 class MessageStore(Protocol):
     """What the broker needs of a store (RocketMQ's MessageStore interface)."""
 
+    #: The store's settings; the broker sets ``store_host`` once its listen port is bound.
+    config: MessageStoreConfig
+
+    # -- life (a supervisor child) ----------------------------------------------------------
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Open the store and serve until `aclose` or cancellation, then flush and close."""
+        ...
+
+    async def aclose(self) -> None:
+        """Stop taking puts, finish queued ones, flush and release the directory."""
+        ...
+
+    # -- writes -------------------------------------------------------------------------------
+
     async def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
         """Store one message."""
         ...
@@ -35,6 +54,24 @@ class MessageStore(Protocol):
     async def put_messages(self, batch: MessageBatch) -> PutMessageResult:
         """Store a batch: consecutive queue offsets, one commit-log file."""
         ...
+
+    def put_message_nowait(
+        self, msg: MessageExtBrokerInner, callback: Callable[[PutMessageResult], object]
+    ) -> None:
+        """`put_message` without waiting: ``callback`` gets the result after the group commit."""
+        ...
+
+    def put_messages_nowait(
+        self, batch: MessageBatch, callback: Callable[[PutMessageResult], object]
+    ) -> None:
+        """`put_messages` without waiting: ``callback`` gets the result."""
+        ...
+
+    async def append_to_commit_log(self, start_offset: int, data: bytes | memoryview) -> bool:
+        """Append replicated bytes at exactly the store's max offset (HA slave)."""
+        ...
+
+    # -- reads ----------------------------------------------------------------------------------
 
     def get_message(
         self,
@@ -75,12 +112,16 @@ class MessageStore(Protocol):
         """Committed commit-log bytes from ``offset`` to its file's end (HA master)."""
         ...
 
-    async def append_to_commit_log(self, start_offset: int, data: bytes | memoryview) -> bool:
-        """Append replicated bytes at exactly the store's max offset (HA slave)."""
-        ...
-
     def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
         """Store time of a queue's first live message (-1 when none)."""
+        ...
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
+        """Store time of the message at a queue offset (-1 when absent)."""
+        ...
+
+    def get_earliest_message_store_time(self) -> int:
+        """Store time of the oldest record in the commit log (0 when empty)."""
         ...
 
     def get_max_phy_offset(self) -> int:

@@ -283,8 +283,6 @@ class ScheduleMessageService:
         timer = 0
         store = self.broker.store
         for queue in self._queues:
-            if store is None:
-                break
             waiting = store.get_max_offset_in_queue(queue.topic, queue.queue_id) - max(
                 queue.table.offset_table.get(queue.key, 0),
                 store.get_min_offset_in_queue(queue.topic, queue.queue_id),

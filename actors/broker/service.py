@@ -49,7 +49,7 @@ from protocol.client import RemotingClient
 from protocol.codes import RequestCode
 from protocol.connection import Connection, Dispatcher
 from protocol.server import RemotingServer, ServerConfig, ServerStatistics
-from storage import FileMessageStore, StoreStatistics
+from storage import FileMessageStore, MessageStore, StoreStatistics
 from supervisors.supervisor import ChildSpec, Supervisor, SupervisorStatistics
 
 log = logging.getLogger("boltmq.broker")
@@ -88,7 +88,11 @@ class Broker:
         self.clients.notifier = self._notify_consumers
         self.pull_hold = PullHoldService(self.config.max_held_pulls)
         self.schedule = ScheduleMessageService(self)
-        self.store: FileMessageStore = None  # type: ignore[assignment]  # set by run()
+        # Opened by its supervisor child in `run`; its host is the bound address, set there.
+        self.store: MessageStore = FileMessageStore(
+            self.config.store_config(),
+            message_arriving_listener=self.pull_hold.notify_message_arriving,
+        )
         self.registrar: Registrar | None = None
         self.dispatcher = Dispatcher()
         register_admin_handlers(self.dispatcher, self)
@@ -137,9 +141,8 @@ class Broker:
             except OSError as exc:
                 log.warning("fast port %d not available (%s); serving on %d only",
                             config.listen_port - 2, exc, config.listen_port)  # fmt: skip
-        self.store = FileMessageStore(
-            config.store_config(), message_arriving_listener=self.pull_hold.notify_message_arriving
-        )
+        # MsgIds carry the broker's address, which an ephemeral listen port fixes only now.
+        self.store.config.store_host = (config.broker_ip1, config.listen_port)
         await trio.to_thread.run_sync(self._load_tables)
         send = SendHandler(self).__call__
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2,

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from storage import BrokerRole, FileMessageStore, PutMessageResult, PutMessageStatus
+from storage import BrokerRole, MessageStore, PutMessageResult, PutMessageStatus
 
 if TYPE_CHECKING:
     from actors.broker.service import Broker
@@ -240,7 +240,7 @@ class HAService:
         self._answering = False
 
     @property
-    def store(self) -> FileMessageStore:
+    def store(self) -> MessageStore:
         """The broker's store."""
         return self.broker.store
 
@@ -360,7 +360,7 @@ class HAService:
 
     def statistics(self) -> HAStatistics:
         """Slaves with their lag, the acknowledged offset and the waiting sends."""
-        max_offset = self.store.get_max_phy_offset() if self.store is not None else 0
+        max_offset = self.store.get_max_phy_offset()
         return HAStatistics(
             listen_port=self.listen_port,
             slaves=tuple(c.lag(max_offset) for c in self.connections.values()),

@@ -178,7 +178,7 @@ class HAClient:
 
     def statistics(self) -> HAClientStatistics:
         """The link's state and how far behind the master's transfer position it is."""
-        max_offset = self._max_offset() if self.broker.store is not None else 0
+        max_offset = self._max_offset()
         return HAClientStatistics(
             master_address=self.master_address,
             connected=self.connected,
