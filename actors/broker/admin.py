@@ -28,7 +28,7 @@ from protocol.bodies import (
 )
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand, RemotingError
-from protocol.connection import Connection, Dispatcher
+from protocol.connection import Connection
 from protocol.headers import (
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
@@ -64,36 +64,10 @@ log = logging.getLogger("boltmq.broker")
 DEFAULT_QUERY_MAX_NUM = 32
 
 
-def register_admin_handlers(dispatcher: Dispatcher, broker: Broker) -> None:
-    """Serve the codes of this module on ``dispatcher``."""
-    handlers = _Handlers(broker)
-    table = {
-        RequestCode.HEART_BEAT: handlers.heart_beat,
-        RequestCode.UNREGISTER_CLIENT: handlers.unregister_client,
-        RequestCode.GET_CONSUMER_LIST_BY_GROUP: handlers.get_consumer_list_by_group,
-        RequestCode.GET_CONSUMER_CONNECTION_LIST: handlers.get_consumer_connection_list,
-        RequestCode.GET_PRODUCER_CONNECTION_LIST: handlers.get_producer_connection_list,
-        RequestCode.QUERY_CONSUMER_OFFSET: handlers.query_consumer_offset,
-        RequestCode.UPDATE_CONSUMER_OFFSET: handlers.update_consumer_offset,
-        RequestCode.GET_ALL_CONSUMER_OFFSET: handlers.get_all_consumer_offset,
-        RequestCode.GET_MIN_OFFSET: handlers.get_min_offset,
-        RequestCode.GET_MAX_OFFSET: handlers.get_max_offset,
-        RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: handlers.search_offset_by_timestamp,
-        RequestCode.GET_EARLIEST_MSG_STORETIME: handlers.get_earliest_msg_storetime,
-        RequestCode.VIEW_MESSAGE_BY_ID: handlers.view_message_by_id,
-        RequestCode.QUERY_MESSAGE: handlers.query_message,
-        RequestCode.UPDATE_AND_CREATE_TOPIC: handlers.update_and_create_topic,
-        RequestCode.DELETE_TOPIC_IN_BROKER: handlers.delete_topic_in_broker,
-        RequestCode.GET_ALL_TOPIC_CONFIG: handlers.get_all_topic_config,
-        RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: handlers.update_and_create_group,
-        RequestCode.DELETE_SUBSCRIPTIONGROUP: handlers.delete_group,
-        RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: handlers.get_all_group_config,
-    }
-    for code, handler in table.items():
-        dispatcher.register(code, handler)
+class AdminHandlers:
+    """Handlers of client heartbeats, offsets, queue queries, lookups and topic / group
+    administration (the broker's one table is in actors/broker/handlers.py)."""
 
-
-class _Handlers:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
 
@@ -381,4 +355,4 @@ def notify_request(group: str) -> RemotingCommand:
     return RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, header, oneway=True)
 
 
-__all__ = ["RemotingError", "notify_request", "register_admin_handlers"]
+__all__ = ["AdminHandlers", "RemotingError", "notify_request"]

@@ -59,7 +59,7 @@ from protocol.bodies import (
 )
 from protocol.codes import LanguageCode, RequestCode, ResponseCode
 from protocol.command import RemotingCommand, RemotingError, RemotingTimeoutError
-from protocol.connection import Connection, Dispatcher, Handler
+from protocol.connection import Connection
 from protocol.headers import (
     CloneGroupOffsetRequestHeader,
     ConsumeMessageDirectlyResultRequestHeader,
@@ -112,25 +112,9 @@ _SYSTEM_TOPICS = frozenset(
 )
 
 
-def register_broker_admin_handlers(dispatcher: Dispatcher, broker: Broker) -> None:
-    """Serve the codes of this module on ``dispatcher``."""
-    handlers = _BrokerAdminHandlers(broker)
-    table: dict[RequestCode, Handler] = {
-        RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: handlers.reset_offset,
-        RequestCode.GET_BROKER_CONFIG: handlers.get_broker_config,
-        RequestCode.UPDATE_BROKER_CONFIG: handlers.update_broker_config,
-        RequestCode.CLONE_GROUP_OFFSET: handlers.clone_group_offset,
-        RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: handlers.get_system_topic_list,
-        RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: handlers.query_topic_consume_by_who,
-        RequestCode.QUERY_CONSUME_TIME_SPAN: handlers.query_consume_time_span,
-        RequestCode.GET_CONSUMER_RUNNING_INFO: handlers.get_consumer_running_info,
-        RequestCode.CONSUME_MESSAGE_DIRECTLY: handlers.consume_message_directly,
-    }
-    for code, handler in table.items():
-        dispatcher.register(code, handler)
+class BrokerAdminHandlers:
+    """Handlers of the operator's requests: resets, clones, settings, relayed calls."""
 
-
-class _BrokerAdminHandlers:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
 
@@ -485,4 +469,4 @@ def _reset_body_for_cpp(table: dict[MessageQueue, int]) -> bytes:
     return orjson.dumps({"offsetTable": entries})
 
 
-__all__ = ["CALL_CLIENT_TIMEOUT", "RUNTIME_KEYS", "register_broker_admin_handlers"]
+__all__ = ["CALL_CLIENT_TIMEOUT", "RUNTIME_KEYS", "BrokerAdminHandlers"]

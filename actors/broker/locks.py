@@ -26,9 +26,9 @@ from protocol.bodies import (
     MessageQueue,
     UnlockBatchRequestBody,
 )
-from protocol.codes import RequestCode, ResponseCode
+from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
-from protocol.connection import Connection, Dispatcher
+from protocol.connection import Connection
 
 if TYPE_CHECKING:
     from actors.broker.service import Broker
@@ -114,14 +114,9 @@ class RebalanceLockManager:
         return now - entry.last_update > self.lock_max_live_time
 
 
-def register_lock_handlers(dispatcher: Dispatcher, broker: Broker) -> None:
-    """Serve LOCK_BATCH_MQ and UNLOCK_BATCH_MQ on ``dispatcher`` from ``broker.locks``."""
-    handlers = _LockHandlers(broker)
-    dispatcher.register(RequestCode.LOCK_BATCH_MQ, handlers.lock_batch_mq)
-    dispatcher.register(RequestCode.UNLOCK_BATCH_MQ, handlers.unlock_batch_mq)
+class LockHandlers:
+    """Handlers of LOCK_BATCH_MQ and UNLOCK_BATCH_MQ."""
 
-
-class _LockHandlers:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
 

@@ -29,24 +29,21 @@ from contextlib import asynccontextmanager
 import attrs
 import trio
 
-from actors.broker.admin import notify_request, register_admin_handlers
-from actors.broker.broker_admin import register_broker_admin_handlers
+from actors.broker.admin import notify_request
 from actors.broker.clients import ClientManager
 from actors.broker.config import BrokerConfig
 from actors.broker.groups import SubscriptionGroupManager
 from actors.broker.ha import HAClientStatistics, HAStatistics, HighAvailability
-from actors.broker.locks import RebalanceLockManager, register_lock_handlers
+from actors.broker.handlers import register_handlers
+from actors.broker.locks import RebalanceLockManager
 from actors.broker.offsets import ConsumerOffsetManager
-from actors.broker.pull_handler import PullHandler, PullHoldService, PullHoldStatistics
+from actors.broker.pull_handler import PullHoldService, PullHoldStatistics
 from actors.broker.registration import Registrar
 from actors.broker.schedule import ScheduleMessageService
-from actors.broker.send_back import SendBackHandler
-from actors.broker.send_handler import SendHandler
-from actors.broker.stats import BrokerStatsManager, register_stats_handlers
+from actors.broker.stats import BrokerStatsManager
 from actors.broker.topics import TopicManager
-from actors.broker.transaction import TransactionalMessageService, register_transaction_handlers
+from actors.broker.transaction import TransactionalMessageService
 from protocol.client import RemotingClient
-from protocol.codes import RequestCode
 from protocol.connection import Connection, Dispatcher
 from protocol.server import RemotingServer, ServerConfig, ServerStatistics
 from storage import FileMessageStore, MessageStore, StoreStatistics
@@ -94,16 +91,12 @@ class Broker:
             message_arriving_listener=self.pull_hold.notify_message_arriving,
         )
         self.registrar: Registrar | None = None
-        self.dispatcher = Dispatcher()
-        register_admin_handlers(self.dispatcher, self)
         self.stats = BrokerStatsManager(self.config.broker_cluster_name)
-        register_stats_handlers(self.dispatcher, self)
-        register_broker_admin_handlers(self.dispatcher, self)
         self.locks = RebalanceLockManager(self.config.rebalance_lock_max_live_time)
         self.transactions = TransactionalMessageService(self)
-        register_lock_handlers(self.dispatcher, self)
-        register_transaction_handlers(self)
         self.ha = HighAvailability(self)  # HA service (master) or client and config sync (slave)
+        self.dispatcher = Dispatcher()
+        register_handlers(self.dispatcher, self)
         idle = self.config.server_channel_max_idle_time_seconds
         self.server = RemotingServer(self.dispatcher, ServerConfig(idle_timeout=idle or None))
         self.server.add_close_listener(self.clients.connection_closed)
@@ -144,12 +137,6 @@ class Broker:
         # MsgIds carry the broker's address, which an ephemeral listen port fixes only now.
         self.store.config.store_host = (config.broker_ip1, config.listen_port)
         await trio.to_thread.run_sync(self._load_tables)
-        send = SendHandler(self).__call__
-        for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2,
-                     RequestCode.SEND_BATCH_MESSAGE):  # fmt: skip
-            self.dispatcher.register(code, send)
-        self.dispatcher.register(RequestCode.PULL_MESSAGE, PullHandler(self).__call__)
-        self.dispatcher.register(RequestCode.CONSUMER_SEND_MSG_BACK, SendBackHandler(self).__call__)
         async with RemotingClient() as client:
             self.registrar = registrar = Registrar(config, self.topics, client)
             self.topics.on_change.append(lambda _topic: registrar.register_soon())

@@ -1,6 +1,7 @@
 """Message statistics (RocketMQ's BrokerStatsManager, StatsItem and BrokerStats) and the admin
-requests that read them: GET_BROKER_RUNTIME_INFO, VIEW_BROKER_STATS_DATA, GET_TOPIC_STATS_INFO,
-GET_CONSUME_STATS, QUERY_TOPIC_CONSUME_BY_WHO and QUERY_CONSUME_TIME_SPAN.
+requests that read them: GET_BROKER_RUNTIME_INFO, VIEW_BROKER_STATS_DATA, GET_TOPIC_STATS_INFO
+and GET_CONSUME_STATS (QUERY_TOPIC_CONSUME_BY_WHO and QUERY_CONSUME_TIME_SPAN are operator
+requests, in broker_admin.py).
 
 Counting sits on the send and pull paths, so it is a few integer adds into lists kept in
 dicts: `BrokerStatsManager.on_put` after a stored send (per topic: messages, bytes, requests),
@@ -42,9 +43,9 @@ from protocol.bodies import (
     TopicOffset,
     TopicStatsTable,
 )
-from protocol.codes import CURRENT_VERSION, RequestCode, ResponseCode
+from protocol.codes import CURRENT_VERSION, ResponseCode
 from protocol.command import RemotingCommand
-from protocol.connection import Connection, Dispatcher
+from protocol.connection import Connection
 from protocol.headers import (
     GetConsumeStatsRequestHeader,
     GetTopicStatsInfoRequestHeader,
@@ -339,16 +340,9 @@ def human_readable_bytes(size: int) -> str:
 # -- request handlers ---------------------------------------------------------------------------
 
 
-def register_stats_handlers(dispatcher: Dispatcher, broker: Broker) -> None:
-    """Serve the statistics codes on ``dispatcher``."""
-    handlers = _StatsHandlers(broker)
-    dispatcher.register(RequestCode.GET_BROKER_RUNTIME_INFO, handlers.get_broker_runtime_info)
-    dispatcher.register(RequestCode.VIEW_BROKER_STATS_DATA, handlers.view_broker_stats_data)
-    dispatcher.register(RequestCode.GET_TOPIC_STATS_INFO, handlers.get_topic_stats_info)
-    dispatcher.register(RequestCode.GET_CONSUME_STATS, handlers.get_consume_stats)
+class StatsHandlers:
+    """Handlers of the statistics requests."""
 
-
-class _StatsHandlers:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
 
@@ -503,6 +497,6 @@ __all__ = [
     "BrokerStatsManager",
     "BrokerStatsStatistics",
     "StatsSnapshot",
-    "register_stats_handlers",
+    "StatsHandlers",
     "runtime_info",
 ]

@@ -467,11 +467,6 @@ class _OpScan:
         return offset
 
 
-def register_transaction_handlers(broker: Broker) -> None:
-    """Serve END_TRANSACTION on the broker's dispatcher from ``broker.transactions``."""
-    broker.dispatcher.register(RequestCode.END_TRANSACTION, broker.transactions.end_transaction)
-
-
 def _int(text: str | None, default: int = 0) -> int:
     try:
         return int(text) if text else default

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 from actors.broker.ha.master import HAService, HAStatistics
 from actors.broker.ha.slave import HAClient, HAClientStatistics
 from actors.broker.ha.sync import SlaveSynchronize
-from protocol.codes import RequestCode
 from protocol.command import RemotingCommand
 from protocol.connection import Connection
 from storage import MessageExtBrokerInner, PutMessageResult
@@ -34,7 +33,6 @@ class HighAvailability:
         self.service: HAService | None = None if slave else HAService(broker)
         self.client: HAClient | None = HAClient(broker) if slave else None
         self.sync: SlaveSynchronize | None = SlaveSynchronize(broker) if slave else None
-        broker.dispatcher.register(RequestCode.GET_ALL_DELAY_OFFSET, self._get_all_delay_offset)
 
     def children(self) -> list[ChildSpec]:
         """Supervisor children: the HA service, or the HA client and the config sync."""
@@ -77,10 +75,10 @@ class HighAvailability:
             return self.service.statistics()
         return self.client.statistics() if self.client is not None else None
 
-    def _get_all_delay_offset(
+    def get_all_delay_offset(
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
-        # What a slave's config sync reads besides the admin tables.
+        """GET_ALL_DELAY_OFFSET: what a slave's config sync reads besides the admin tables."""
         return request.response(body=self.broker.schedule.delay_offsets.to_json())
 
 
