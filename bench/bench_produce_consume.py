@@ -6,6 +6,11 @@ read back with pulls of 32; and the send latency at half the single-send peak ra
 is BoltMQ's remoting client in this process (one connection, requests in flight by opaque).
 
     python -m bench broker [--seconds 3] [--quick]
+    python -m bench broker --against ../base --rounds 5 --flush ASYNC_FLUSH
+
+``--against DIR`` runs the broker of another checkout (an earlier commit, say) beside this
+one's in the same run, alternating which goes first each round, and prints both with the
+ratio of their medians: the machine is noisy, so only figures of one run compare.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import os
 import platform
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -129,17 +135,22 @@ async def _consume(client: RemotingClient, address: str, topic: str) -> tuple[in
     return count, time.perf_counter() - start
 
 
-async def _run_mode(flush: str, seconds: float) -> dict[str, float]:
+def _entry_module(root: Path) -> str:
+    # Checkouts from before the command line moved into boltmq/cli/ start it from supervisors.
+    return "boltmq.cli" if (root / "boltmq" / "cli").is_dir() else "supervisors.cli"
+
+
+async def _run_mode(flush: str, seconds: float, root: Path = ROOT) -> dict[str, float]:
     store = Path(tempfile.mkdtemp(prefix="boltmq-bench-"))
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(root)}
     command = [
-        sys.executable, "-m", "boltmq.cli", "broker",
+        sys.executable, "-m", _entry_module(root), "broker",
         "--listenPort", "0", "--bindAddress", "127.0.0.1", "--fastPortEnable", "false",
         "--storePathRootDir", str(store), "--flushDiskType", flush,
         "--mapedFileSizeCommitLog", str(256 * 1024 * 1024),
     ]  # fmt: skip
     proc = await trio.lowlevel.open_process(
-        command, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL
+        command, cwd=root, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL
     )
     assert proc.stderr is not None
     address = ""
@@ -211,13 +222,60 @@ async def _main(seconds: float) -> None:
     print("  targets (ASYNC_FLUSH): single >= 20,000 msgs/s, batched >= 100,000 msgs/s")
 
 
+COMPARED = ("single", "batch", "consume")
+
+
+async def _compare(against: Path, seconds: float, rounds: int, modes: list[str]) -> None:
+    print(
+        f"broker produce/consume, this tree against {against}: {platform.machine()}, "
+        f"{os.cpu_count()} cpus, python {platform.python_version()}, 1 KiB bodies, "
+        f"{seconds:g}s per figure, {rounds} rounds, order alternating"
+    )
+    for flush in modes:
+        runs: dict[str, list[dict[str, float]]] = {"this": [], "against": []}
+        for n in range(rounds):
+            order = [("this", ROOT), ("against", against)]
+            for label, root in order if n % 2 == 0 else order[::-1]:
+                figures = await _run_mode(flush, seconds, root)
+                runs[label].append(figures)
+                print(
+                    f"  {flush} round {n + 1} {label:>7}: "
+                    + ", ".join(f"{name} {figures[name]:,.0f}" for name in COMPARED)
+                    + " msgs/s",
+                    flush=True,
+                )
+        print(f"  {flush} medians (msgs/s) and this/against:")
+        for name in COMPARED:
+            this = statistics.median(f[name] for f in runs["this"])
+            base = statistics.median(f[name] for f in runs["against"])
+            print(f"    {name:<8} this {this:>9,.0f}  against {base:>9,.0f}  "
+                  f"ratio {this / base:.3f}")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of ``python -m bench broker``."""
-    parser = argparse.ArgumentParser(prog="python -m bench broker", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench broker",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--seconds", type=float, default=3.0, help="seconds per figure")
     parser.add_argument("--quick", action="store_true", help="a short run (0.5 s per figure)")
+    parser.add_argument(
+        "--against", type=Path, metavar="DIR", help="also run the broker of the checkout DIR"
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="rounds with --against (3)")
+    parser.add_argument(
+        "--flush", choices=["ASYNC_FLUSH", "SYNC_FLUSH"], action="append",
+        help="flush mode with --against (repeatable; default both)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
-    trio.run(_main, 0.5 if args.quick else args.seconds)
+    seconds = 0.5 if args.quick else args.seconds
+    if args.against is not None:
+        modes = args.flush or ["ASYNC_FLUSH", "SYNC_FLUSH"]
+        trio.run(_compare, args.against.resolve(), seconds, args.rounds, modes)
+    else:
+        trio.run(_main, seconds)
 
 
 if __name__ == "__main__":
