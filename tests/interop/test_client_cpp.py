@@ -17,7 +17,7 @@ from client import Message, Producer, PullConsumer
 from protocol.bodies import ConsumeFromWhere
 from tests.client.helpers import poll_until
 
-from ..cpp_client import rocketmq
+from .cpp_client import rocketmq
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 Unique = Callable[[str], str]

@@ -32,7 +32,7 @@ from ..broker.ha.helpers import (
     wait_slave_linked,
 )
 from ..broker.helpers import call, send_request
-from ..cpp_client import rocketmq
+from .cpp_client import rocketmq
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -32,7 +32,7 @@ from protocol.headers import (
     encode_header,
 )
 
-from ..cpp_client import rocketmq
+from .cpp_client import rocketmq
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -23,7 +23,7 @@ from protocol.bodies import SubscriptionGroupConfig
 from protocol.headers import PullMessageRequestHeader, encode_header
 from protocol.message import MessageConst, MessageExt, iter_records
 
-from ..cpp_client import rocketmq
+from .cpp_client import rocketmq
 
 pytestmark = [
     pytest.mark.timeout(180),

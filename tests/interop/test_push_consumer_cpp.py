@@ -18,7 +18,7 @@ from protocol.bodies import ConsumeFromWhere
 from protocol.message import MessageExt
 from tests.client.helpers import create_topic, wait_until
 
-from ..cpp_client import rocketmq
+from .cpp_client import rocketmq
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 Unique = Callable[[str], str]
