@@ -5,10 +5,17 @@ Layers, bottom up:
 * `mapped_file` - fixed-size memory-mapped files named by their 20-digit start offset.
 * `commit_log`, `consume_queue`, `index_file`, `checkpoint` - the store files (sheet 6).
 * `dispatch` - commit-log records to consume-queue entries and index keys.
-* `message_store` - the `MessageStore` protocol and `FileMessageStore`, whose writes go through
-  the store writer actor and whose reads slice the maps.
-* `store_writer` - the store writer actor: appends, group commit, replicated appends.
+* `group_commit` - one group commit's puts: appended straight into the mapped commit log.
+* `store_writer` - the store writer actor: queued puts, group commit, flush, completion.
+  Its parts: `writer_commands` (its mailbox's commands and statistics record),
+  `inline_puts` (puts appended in their callers' tasks), `replicated_append` (a slave's
+  appends of the master's commit-log bytes).
+* `message_store` - `FileMessageStore`, which implements the `MessageStore` protocol
+  (`store_api`): its writes go through the store writer actor, its reads slice the maps.
 * `retention` - deletion of old files.
+
+Beside them: `store_config` (settings and errors), `results` (messages in, results out), and
+the private record helpers `_encode`, `_record` and `_hash`.
 
 docs/storage.md describes the layout, flush modes, recovery and retention.
 """

@@ -261,10 +261,6 @@ class CommitLog:
             view = view[n:]
         return True
 
-    def publish(self) -> None:
-        """Make everything appended so far visible to readers."""
-        self.committed_offset = self.files.max_offset
-
     def flush(self) -> int:
         """Make every appended byte durable (blocking: fdatasync; run in a worker thread)."""
         target = self.files.max_offset

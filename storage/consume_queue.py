@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 from storage.mapped_file import MappedFile, MappedFileQueue
@@ -214,15 +214,6 @@ class ConsumeQueue:
         if end <= start:
             return None
         return mapped.slice(start, end - start)
-
-    def iter_entries(self, start_offset: int = 0) -> Iterator[tuple[int, int, int, int]]:
-        """Yield ``(queue offset, physic offset, size, tags code)`` from ``start_offset``."""
-        pos = max(start_offset * CQ_STORE_UNIT_SIZE, self.min_offset_bytes)
-        end = self.max_offset_bytes
-        while pos < end:
-            offset, size, tags = self._entry_at(pos)
-            yield pos // CQ_STORE_UNIT_SIZE, offset, size, tags
-            pos += CQ_STORE_UNIT_SIZE
 
     def offset_by_time(
         self, timestamp: int, store_time_of: Callable[[int, int], int | None]

@@ -292,15 +292,6 @@ class IndexService:
         self.files = self.files[count:]
         return count
 
-    def truncate_after(self, phy_offset: int) -> None:
-        """Delete index files that start at or past ``phy_offset`` (they are rebuilt)."""
-        while (
-            self.files
-            and self.files[-1].index_count > 1
-            and (self.files[-1].begin_phy_offset >= phy_offset)
-        ):
-            self.files.pop().destroy()
-
     def flush(self) -> None:
         """Make the newest file durable (blocking; run in a worker thread)."""
         if self.files:

@@ -153,10 +153,6 @@ class MappedFile:
         _libc.madvise(self._address + start, end - start, _MADV_POPULATE_WRITE)
         self.prefaulted_position = end
 
-    def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
-        """Copy ``data`` at ``pos`` without moving the write position."""
-        self._map[pos : pos + len(data)] = data
-
     def flush(self) -> int:
         """Make everything written so far durable; returns the flushed position.
 

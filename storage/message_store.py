@@ -18,7 +18,7 @@ from typing import Any
 import trio
 
 from storage._encode import encode_batch, encode_message
-from storage._record import read_dispatch_request, read_store_timestamp
+from storage._record import read_dispatch_request
 from storage.checkpoint import StoreCheckpoint, StoreLock, create_abort_file, delete_abort_file
 from storage.commit_log import CommitLog, EncodedPut
 from storage.consume_queue import CQ_STORE_UNIT_SIZE, ENTRY, ConsumeQueueStore
@@ -520,12 +520,6 @@ class FileMessageStore:
     def get_min_phy_offset(self) -> int:
         """Commit-log offset of the first byte still on disk."""
         return self.commit_log.min_offset
-
-    def store_timestamp_at(self, commit_log_offset: int) -> int | None:
-        """STORETIMESTAMP of the record at a commit-log offset."""
-        self._settle()
-        record = self.commit_log.get_record(commit_log_offset)
-        return read_store_timestamp(record, 0) if record is not None else None
 
     def statistics(self) -> StoreStatistics:
         """Counters at one moment."""

@@ -1,28 +1,22 @@
 """The store writer actor: it owns the write side of the commit log.
 
-An awaited put (`StoreWriter.put`) with nothing queued ahead of it is appended in its
-caller's task, as RocketMQ appends in the sending thread under its put lock: in trio code
-that does not await is atomic, so the append (read the write position, copy, advance) needs
-no lock and no hop to the writer. Such puts collect in an open "inline" group, which is
-completed later as one group commit: with ASYNC_FLUSH by the writer (the first inline put of a
-group sends it a `SealInline` command) or by a reader that must see the puts now
-(`StoreWriter.settle`); with SYNC_FLUSH by the group commit service after the fdatasync that
-covers it, the callers waiting for that. While anything is queued (callback puts, puts that
-found the writer busy, HA appends), puts queue behind it, so the append order is the call
-order.
-
-Queued puts: the writer takes every put waiting in its mailbox and cuts them into group
-commits of at most `GROUP_LIMIT` puts (the callers already share one wake-up event per such
-run). For each group it appends the records straight into the mapped commit-log file
-(assigning physical offset, queue offset and store timestamp), then completes it: publishes
-the new committed offset, dispatches the group's consume-queue entries and index keys, tells
-the message-arriving listener (the pull-hold service) which queues grew, and answers each put.
+An awaited put with nothing queued ahead of it is appended in its caller's task, into the open
+inline group (`storage.inline_puts`, the writer's base class). Any other put is queued: the
+writer takes every put waiting in its mailbox and cuts them into group commits of at most
+`GROUP_LIMIT` puts (the callers already share one wake-up event per such run). For each group
+it appends the records straight into the mapped commit-log file (assigning physical offset,
+queue offset and store timestamp), then completes it: publishes the new committed offset,
+dispatches the group's consume-queue entries and index keys, tells the message-arriving
+listener (the pull-hold service) which queues grew, and answers each put. A slave's
+replicated appends are queued the same way (`storage.replicated_append`).
 
 With ASYNC_FLUSH a group is completed at once. With SYNC_FLUSH it goes to the group commit
 service, a second task that fdatasyncs in a worker thread while puts keep being appended:
 one flush answers every group appended before it started, and the next flush takes every
 group appended meanwhile. Readers never message the writer: they slice the mapped files up
 to the committed offset.
+
+The commands and the statistics record are in `storage.writer_commands`, re-exported here.
 """
 
 from __future__ import annotations
@@ -31,7 +25,6 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import attrs
 import trio
 
 from storage._encode import encode_message
@@ -45,89 +38,49 @@ from storage.group_commit import (
     append_put,
     append_puts,
 )
+from storage.inline_puts import InlinePuts
+from storage.replicated_append import append_replicated_data, dispatch_replicated
 from storage.results import MessageExtBrokerInner, PutMessageResult, PutMessageStatus
-from storage.store_config import FlushDiskType
-from supervisors.actor import Actor, ActorError, ActorStatistics, ActorStatus, Request
+from storage.writer_commands import (
+    GROUP_LIMIT,
+    WRITER_MAILBOX_SIZE,
+    AppendReplicated,
+    PutRecords,
+    SealInline,
+    StoreWriterCommand,
+    StoreWriterStatistics,
+)
+from supervisors.actor import ActorError, ActorStatus
 
 if TYPE_CHECKING:
     from storage.message_store import FileMessageStore
 
+__all__ = [
+    "GROUP_LIMIT",
+    "WRITER_MAILBOX_SIZE",
+    "AppendReplicated",
+    "PutRecords",
+    "SealInline",
+    "StoreWriter",
+    "StoreWriterCommand",
+    "StoreWriterStatistics",
+]
+
 log = logging.getLogger("boltmq.broker.store")
 
-WRITER_MAILBOX_SIZE = 8192
-"""Puts that may wait for the next group commit before callers block (backpressure)."""
 
-GROUP_LIMIT = 64
-"""Puts per group commit at most. Smaller groups let a SYNC_FLUSH fdatasync of one group
-overlap the appending of the next; the writer still takes its whole mailbox per wake-up."""
-
-
-@attrs.frozen
-class PutRecords(Request[PutMessageResult]):
-    """Append one encoded put and answer with its result (used when the mailbox is full)."""
-
-    put: EncodedPut
-
-
-@attrs.frozen
-class AppendReplicated(Request[bool]):
-    """Append raw commit-log bytes received from the HA master at ``start_offset``."""
-
-    start_offset: int
-    data: bytes | memoryview
-
-
-@attrs.frozen
-class SealInline:
-    """Complete the open group of puts appended in their callers' tasks (ASYNC_FLUSH)."""
-
-
-_SEAL_INLINE = SealInline()
-
-# A queued put (storage.group_commit.PendingPut) is answered by its callback on the trio
-# thread (the send path: no task waits per request) or through a shared event; exactly once,
-# also when the writer stops before appending (SERVICE_NOT_AVAILABLE).
-StoreWriterCommand = PendingPut | PutRecords | AppendReplicated | SealInline
-
-
-@attrs.frozen
-class StoreWriterStatistics(ActorStatistics):
-    """The writer's counters: group commits, records, bytes, flushes, and how many puts were
-    appended in their caller's task (``inline_puts``) rather than queued to the writer."""
-
-    batches: int
-    records: int
-    bytes_written: int
-    sync_flushes: int
-    flush_timeouts: int
-    largest_batch: int
-    inline_puts: int = 0
-
-
-class StoreWriter(Actor[StoreWriterCommand]):
+class StoreWriter(InlinePuts):
     """Owns the write side of a `FileMessageStore` (commit log, queue offsets, dispatch)."""
 
     def __init__(self, store: FileMessageStore, *, mailbox_size: int = WRITER_MAILBOX_SIZE) -> None:
-        super().__init__("store-writer", mailbox_size=mailbox_size, batch_limit=mailbox_size)
-        self.store = store
+        super().__init__("store-writer", store, mailbox_size=mailbox_size)
         self._msg_id_prefix = offset_msg_id_prefix(store.config.store_host)
-        self._sync_flush = store.config.flush_disk_type is FlushDiskType.SYNC_FLUSH
-        self._clock = store.config.clock
         self._index_enabled = store.index is not None
-        # Puts appended in their callers' tasks and not yet completed (see the module doc).
-        self._inline: CommitGroup | None = None
-        # Puts and requests sent to the mailbox and not yet appended: while any, puts queue
-        # behind them instead of appending inline (the append order is the call order).
-        self._backlog = 0
-        # A SealInline is in the mailbox (ASYNC_FLUSH): it seals whatever group is open then.
-        self._seal_sent = False
-        # A failure to complete inline puts outside the writer's task (`_seal_for_caller`).
-        self._crash: Exception | None = None
         # The wake-up event the next puts share, and how many already took it.
         self._open_event = trio.Event()
         self._open_count = 0
         # SYNC_FLUSH: groups appended and waiting for the group commit service's flush.
-        self._unflushed: list[CommitGroup] = []
+        self._unflushed = []
         self._flush_wanted = trio.Event()
         self._stopping = False
         # Set while no group commit service runs (so aclose never waits for one).
@@ -195,31 +148,6 @@ class StoreWriter(Actor[StoreWriterCommand]):
             return self._not_running()
         return await self._put_queued(encoded, timeout)
 
-    @staticmethod
-    async def _inline_answer(group: CommitGroup, stored: PutMessageResult) -> PutMessageResult:
-        # SYNC_FLUSH: answered once the group commit's flush covers the record.
-        if group.flushed is not None:
-            await group.flushed.wait()
-        return stored
-
-    async def _enter_inline(self) -> CommitGroup | None:
-        """The inline group to append a put into, after the put's checkpoint; None when
-        something is queued (the put queues behind it) or the writer stopped meanwhile."""
-        if self._backlog:
-            return None
-        # The cancel point comes before the append: a put cancelled here stores nothing.
-        # An ASYNC_FLUSH put yields here too (a put is a schedule point); a SYNC_FLUSH put
-        # yields when it waits for the flush.
-        if self._sync_flush:
-            await trio.lowlevel.checkpoint_if_cancelled()
-        else:
-            await trio.lowlevel.checkpoint()
-            if self._status is not ActorStatus.RUNNING:
-                return None
-        if self._backlog:
-            return None
-        return self._inline_group()
-
     async def _put_queued(self, put: EncodedPut, timeout: float) -> PutMessageResult:
         """Queue ``put`` to the writer and wait for its answer."""
         pending = PendingPut(put, None, self._take_event())
@@ -274,70 +202,6 @@ class StoreWriter(Actor[StoreWriterCommand]):
             )
         else:
             self._backlog += 1
-
-    def _inline_group(self) -> CommitGroup | None:
-        """The open inline group (opened, and its completion arranged, by its first put);
-        None when the writer cannot be told (mailbox full: the put queues instead).
-
-        A group holds the puts of one store time (millisecond): when the clock moved, the
-        open group is sealed first, so each record's consume-queue and index entries carry
-        its own store time, as with the groups the writer cuts."""
-        group = self._inline
-        now = self._clock()
-        if group is not None:
-            if group.store_timestamp == now:
-                return group
-            self._seal_for_caller()
-        group = CommitGroup(now)
-        if self._sync_flush:
-            group.flushed = trio.Event()
-            self._flush_wanted.set()
-        elif not self._seal_sent:
-            try:
-                self._send.send_nowait(_SEAL_INLINE)
-            except trio.WouldBlock:
-                return None
-            self._seal_sent = True
-        self._inline = group
-        return group
-
-    def _seal_inline(self) -> None:
-        """Close the open inline group: complete it (ASYNC) or queue it for the flush (SYNC).
-        Runs before anything else is appended, so its queue offsets are still its own."""
-        group = self._inline
-        if group is None:
-            return
-        self._inline = None
-        if not group.inline:
-            return  # its one put was refused before anything was appended
-        group.close(self.store.commit_log)
-        if self._sync_flush:
-            self._unflushed.append(group)
-        else:
-            self._complete([group], flushed=True)
-
-    def settle(self) -> None:
-        """Complete the puts appended inline so far, so that reads see them (ASYNC_FLUSH;
-        with SYNC_FLUSH they become visible once flushed, as before)."""
-        if self._inline is not None and not self._sync_flush:
-            self._seal_for_caller()
-
-    def _seal_for_caller(self) -> None:
-        """`_seal_inline` from a put's or a read's task. A failure to complete the group
-        (dispatch: a consume-queue or index file that cannot be created) is the writer's, as
-        when the writer completes a group itself: it is logged, and the writer raises it at
-        its next batch (the actor crashes, its supervisor restarts the store, recovery
-        dispatches again); the caller's own put or read goes on."""
-        try:
-            self._seal_inline()
-        except Exception as exc:
-            log.exception("store writer: completing a group of puts failed; the writer stops")
-            if self._crash is None:
-                self._crash = exc
-            try:
-                self._send.send_nowait(_SEAL_INLINE)  # wake the writer to raise it
-            except trio.WouldBlock:
-                pass  # the mailbox is full: the writer runs anyway
 
     def _take_event(self) -> trio.Event:
         event = self._open_event
@@ -446,14 +310,7 @@ class StoreWriter(Actor[StoreWriterCommand]):
         index_enabled: bool,
     ) -> None:
         if isinstance(command, AppendReplicated):
-            try:
-                ok = self.store.commit_log.append_data(command.start_offset, command.data)
-            except OSError as exc:  # a full disk: refuse it, the link retries with backoff
-                log.error("store writer: replicated data at %d not written: %s",
-                          command.start_offset, exc)  # fmt: skip
-                ok = False
-            group.replicated = ok
-            group.replies.append((command.reply.set_result, ok))
+            append_replicated_data(self.store.commit_log, command, group)
             return
         result = append_one(self.store.commit_log, command.put, group, prefix, index_enabled)
         if result.ok:
@@ -518,7 +375,7 @@ class StoreWriter(Actor[StoreWriterCommand]):
                 )
             grown = group.grown
             if group.replicated:
-                grown = grown + self._dispatch_replicated()
+                grown = grown + dispatch_replicated(store)
             else:
                 store.reput_from_offset = group.end_offset
             if listener is not None:
@@ -552,16 +409,6 @@ class StoreWriter(Actor[StoreWriterCommand]):
         self._records += records
         self._bytes += wrote
         self._largest_batch = max(self._largest_batch, puts)
-
-    def _dispatch_replicated(self) -> list[tuple[str, int, int]]:
-        """Dispatch replicated records up to the committed offset (they may end inside a
-        record: the rest comes with the next append)."""
-        store = self.store
-        commit_log = store.commit_log
-        store.reput_from_offset, grown = commit_log.dispatch_range(
-            store.reput_from_offset, commit_log.committed_offset, store.dispatcher
-        )
-        return [(topic, queue_id, offset) for (topic, queue_id), offset in grown.items()]
 
     def statistics(self) -> StoreWriterStatistics:
         """The actor's counters plus group-commit figures."""

@@ -1,4 +1,4 @@
-"""Shared helpers for store tests: small-file configs under tmp_path."""
+"""Shared helpers for store tests: small-file configs under tmp_path, files, the writer."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from storage import MessageStoreConfig
+from storage import FileMessageStore, MessageStoreConfig
+from storage.store_writer import StoreWriter
 
 SMALL_COMMIT_LOG = 64 * 1024
 
@@ -32,6 +33,13 @@ def store_files(directory: Path) -> dict[str, bytes]:
         for path in sorted(directory.rglob("*"))
         if path.is_file()
     }
+
+
+def writer_of(store: FileMessageStore) -> StoreWriter:
+    """The running store writer of ``store`` (its statistics count inline puts)."""
+    writer = store._writer
+    assert writer is not None
+    return writer
 
 
 @pytest.fixture

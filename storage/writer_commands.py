@@ -1,0 +1,61 @@
+"""The store writer's mailbox: the commands it takes, its sizes and its statistics record.
+
+The writer itself is `storage.store_writer.StoreWriter`; these are the types at its channel
+boundary, plain data with no behaviour.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from storage.commit_log import EncodedPut
+from storage.group_commit import PendingPut
+from storage.results import PutMessageResult
+from supervisors.actor import ActorStatistics, Request
+
+WRITER_MAILBOX_SIZE = 8192
+"""Puts that may wait for the next group commit before callers block (backpressure)."""
+
+GROUP_LIMIT = 64
+"""Puts per group commit at most. Smaller groups let a SYNC_FLUSH fdatasync of one group
+overlap the appending of the next; the writer still takes its whole mailbox per wake-up."""
+
+
+@attrs.frozen
+class PutRecords(Request[PutMessageResult]):
+    """Append one encoded put and answer with its result (used when the mailbox is full)."""
+
+    put: EncodedPut
+
+
+@attrs.frozen
+class AppendReplicated(Request[bool]):
+    """Append raw commit-log bytes received from the HA master at ``start_offset``."""
+
+    start_offset: int
+    data: bytes | memoryview
+
+
+@attrs.frozen
+class SealInline:
+    """Complete the open group of puts appended in their callers' tasks (ASYNC_FLUSH)."""
+
+
+# A queued put (storage.group_commit.PendingPut) is answered by its callback on the trio
+# thread (the send path: no task waits per request) or through a shared event; exactly once,
+# also when the writer stops before appending (SERVICE_NOT_AVAILABLE).
+StoreWriterCommand = PendingPut | PutRecords | AppendReplicated | SealInline
+
+
+@attrs.frozen
+class StoreWriterStatistics(ActorStatistics):
+    """The writer's counters: group commits, records, bytes, flushes, and how many puts were
+    appended in their caller's task (``inline_puts``) rather than queued to the writer."""
+
+    batches: int
+    records: int
+    bytes_written: int
+    sync_flushes: int
+    flush_timeouts: int
+    largest_batch: int
+    inline_puts: int = 0
