@@ -2,6 +2,7 @@
 
 Layers, bottom up:
 
+- `Message`, `SendResult`, `MQClientError` (message.py): what producers send and get back.
 - `ClientInstance` (instance.py): the shared core: registries (round robin, failover), topic
   routes refreshed every 30 s and after errors, broker addresses, heartbeats every 30 s.
 - `Producer` (producer.py): sync, async, oneway, batch and ordered sends, retries on another
@@ -9,8 +10,10 @@ Layers, bottom up:
 - `TransactionProducer` (transaction.py): half message, local transaction, END_TRANSACTION,
   answers to the broker's CHECK_TRANSACTION_STATE.
 - `PullConsumer` (pull_consumer.py): lite-pull style assign/subscribe, poll, seek, commit.
-- `PushConsumer` (push_consumer.py): RocketMQ's push consumer: rebalance, process queues,
-  concurrent and orderly listeners, retries, offsets on the broker or in a local file.
+- `PushConsumer` (push_consumer.py): RocketMQ's push consumer: settings, life and services
+  over its parts: rebalance (rebalance.py), the listener run concurrently or orderly with
+  retries (consume_service.py), long-polling pulls (pull_service.py) into each queue's
+  `ProcessQueue` (process_queue.py); offsets on the broker or in a local file (offset_store.py).
 - `Admin` (admin.py): topics, groups, routes, stats and lag, message lookups, offset resets.
 - `BlockingProducer` / `BlockingPullConsumer` / `BlockingPushConsumer` (blocking.py): the same
   from plain threads.

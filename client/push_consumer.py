@@ -10,59 +10,51 @@
     async with consumer:
         await anyio.sleep_forever()
 
-How it works:
+How it works: `PushConsumer` holds the settings, subscriptions and state, runs the periodic
+services and answers for heartbeats and running info. It derives from three parts, each a
+class in a module of its own that builds on the one before (bottom up):
 
-- Rebalance (every 20 s, and at once when a broker sends NOTIFY_CONSUMER_IDS_CHANGED): per
-  subscribed topic (plus ``%RETRY%<group>`` in clustering), the readable queues are shared over
-  the group's consumer ids (GET_CONSUMER_LIST_BY_GROUP) with `allocate_averagely`; a
-  broadcasting consumer takes every queue. A dropped queue stops pulling and commits its
-  offset (an orderly one is also unlocked at the broker); a new queue starts from the group's
-  stored offset or, without one, from ``consume_from_where``.
-- Each queue has a pull task: long-polling PULL_MESSAGE (held up to 15 s by the broker), tag
-  re-check on the client, messages into the queue's `ProcessQueue`. It pauses 50 ms instead of
-  pulling while the queue caches more than ``pull_threshold_for_queue`` messages or
-  ``pull_threshold_size_for_queue`` bytes, or (concurrently) spans more than
-  ``consume_concurrently_max_span`` offsets.
-- Concurrently: batches of ``consume_message_batch_max_size`` messages are queued for a pool
-  of ``consume_thread_max`` consume tasks. RECONSUME_LATER (or an exception) sends the
-  messages back (CONSUMER_SEND_MSG_BACK; the broker re-delivers through ``%RETRY%<group>``,
-  then ``%DLQ%<group>`` after ``max_reconsume_times``); a failed send-back is consumed again
-  here 5 s later. The committed offset is the smallest offset still cached (max + 1 when empty).
-- Orderly: a queue is consumed only while this client holds its broker lock (LOCK_BATCH_MQ,
-  renewed every 20 s), one batch at a time in offset order. SUSPEND_CURRENT_QUEUE_A_MOMENT
-  re-runs the same messages after ``suspend_current_queue_time``; past
-  ``max_reconsume_times`` a message goes to the DLQ and the queue moves on.
-- A sync listener runs in a worker thread, an async one in the event loop. Offsets are
-  committed every 5 s and on close.
+- Rebalance (rebalance.py; every 20 s, and at once when a broker sends
+  NOTIFY_CONSUMER_IDS_CHANGED): per subscribed topic (plus ``%RETRY%<group>`` in clustering),
+  the readable queues are shared over the group's consumer ids (GET_CONSUMER_LIST_BY_GROUP)
+  with `allocate_averagely`; a broadcasting consumer takes every queue. A dropped queue stops
+  pulling and commits its offset (an orderly one is also unlocked at the broker); a new queue
+  starts from the group's stored offset or, without one, from ``consume_from_where``.
+- Consuming (consume_service.py): the listener runs on the queue's cached messages,
+  concurrently in a pool of ``consume_thread_max`` tasks, or orderly under the broker lock;
+  failures go back to the broker (retry topic, then DLQ) or are retried here.
+- Pulling (pull_service.py): each queue has a pull task, long-polling PULL_MESSAGE into the
+  queue's `ProcessQueue` (process_queue.py), paused while the queue caches too much.
+
+Offsets are committed every 5 s and on close; orderly locks are renewed every 20 s.
 """
 
 from __future__ import annotations
 
 import contextlib
-import enum
 import inspect
 import logging
 import math
-import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
 import anyio
 import anyio.abc
 import attrs
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from client.instance import MASTER_ID, ClientInstance, local_ip
+from client.consume_service import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, Listener
+from client.instance import ClientInstance, local_ip
 from client.message import MQClientError
 from client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore
+from client.process_queue import ProcessQueue, now_ms
 from client.pull_consumer import parse_tags
-from client.rebalance import RETRY_PREFIX, ProcessQueue, RebalancePush, now_ms
+from client.pull_service import PullMessageService
+from client.rebalance import RETRY_PREFIX
 from protocol.bodies import (
     ConsumeFromWhere,
-    ConsumeMessageDirectlyResult,
     ConsumerData,
     ConsumerRunningInfo,
     ConsumeStatus,
@@ -71,56 +63,21 @@ from protocol.bodies import (
     MessageQueue,
     SubscriptionData,
 )
-from protocol.codes import RequestCode, ResponseCode
-from protocol.command import RemotingCommand, RemotingError
-from protocol.headers import (
-    ConsumerSendMsgBackRequestHeader,
-    PullMessageRequestHeader,
-    PullMessageResponseHeader,
-    PullSysFlag,
-    decode_header,
-    encode_header,
-)
-from protocol.message import (
-    MessageConst,
-    MessageExt,
-    MessageSysFlag,
-    decode_records,
-    decompress_body,
-    tag_hash_code,
-)
+from protocol.codes import ResponseCode
+from protocol.command import RemotingError
+from protocol.message import MessageExt, tag_hash_code
+
+__all__ = [
+    "ConsumeConcurrentlyStatus",
+    "ConsumeOrderlyStatus",
+    "Listener",
+    "PushConsumer",
+    "PushConsumerStatistics",
+]
 
 log = logging.getLogger("boltmq.client")
 
-_BROKER_SUSPEND = 15.0  # how long a pull may be held at the broker
-_FLOW_CONTROL_DELAY = 0.05
-_PULL_DELAY_ON_ERROR = 3.0
-_CONSUME_LATER_DELAY = 5.0
 _LOCK_INTERVAL = 20.0
-_PULL_ANSWERS = frozenset({
-    ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
-    ResponseCode.PULL_OFFSET_MOVED,
-})  # fmt: skip
-
-
-class ConsumeConcurrentlyStatus(enum.Enum):
-    """What a concurrent listener returns."""
-
-    CONSUME_SUCCESS = "CONSUME_SUCCESS"
-    RECONSUME_LATER = "RECONSUME_LATER"
-
-
-class ConsumeOrderlyStatus(enum.Enum):
-    """What an orderly listener returns."""
-
-    SUCCESS = "SUCCESS"
-    SUSPEND_CURRENT_QUEUE_A_MOMENT = "SUSPEND_CURRENT_QUEUE_A_MOMENT"
-
-
-_SUCCESS = (ConsumeConcurrentlyStatus.CONSUME_SUCCESS, ConsumeOrderlyStatus.SUCCESS)
-
-Listener = Callable[[list[MessageExt]], Any]
-"""A sync or async callable taking a batch of messages and returning a consume status."""
 
 
 @attrs.frozen
@@ -137,7 +94,7 @@ class PushConsumerStatistics:
     flow_control_pauses: int
 
 
-class PushConsumer(RebalancePush):
+class PushConsumer(PullMessageService):
     """A push consumer of one group; ``subscribe`` then ``async with PushConsumer(...)``."""
 
     def __init__(
@@ -435,298 +392,6 @@ class PushConsumer(RebalancePush):
             except Exception:
                 log.exception("lock renewal of consumer group %s failed", self.group)
 
-    # -- pulling ------------------------------------------------------------------------------
-
-    async def _pull_loop(self, pq: ProcessQueue) -> None:
-        with anyio.CancelScope() as scope:
-            pq.pull_scope = scope
-            flow_controlled = 0
-            while not pq.dropped:
-                if (
-                    pq.count > self.pull_threshold_for_queue
-                    or pq.size > self.pull_threshold_size_for_queue
-                    or (not self.orderly and pq.max_span() > self.consume_concurrently_max_span)
-                ):
-                    flow_controlled += 1
-                    self._stats["flow_control"] += 1
-                    if flow_controlled % 1000 == 1:
-                        log.info("%s: flow control on %s: %d messages, %d bytes, span %d",
-                                 self.group, pq.queue, pq.count, pq.size,
-                                 pq.max_span())  # fmt: skip
-                    await anyio.sleep(_FLOW_CONTROL_DELAY)
-                    continue
-                if self._locks_queues and (not pq.locked or pq.lock_expired()):
-                    await anyio.sleep(_PULL_DELAY_ON_ERROR)  # the lock service renews it
-                    continue
-                try:
-                    await self._pull_once(pq)
-                except RemotingError as exc:
-                    log.warning("%s: pull of %s failed: %s", self.group, pq.queue, exc)
-                    await anyio.sleep(_PULL_DELAY_ON_ERROR)
-                except Exception:
-                    log.exception("%s: pull of %s failed", self.group, pq.queue)
-                    await anyio.sleep(_PULL_DELAY_ON_ERROR)
-
-    async def _pull_once(self, pq: ProcessQueue) -> None:
-        queue = pq.queue
-        subscription = self.subscriptions.get(queue.topic)
-        if subscription is None:
-            await anyio.sleep(_PULL_DELAY_ON_ERROR)  # unsubscribed: the rebalance drops it
-            return
-        expression, tags, sub_version = subscription
-        address, broker_id = await self.instance.find_read_address(queue, pq.read_from)
-        sys_flag = PullSysFlag.SUSPEND | PullSysFlag.SUBSCRIPTION
-        commit_offset = 0
-        if self.message_model == MessageModel.CLUSTERING and broker_id == MASTER_ID:
-            # The pull carries our progress to the master (never to a slave, as in Java).
-            stored = self.offset_store.read(queue)
-            if stored is not None and stored > 0:
-                sys_flag |= PullSysFlag.COMMIT_OFFSET
-                commit_offset = stored
-        offset = pq.next_offset
-        header = PullMessageRequestHeader(
-            consumer_group=self.group, topic=queue.topic, queue_id=queue.queue_id,
-            queue_offset=offset, max_msg_nums=self.pull_batch_size, sys_flag=int(sys_flag),
-            commit_offset=commit_offset, suspend_timeout_millis=int(_BROKER_SUSPEND * 1000),
-            subscription=expression, sub_version=sub_version, expression_type="TAG",
-        )  # fmt: skip
-        request = RemotingCommand.request(RequestCode.PULL_MESSAGE, encode_header(header))
-        started = time.perf_counter()
-        pq.last_pull_timestamp = now_ms()
-        response = await self.instance.invoke_for_queue(
-            queue, request, _BROKER_SUSPEND + self.timeout, address
-        )
-        self._stats["pulls"] += 1
-        topic_stats = self._topic(queue.topic)
-        topic_stats[3] += 1
-        topic_stats[4] += time.perf_counter() - started
-        code = response.code
-        if code not in _PULL_ANSWERS:
-            raise MQClientError(code, f"pull of {queue} from {address}: {response.remark}")
-        answer = decode_header(PullMessageResponseHeader, response.ext_fields)
-        pq.read_from = answer.suggest_which_broker_id
-        if pq.dropped:
-            return
-        next_offset = answer.next_begin_offset
-        if code == ResponseCode.PULL_OFFSET_MOVED:
-            log.warning("%s: offset %d of %s is illegal (queue holds %d..%d): moving to %d",
-                        self.group, offset, queue, answer.min_offset, answer.max_offset,
-                        next_offset)  # fmt: skip
-            pq.next_offset = next_offset
-            self.offset_store.update(queue, next_offset)
-            await self.offset_store.persist([queue])
-            return
-        pq.next_offset = next_offset
-        messages = self._decode(response.body, tags) if code == ResponseCode.SUCCESS else []
-        if not messages:
-            if pq.count == 0:
-                # Nothing cached: what the broker skipped (filtered tags) counts as consumed.
-                self.offset_store.update(queue, next_offset, increase_only=True)
-            return
-        pq.put(messages)
-        if not self.orderly:
-            batch = self.consume_message_batch_max_size
-            if batch == 1:
-                for message in messages:
-                    self._submit(pq, [message])
-            else:
-                for start in range(0, len(messages), batch):
-                    self._submit(pq, messages[start : start + batch])
-
-    def _decode(
-        self, body: bytes | bytearray | memoryview | None, tags: frozenset[str] | None
-    ) -> list[MessageExt]:
-        if not body:
-            return []
-        retry_topic = self._retry_topic
-        messages = []
-        for message in decode_records(body):
-            if tags is not None and message.tags not in tags:
-                continue  # the broker filters by tag hash; collisions are dropped here
-            if message.sys_flag & MessageSysFlag.COMPRESSED:
-                message.body = decompress_body(message.body)
-                message.sys_flag &= ~MessageSysFlag.COMPRESSED
-            if message.topic == retry_topic:
-                # A redelivery: the listener sees the topic it subscribed to (as in Java).
-                origin = message.properties.get(MessageConst.RETRY_TOPIC)
-                if origin:
-                    message.topic = origin
-            messages.append(message)
-        return messages
-
-    # -- consuming ----------------------------------------------------------------------------
-
-    async def _call_listener(self, messages: list[MessageExt], limited: bool = True) -> Any:
-        """The listener's raw answer (exceptions propagate).
-
-        ``limited``: take a slot of the ``consume_thread_max`` limit (the concurrent workers
-        are that many already and do not). A plain function runs in a worker thread.
-        """
-        stamp = str(now_ms())
-        for message in messages:
-            message.properties[MessageConst.CONSUME_START_TIMESTAMP] = stamp
-        if self._listener_is_async:
-            if not limited:
-                return await self.listener(messages)
-            async with self._limiter:
-                return await self.listener(messages)
-        result = await anyio.to_thread.run_sync(self.listener, messages, limiter=self._limiter)
-        if inspect.isawaitable(result):
-            result = await result
-        return result
-
-    def _submit(self, pq: ProcessQueue, messages: list[MessageExt]) -> None:
-        self._begin()
-        self._requests.send_nowait((pq, messages))
-
-    async def _consume_worker(self) -> None:
-        async for pq, messages in self._request_stream:
-            try:
-                await self._consume_concurrently(pq, messages)
-            finally:
-                self._end()
-
-    async def _consume_concurrently(self, pq: ProcessQueue, messages: list[MessageExt]) -> None:
-        if pq.dropped or self._stop_pulling.is_set():
-            return  # not consumed, not committed: redelivered to whoever takes the queue
-        started = time.perf_counter()
-        try:
-            status = await self._call_listener(messages, limited=False)
-        except Exception:
-            log.exception("%s: listener failed on %d messages of %s; consuming them later",
-                          self.group, len(messages), pq.queue)  # fmt: skip
-            status = ConsumeConcurrentlyStatus.RECONSUME_LATER
-        if status is None:
-            log.warning("%s: listener returned None; return CONSUME_SUCCESS or RECONSUME_LATER "
-                        "(None counts as RECONSUME_LATER)", self.group)  # fmt: skip
-        ok = status == ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-        self._count(pq.queue.topic, ok, len(messages), time.perf_counter() - started)
-        if pq.dropped:
-            return  # the queue went to another consumer meanwhile; it will redeliver
-        failed: list[MessageExt] = []
-        if not ok:
-            if self.message_model == MessageModel.BROADCASTING:
-                log.warning("%s: broadcast messages are not retried; dropped %s", self.group,
-                            [m.msg_id for m in messages])  # fmt: skip
-            else:
-                delay_level = self.delay_level_when_next_consume
-                for message in messages:
-                    if not await self._send_back(pq.queue, message, delay_level):
-                        message.reconsume_times += 1
-                        failed.append(message)
-        done = [m for m in messages if m not in failed] if failed else messages
-        offset = pq.remove(done)
-        if offset >= 0 and not pq.dropped:
-            self.offset_store.update(pq.queue, offset, increase_only=True)
-        if failed:
-            assert self._consume_tg is not None
-            self._consume_tg.start_soon(self._consume_later, pq, failed)
-
-    async def _consume_later(self, pq: ProcessQueue, messages: list[MessageExt]) -> None:
-        await anyio.sleep(_CONSUME_LATER_DELAY)
-        self._submit(pq, messages)
-
-    async def _consume_orderly_loop(self, pq: ProcessQueue) -> None:
-        while not pq.dropped and not self._stop_pulling.is_set():
-            await pq.arrived.wait()
-            if pq.dropped or self._stop_pulling.is_set():
-                return
-            if self._locks_queues and (not pq.locked or pq.lock_expired()):
-                if pq.queue not in await self._lock([pq.queue]):
-                    await anyio.sleep(_PULL_DELAY_ON_ERROR)
-                continue
-            suspend = False
-            async with pq.consume_lock:
-                if pq.dropped:
-                    return
-                messages = pq.take(self.consume_message_batch_max_size)
-                if not messages:
-                    continue
-                started = time.perf_counter()
-                self._begin()
-                try:
-                    status = await self._call_listener(messages)
-                except Exception:
-                    log.exception("%s: orderly listener failed on %s; suspending the queue",
-                                  self.group, pq.queue)  # fmt: skip
-                    status = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
-                finally:
-                    self._end()
-                ok = status == ConsumeOrderlyStatus.SUCCESS
-                self._count(pq.queue.topic, ok, len(messages), time.perf_counter() - started)
-                if pq.dropped:
-                    return  # not committed: the next owner consumes the batch again
-                if not ok:
-                    suspend = await self._check_reconsume_times(pq.queue, messages)
-                if suspend:
-                    pq.put_back(messages)
-                else:
-                    offset = pq.commit()
-                    if offset >= 0:
-                        self.offset_store.update(pq.queue, offset)
-            if suspend:
-                await anyio.sleep(self.suspend_current_queue_time)
-
-    async def _check_reconsume_times(self, queue: MessageQueue, messages: list[MessageExt]) -> bool:
-        # ConsumeMessageOrderlyService.checkReconsumeTimes: past the limit a message goes to
-        # the DLQ (the queue then moves on); below it the batch is retried here.
-        limit = self.max_reconsume_times if self.max_reconsume_times >= 0 else 2**31 - 1
-        suspend = False
-        for message in messages:
-            if message.reconsume_times >= limit:
-                message.properties[MessageConst.RECONSUME_TIME] = str(message.reconsume_times)
-                if not await self._send_back(queue, message, -1):
-                    suspend = True
-                    message.reconsume_times += 1
-            else:
-                suspend = True
-                message.reconsume_times += 1
-        return suspend
-
-    async def _send_back(self, queue: MessageQueue, message: MessageExt, delay_level: int) -> bool:
-        """CONSUMER_SEND_MSG_BACK to the master of ``queue``'s broker; False on failure."""
-        max_times = self.max_reconsume_times if self.max_reconsume_times >= 0 else 16
-        header = ConsumerSendMsgBackRequestHeader(
-            offset=message.commit_log_offset, group=self.group, delay_level=delay_level,
-            origin_msg_id=message.msg_id, origin_topic=message.topic,
-            max_reconsume_times=max_times,
-        )  # fmt: skip
-        request = RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, encode_header(header))
-        try:
-            address = await self.instance.find_master(queue)
-            response = await self.instance.invoke_broker(address, request)
-        except RemotingError as exc:
-            log.warning("%s: send-back of %s failed: %s", self.group, message.msg_id, exc)
-            return False
-        if response.code != ResponseCode.SUCCESS:
-            log.warning("%s: send-back of %s refused: %s", self.group, message.msg_id,
-                        response.remark)  # fmt: skip
-            return False
-        self._stats["sent_back"] += 1
-        return True
-
-    def _begin(self) -> None:
-        if self._in_flight == 0:
-            self._idle = anyio.Event()
-        self._in_flight += 1
-
-    def _end(self) -> None:
-        self._in_flight -= 1
-        if self._in_flight == 0:
-            self._idle.set()
-
-    def _topic(self, topic: str) -> list[float]:
-        stats = self._topic_stats.get(topic)
-        if stats is None:
-            stats = self._topic_stats[topic] = [0.0, 0.0, 0.0, 0.0, 0.0]
-        return stats
-
-    def _count(self, topic: str, ok: bool, count: int, seconds: float) -> None:
-        stats = self._topic(topic)
-        stats[0 if ok else 1] += count
-        stats[2] += seconds
-        self._stats["ok" if ok else "failed"] += count
-
     # -- heartbeat and broker calls -----------------------------------------------------------
 
     def _consumer_data(self) -> ConsumerData:
@@ -794,35 +459,3 @@ class PushConsumer(RebalancePush):
             properties=properties, subscription_set=self._subscription_data(),
             mq_table=mq_table, status_table=status_table, jstack=stack,
         )  # fmt: skip
-
-    async def consume_directly(
-        self, message: MessageExt, broker_name: str | None
-    ) -> ConsumeMessageDirectlyResult:
-        """CONSUME_MESSAGE_DIRECTLY: run the listener on ``message`` alone; report the result."""
-        [message] = self._decode_direct(message)
-        started = time.monotonic()
-        remark = None
-        try:
-            status = await self._call_listener([message])
-        except Exception as exc:
-            result = "CR_THROW_EXCEPTION"
-            remark = "".join(traceback.format_exception(exc))
-        else:
-            if status is None:
-                result = "CR_RETURN_NULL"
-            elif status in _SUCCESS:
-                result = "CR_SUCCESS"
-            else:
-                result = "CR_LATER"
-        return ConsumeMessageDirectlyResult(
-            order=self.orderly, auto_commit=True, consume_result=result, remark=remark,
-            spent_time_mills=int((time.monotonic() - started) * 1000),
-        )  # fmt: skip
-
-    def _decode_direct(self, message: MessageExt) -> list[MessageExt]:
-        if message.sys_flag & MessageSysFlag.COMPRESSED:
-            message.body = decompress_body(message.body)
-            message.sys_flag &= ~MessageSysFlag.COMPRESSED
-        if message.topic == self._retry_topic:
-            message.topic = message.properties.get(MessageConst.RETRY_TOPIC) or message.topic
-        return [message]

@@ -4,10 +4,14 @@ Layers, bottom up (each usable without the ones above it):
 
 - `protocol.codes`, `protocol.command`: the vocabulary (`RequestCode`, `ResponseCode`,
   `RemotingCommand`, `RemotingError`).
-- `protocol.frame`: sans-IO frame codec (bytes <-> commands), JSON and ROCKETMQ headers.
-- `protocol.headers`, `protocol.bodies`, `protocol.message`: typed ext-field headers, JSON
-  bodies, and the stored message record format.
+- `protocol.frame`: sans-IO frame codec (bytes <-> commands), JSON and ROCKETMQ headers;
+  `protocol.fastjson`: fastjson's JSON dialect (bare and object map keys).
+- `protocol.headers`, `protocol.bodies`: typed ext-field headers and JSON bodies, each a
+  package of private modules by request family that exports every name itself.
+- `protocol.message`: the message codec, a package too: the stored record (also a pull
+  answer's body), batch bodies, properties, offset msg ids and UNIQ_KEY ids.
 - `protocol.connection`: `Dispatcher` and `Connection` (request dispatch, pending calls).
+- `protocol.transport`, `protocol.websocket`: thin TCP and websocket transports.
 - `protocol.server`, `protocol.client`: `RemotingServer` over TCP and websocket, and the
   pooled `RemotingClient` (trio or asyncio).
 """
