@@ -41,6 +41,9 @@ from client import (
     parse_tags,
     select_by_hash,
 )
+from client.fault import MQFaultStrategy
+from protocol.bodies import ConsumeFromWhere, MessageModel, MessageQueue
+from protocol.message import MessageExt
 from storage import BrokerRole, FlushDiskType
 
 __all__ = [
@@ -53,13 +56,18 @@ __all__ = [
     "BrokerRole",
     "ClientInstance",
     "ConsumeConcurrentlyStatus",
+    "ConsumeFromWhere",
     "ConsumeOrderlyStatus",
     "EmbeddedCluster",
     "FlushDiskType",
     "GroupConsumeStats",
     "LocalTransactionState",
     "MQClientError",
+    "MQFaultStrategy",
     "Message",
+    "MessageExt",
+    "MessageModel",
+    "MessageQueue",
     "MessageQueueSelector",
     "Producer",
     "ProducerStatistics",
