@@ -18,7 +18,7 @@ import trio
 from protocol.client import RemotingClient
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
-from tests.registry.helpers import register_request, topics
+from tests.actors.registry.helpers import register_request, topics
 
 ROOT = Path(__file__).resolve().parents[2]
 READY = re.compile(r"registry ready: tcp port (\d+)(?:, websocket port (\d+))?")
