@@ -3,10 +3,10 @@
 A slave asks its master every 10 s (the first time after 3 s) for the topic table
 (GET_ALL_TOPIC_CONFIG), consumer offsets (GET_ALL_CONSUMER_OFFSET), delay offsets
 (GET_ALL_DELAY_OFFSET) and subscription groups (GET_ALL_SUBSCRIPTIONGROUP_CONFIG), overwrites
-its own copies through the table actors' commands (topics and groups only when the master's
-data version differs), which persist them. The master's remoting address comes from the registration
-answer; with only ``haMasterAddress`` configured it is the HA port minus one (the default
-layout). A failed round is logged and tried again next period.
+its own copies (topics and groups only when the master's data version differs; the broker's
+tables through their actors, which persist them). The master's remoting address comes from the
+registration answer; with only ``haMasterAddress`` configured it is the HA port minus one (the
+default layout). A failed round is logged and tried again next period.
 """
 
 from __future__ import annotations

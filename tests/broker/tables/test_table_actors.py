@@ -76,12 +76,12 @@ class PoisonRequest(Request[None]):
     """A request no table actor takes: the caller gets the error, the actor carries on."""
 
 
-def heartbeat(conn: object, client_id: str, group: str, now: float) -> Heartbeat:
+def heartbeat(conn: Any, client_id: str, group: str, now: float) -> Heartbeat:
     consumer = ConsumerHeartbeat(
         group, ConsumeType.CONSUME_PASSIVELY, MessageModel.CLUSTERING,
         ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET, (SubscriptionData(topic="T"),),
     )  # fmt: skip
-    return Heartbeat(conn, client_id, LanguageCode.JAVA, 400, now, (consumer,), ("PG",))  # type: ignore[arg-type]
+    return Heartbeat(conn, client_id, LanguageCode.JAVA, 400, now, (consumer,), ("PG",))
 
 
 # -- a cast is seen by the next read ---------------------------------------------------------
