@@ -1,6 +1,7 @@
 """The broker's other request codes: client heartbeats, offsets, queue queries, message lookup
-and topic / group administration. Each handler is a plain function (answered inline by the
-connection's reader) because none of them waits.
+and topic / group administration. A plain function is answered inline by the connection's
+reader (heartbeats and offset commits cast their change to the table's actor without waiting);
+topic and group administration is ``async``: it waits for the table actor's answer.
 """
 
 from __future__ import annotations
@@ -10,8 +11,15 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from actors.broker.clients import ClientChannel
-from actors.broker.topics import PERM_RW, retry_topic
+from actors.broker.clients import (
+    ClientChannel,
+    ConsumerHeartbeat,
+    Heartbeat,
+    UnregisterClient,
+)
+from actors.broker.groups import DeleteGroup, UpdateGroup
+from actors.broker.offsets import CommitOffset, RemoveGroupOffsets
+from actors.broker.topics import PERM_RW, DeleteTopicConfig, UpdateTopicConfig, retry_topic
 from protocol.bodies import (
     BodyError,
     ConsumerConnection,
@@ -55,6 +63,7 @@ from protocol.headers import (
     decode_header,
     encode_header,
 )
+from supervisors.actor import ActorError
 
 if TYPE_CHECKING:
     from actors.broker.service import Broker
@@ -80,39 +89,39 @@ class AdminHandlers:
         except BodyError as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, f"bad heartbeat body: {exc}")
         now = trio.current_time()
-
-        def channel() -> ClientChannel:
-            return ClientChannel(connection, data.client_id, request.language, request.version, now)
-
+        consumers = []
         for consumer in data.consumer_data_set:
             group_config = broker.groups.find_subscription_group_config(consumer.group_name)
             notify = broker.config.notify_consumer_ids_changed_enable
             if group_config is not None:
                 notify = notify and group_config.notify_consumer_ids_changed_enable
-                broker.topics.create_topic_in_send_back(
+                broker.topics.create_topic_in_send_back_nowait(
                     retry_topic(consumer.group_name), group_config.retry_queue_nums, PERM_RW
                 )
-            changed = broker.clients.register_consumer(
-                consumer.group_name, channel(), consumer.consume_type, consumer.message_model,
-                consumer.consume_from_where, consumer.subscription_data_set, notify,
-            )  # fmt: skip
-            if changed:
-                log.info(
-                    "consumer group %s: %s joined or changed its subscriptions",
-                    consumer.group_name, data.client_id,
-                )  # fmt: skip
-        for producer in data.producer_data_set:
-            broker.clients.register_producer(producer.group_name, channel())
+            consumers.append(ConsumerHeartbeat(
+                consumer.group_name, consumer.consume_type, consumer.message_model,
+                consumer.consume_from_where, tuple(consumer.subscription_data_set), notify,
+            ))  # fmt: skip
+        producers = tuple(producer.group_name for producer in data.producer_data_set)
+        try:
+            broker.clients.cast_nowait(Heartbeat(
+                connection, data.client_id, request.language, request.version, now,
+                tuple(consumers), producers,
+            ))  # fmt: skip
+        except ActorError as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"heartbeat not recorded: {exc}")
         return request.response()
 
     def unregister_client(
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
         header = decode_header(UnregisterClientRequestHeader, request.ext_fields)
-        if header.producer_group:
-            self.broker.clients.unregister_producer(header.producer_group, connection)
-        if header.consumer_group:
-            self.broker.clients.unregister_consumer(header.consumer_group, connection)
+        try:
+            self.broker.clients.cast_nowait(
+                UnregisterClient(connection, header.producer_group, header.consumer_group)
+            )
+        except ActorError as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"not unregistered: {exc}")
         return request.response()
 
     def get_consumer_list_by_group(
@@ -185,9 +194,12 @@ class AdminHandlers:
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
         header = decode_header(UpdateConsumerOffsetRequestHeader, request.ext_fields)
-        self.broker.offsets.commit_offset(
-            header.consumer_group, header.topic, header.queue_id, header.commit_offset
-        )
+        try:
+            self.broker.offsets.cast_nowait(CommitOffset(
+                header.consumer_group, header.topic, header.queue_id, header.commit_offset
+            ))  # fmt: skip
+        except ActorError as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"offset not committed: {exc}")
         return request.response()
 
     def get_all_consumer_offset(
@@ -264,7 +276,7 @@ class AdminHandlers:
 
     # -- topics and groups -----------------------------------------------------------------
 
-    def update_and_create_topic(
+    async def update_and_create_topic(
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
         from actors.broker.topics import check_topic_name
@@ -292,7 +304,7 @@ class AdminHandlers:
                 ResponseCode.SYSTEM_ERROR,
                 f"topicFilterType {header.topic_filter_type!r} is not SINGLE_TAG or MULTI_TAG",
             )
-        broker.topics.update_topic_config(
+        await broker.topics.call(UpdateTopicConfig(
             TopicConfig(
                 topic_name=header.topic,
                 read_queue_nums=header.read_queue_nums,
@@ -302,14 +314,14 @@ class AdminHandlers:
                 topic_sys_flag=header.topic_sys_flag or 0,
                 order=header.order,
             )
-        )
+        ))  # fmt: skip
         return request.response()
 
-    def delete_topic_in_broker(
+    async def delete_topic_in_broker(
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
         header = decode_header(DeleteTopicRequestHeader, request.ext_fields)
-        self.broker.topics.delete_topic_config(header.topic)
+        await self.broker.topics.call(DeleteTopicConfig(header.topic))
         return request.response()
 
     def get_all_topic_config(
@@ -317,21 +329,23 @@ class AdminHandlers:
     ) -> RemotingCommand:
         return request.response(body=self.broker.topics.to_json())
 
-    def update_and_create_group(
+    async def update_and_create_group(
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
         try:
             config = SubscriptionGroupConfig.from_json(request.body or b"")
         except BodyError as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, f"bad group body: {exc}")
-        self.broker.groups.update(config)
+        await self.broker.groups.call(UpdateGroup(config))
         return request.response()
 
-    def delete_group(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
+    async def delete_group(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
         header = decode_header(DeleteSubscriptionGroupRequestHeader, request.ext_fields)
-        self.broker.groups.delete(header.group_name)
+        await self.broker.groups.call(DeleteGroup(header.group_name))
         if header.remove_offset:
-            self.broker.offsets.remove_group(header.group_name)
+            await self.broker.offsets.call(RemoveGroupOffsets(header.group_name))
         return request.response()
 
     def get_all_group_config(

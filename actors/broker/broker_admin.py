@@ -37,6 +37,7 @@ import attrs
 import orjson
 
 from actors.broker.config import BrokerConfig, ConfigError
+from actors.broker.offsets import CloneOffsets, CommitOffsets
 from actors.broker.topics import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     BENCHMARK_TOPIC,
@@ -47,6 +48,7 @@ from actors.broker.topics import (
     TRANS_CHECK_MAX_TIME_TOPIC,
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
+    BumpDataVersion,
 )
 from protocol.bodies import (
     BodyError,
@@ -120,7 +122,9 @@ class BrokerAdminHandlers:
 
     # -- offsets ---------------------------------------------------------------------------
 
-    def reset_offset(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
+    async def reset_offset(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
         header = decode_header(ResetOffsetRequestHeader, request.ext_fields)
         broker = self.broker
         topic, group = header.topic, header.group
@@ -157,8 +161,7 @@ class BrokerAdminHandlers:
                 wanted[queue_id] = target
         else:
             wanted = explicit
-        for queue_id, offset in wanted.items():
-            broker.offsets.commit_offset(group, topic, queue_id, offset)
+        await broker.offsets.call(CommitOffsets(group, topic, wanted))
         table = {self._queue(topic, queue_id): offset for queue_id, offset in wanted.items()}
         told = self._tell_consumers(header, table)
         log.info(
@@ -240,7 +243,7 @@ class BrokerAdminHandlers:
                 log.warning("could not tell %s of the offset reset: %s", channel.client_id, exc)
         return told
 
-    def clone_group_offset(
+    async def clone_group_offset(
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
         header = decode_header(CloneGroupOffsetRequestHeader, request.ext_fields)
@@ -251,6 +254,7 @@ class BrokerAdminHandlers:
             else broker.offsets.topics_of_group(source)
         )  # fmt: skip
         info = broker.clients.get_consumer_group_info(source)
+        cloned: set[str] = set()
         for topic in topics:
             if broker.topics.select(topic) is None:
                 continue
@@ -261,8 +265,8 @@ class BrokerAdminHandlers:
                 and topic not in info.subscriptions
             ):
                 continue  # the live source group no longer subscribes it (RocketMQ's rule)
-            for queue_id, offset in broker.offsets.queue_offsets(source, topic).items():
-                broker.offsets.commit_offset(header.dest_group, topic, queue_id, offset)
+            cloned.add(topic)
+        await broker.offsets.call(CloneOffsets(source, header.dest_group, frozenset(cloned)))
         return request.response()
 
     # -- settings --------------------------------------------------------------------------
@@ -276,7 +280,7 @@ class BrokerAdminHandlers:
         ext = encode_header(GetBrokerConfigResponseHeader(version=version))
         return request.response(ext_fields=ext, body=text.encode())
 
-    def update_broker_config(
+    async def update_broker_config(
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
         raw = bytes(request.body or b"")
@@ -315,7 +319,7 @@ class BrokerAdminHandlers:
             # As RocketMQ: a new data version, so the registries replace the queue data
             # with perms folded by the broker's permission (the registrar's on_change hook
             # registers at once).
-            broker.topics.bump_data_version()
+            await broker.topics.call(BumpDataVersion())
         log.info("broker settings changed by %s: %s", connection.peer, changes)
         return request.response()
 

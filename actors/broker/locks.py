@@ -6,19 +6,24 @@ rebalance moves queues between them. Per group the broker keeps queue -> (client
 renewal); a lock lives ``rebalanceLockMaxLiveTime`` (60 s) without renewal, and consumers renew
 every 20 s.
 
-The table is a single-writer table like the broker's others (docs/actors.md): plain methods that
-never await, called inline by the connection reader. It lives in memory only, as in RocketMQ:
-after a broker restart consumers simply lock again.
+`LockTable` is the plain state (times are the caller's); `RebalanceLockManager` is the actor
+that alone changes it: LOCK_BATCH_MQ calls it (the answer is the set it granted), UNLOCK_BATCH_MQ
+casts (its answer does not depend on the release); `locked_by` reads inline. The table lives in
+memory only, as in RocketMQ: after a broker restart consumers simply lock again. A restart of
+the actor keeps the table (it lives on the instance, each change applied whole): it loses the
+command that crashed it and those queued behind it; a lost unlock frees its queues when their
+60 s lease runs out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import attrs
 import trio
 
+from actors.broker.persist import TableActor
 from protocol.bodies import (
     BodyError,
     LockBatchRequestBody,
@@ -29,6 +34,7 @@ from protocol.bodies import (
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
 from protocol.connection import Connection
+from supervisors.actor import ActorError, ActorStatistics, Request
 
 if TYPE_CHECKING:
     from actors.broker.service import Broker
@@ -50,22 +56,22 @@ class LockStatistics:
     locked_queues: int
 
 
-class RebalanceLockManager:
-    """Group -> queue -> `LockEntry`, with a lease of ``lock_max_live_time_ms``."""
+class LockTable:
+    """Group -> queue -> `LockEntry`, with a lease of ``lock_max_live_time`` seconds; plain
+    state, no I/O, no clock (``now`` is the caller's, `trio.current_time()` in the broker)."""
 
-    def __init__(self, lock_max_live_time_ms: int = 60_000) -> None:
-        self.lock_max_live_time = lock_max_live_time_ms / 1000
+    def __init__(self, lock_max_live_time: float = 60.0) -> None:
+        self.lock_max_live_time = lock_max_live_time
         self.mq_lock_table: dict[str, dict[MessageQueue, LockEntry]] = {}
 
     def try_lock_batch(
-        self, group: str, mqs: Iterable[MessageQueue], client_id: str
+        self, group: str, mqs: Iterable[MessageQueue], client_id: str, now: float
     ) -> list[MessageQueue]:
         """Lock or renew each queue for ``client_id``; the queues it now holds, in request order.
 
         A queue is granted when nobody holds it, when this client already does (the lease is
         renewed) or when the holder's lease has run out (the lock passes to this client).
         """
-        now = trio.current_time()
         table = self.mq_lock_table.setdefault(group, {})
         granted: list[MessageQueue] = []
         for mq in mqs:
@@ -92,16 +98,16 @@ class RebalanceLockManager:
             del self.mq_lock_table[group]
         return released
 
-    def locked_by(self, group: str, mq: MessageQueue) -> str | None:
+    def locked_by(self, group: str, mq: MessageQueue, now: float) -> str | None:
         """The client id holding a live lock on ``mq`` for ``group``, or None."""
         entry = self.mq_lock_table.get(group, {}).get(mq)
-        if entry is None or self._expired(entry, trio.current_time()):
+        if entry is None or self._expired(entry, now):
             return None
         return entry.client_id
 
-    def is_locked(self, group: str, mq: MessageQueue, client_id: str) -> bool:
+    def is_locked(self, group: str, mq: MessageQueue, client_id: str, now: float) -> bool:
         """Whether ``client_id`` holds a live lock on ``mq`` for ``group``."""
-        return self.locked_by(group, mq) == client_id
+        return self.locked_by(group, mq, now) == client_id
 
     def statistics(self) -> LockStatistics:
         """Groups with locks and queues locked (expired entries included until taken over)."""
@@ -114,13 +120,107 @@ class RebalanceLockManager:
         return now - entry.last_update > self.lock_max_live_time
 
 
+# -- commands ----------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class LockBatch(Request[list[MessageQueue]]):
+    """LOCK_BATCH_MQ: lock or renew ``mqs`` for ``client_id``; answers the queues granted."""
+
+    group: str
+    mqs: tuple[MessageQueue, ...]
+    client_id: str
+
+
+@attrs.frozen
+class UnlockBatch(Request[int]):
+    """UNLOCK_BATCH_MQ: release the queues ``client_id`` holds; answers how many (the handler
+    casts it: its answer does not wait for the release)."""
+
+    group: str
+    mqs: tuple[MessageQueue, ...]
+    client_id: str
+
+
+LockCommand: TypeAlias = LockBatch | UnlockBatch
+
+
+@attrs.frozen
+class RebalanceLockStatistics(ActorStatistics):
+    """The lock actor's counters and its table at one moment."""
+
+    groups: int
+    locked_queues: int
+    granted: int  # queues granted (locked or renewed) since start
+    refused: int  # queues asked for while another client held them
+
+
+class RebalanceLockManager(TableActor[LockCommand]):
+    """Owns the broker's `LockTable`; see the module docstring."""
+
+    def __init__(self, lock_max_live_time_ms: int = 60_000) -> None:
+        super().__init__("locks")
+        self.state = LockTable(lock_max_live_time_ms / 1000)
+        self.granted = 0
+        self.refused = 0
+
+    # -- reads (inline, no hop) -------------------------------------------------------------
+
+    def locked_by(self, group: str, mq: MessageQueue) -> str | None:
+        """The client id holding a live lock on ``mq`` for ``group``, or None."""
+        return self.state.locked_by(group, mq, trio.current_time())
+
+    def is_locked(self, group: str, mq: MessageQueue, client_id: str) -> bool:
+        """Whether ``client_id`` holds a live lock on ``mq`` for ``group``."""
+        return self.state.is_locked(group, mq, client_id, trio.current_time())
+
+    @property
+    def lock_max_live_time(self) -> float:
+        """Seconds a lock lives without renewal."""
+        return self.state.lock_max_live_time
+
+    @property
+    def mq_lock_table(self) -> Mapping[str, Mapping[MessageQueue, LockEntry]]:
+        """Group -> queue -> holder."""
+        return self.state.mq_lock_table
+
+    # -- the actor --------------------------------------------------------------------------
+
+    def apply(self, command: LockCommand) -> Any:
+        """Apply one command."""
+        match command:
+            case LockBatch():
+                granted = self.state.try_lock_batch(
+                    command.group, command.mqs, command.client_id, trio.current_time()
+                )
+                self.granted += len(granted)
+                self.refused += len(command.mqs) - len(granted)
+                return granted
+            case UnlockBatch():
+                return self.state.unlock_batch(command.group, command.mqs, command.client_id)
+        raise TypeError(f"the lock actor takes no {type(command).__name__}")
+
+    def statistics(self) -> RebalanceLockStatistics:
+        """Actor counters and the table's size."""
+        table = self.state.statistics()
+        return RebalanceLockStatistics(
+            **self._statistics_fields(),
+            groups=table.groups,
+            locked_queues=table.locked_queues,
+            granted=self.granted,
+            refused=self.refused,
+        )
+
+
 class LockHandlers:
     """Handlers of LOCK_BATCH_MQ and UNLOCK_BATCH_MQ."""
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
 
-    def lock_batch_mq(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
+    async def lock_batch_mq(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
         try:
             body = LockBatchRequestBody.from_json(request.body or b"")
         except BodyError as exc:
@@ -128,7 +228,9 @@ class LockHandlers:
         refused = self._check_group(request, body.consumer_group)
         if refused is not None:
             return refused
-        granted = self.broker.locks.try_lock_batch(body.consumer_group, body.mq_set, body.client_id)
+        granted = await self.broker.locks.call(
+            LockBatch(body.consumer_group, tuple(body.mq_set), body.client_id)
+        )
         answer = LockBatchResponseBody(lock_ok_mq_set=granted)
         return request.response(ResponseCode.SUCCESS, None, None, answer.to_json())
 
@@ -140,7 +242,12 @@ class LockHandlers:
         refused = self._check_group(request, body.consumer_group)
         if refused is not None:
             return refused
-        self.broker.locks.unlock_batch(body.consumer_group, body.mq_set, body.client_id)
+        try:
+            self.broker.locks.cast_nowait(
+                UnlockBatch(body.consumer_group, tuple(body.mq_set), body.client_id)
+            )
+        except ActorError as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"UNLOCK_BATCH_MQ not done: {exc}")
         return request.response(ResponseCode.SUCCESS)
 
     def _check_group(self, request: RemotingCommand, group: str) -> RemotingCommand | None:

@@ -21,6 +21,7 @@ import attrs
 import trio
 
 from actors.broker.clients import parse_subscription, tag_codes
+from actors.broker.offsets import CommitOffset
 from protocol.bodies import PERM_READ, MessageModel
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
@@ -33,6 +34,7 @@ from protocol.headers import (
     encode_header,
 )
 from storage import GetMessageResult, GetMessageStatus
+from supervisors.actor import ActorError
 
 if TYPE_CHECKING:
     from actors.broker.service import Broker
@@ -301,9 +303,12 @@ class PullHandler:
             # A slave may lag its master: tell the consumer to retry rather than move.
             code = ResponseCode.PULL_RETRY_IMMEDIATELY
         if commit and header.sys_flag & PullSysFlag.COMMIT_OFFSET and not self.config.is_slave:
-            broker.offsets.commit_offset(
-                header.consumer_group, header.topic, header.queue_id, header.commit_offset
-            )
+            try:  # one cast, no wait: the offset actor applies it in the next scheduler pass
+                broker.offsets.cast_nowait(CommitOffset(
+                    header.consumer_group, header.topic, header.queue_id, header.commit_offset
+                ))  # fmt: skip
+            except ActorError:
+                pass  # the actor is restarting: the consumer commits again with its next pull
         suggest = self._suggest(result)
         body = None
         if code == ResponseCode.SUCCESS:

@@ -17,7 +17,7 @@ import attrs
 import trio
 
 from actors.broker.config import BrokerConfig
-from actors.broker.topics import TopicManager
+from actors.broker.topics import TopicManager, UpdateOrderTopics
 from protocol.bodies import PERM_READ, PERM_WRITE, DataVersion, KVTable, RegisterBrokerBody
 from protocol.client import RemotingClient
 from protocol.codes import RequestCode, ResponseCode
@@ -31,6 +31,7 @@ from protocol.headers import (
     decode_header,
     encode_header,
 )
+from supervisors.actor import ActorError
 
 log = logging.getLogger("boltmq.broker.registrar")
 
@@ -163,7 +164,10 @@ class Registrar:
             self.master_ha_addr = answer.ha_server_addr or None
         if response.body:
             self.order_topics = set(KVTable.from_json(response.body).table)
-            self.topics.update_order_topics(self.order_topics)
+            try:
+                self.topics.cast_nowait(UpdateOrderTopics(frozenset(self.order_topics)))
+            except ActorError as exc:
+                log.warning("order topics not updated (%s); later registrations bring them", exc)
 
     async def unregister_all(self) -> None:
         """Tell every registry this broker is leaving (best effort, bounded by the timeout)."""

@@ -47,6 +47,7 @@ from actors.broker.topics import (
     SCHEDULE_TOPIC,
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
+    CreateSystemTopic,
     now_ms,
 )
 from protocol.bodies import DelayOffsetSerializeWrapper
@@ -243,8 +244,7 @@ class ScheduleMessageService:
             await trio.to_thread.run_sync(self._load)
         slave = self.broker.config.is_slave
         if not slave:  # a slave's topics are the master's (config sync)
-            self.broker.topics.create_topic_in_send_back(TIMER_TOPIC, TIMER_QUEUE_NUMS, PERM_RW)
-            self.broker.topics.system_topics.add(TIMER_TOPIC)
+            await self.broker.topics.call(CreateSystemTopic(TIMER_TOPIC, TIMER_QUEUE_NUMS, PERM_RW))
         self._stopping = False
         self._wake = trio.Event()
         self._stopped = trio.Event()

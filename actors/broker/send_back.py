@@ -12,7 +12,14 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING
 
-from actors.broker.topics import PERM_RW, dlq_topic, retry_topic
+from actors.broker.topics import (
+    PERM_RW,
+    CreateTopicInSendBack,
+    TopicMissing,
+    create_then_serve,
+    dlq_topic,
+    retry_topic,
+)
 from protocol.bodies import PERM_WRITE
 from protocol.codes import ResponseCode
 from protocol.command import ConnectionClosedError, RemotingCommand
@@ -42,7 +49,10 @@ class SendBackHandler:
         Plain (not async) like the send handler: the store writer's callback answers.
         """
         header = decode_header(ConsumerSendMsgBackRequestHeader, request.ext_fields)
-        checked = self._check(request, header)
+        try:
+            checked = self._check(request, header)
+        except TopicMissing as missing:  # the group's first retry or dead letter
+            return create_then_serve(self.broker.topics, missing, connection, request, self)
         if isinstance(checked, RemotingCommand):
             return checked
         msg = checked
@@ -120,13 +130,17 @@ class SendBackHandler:
         delay_level = header.delay_level
         if message.reconsume_times >= max_times or delay_level < 0:
             topic = dlq_topic(group)
-            topic_config = broker.topics.create_topic_in_send_back(topic, 1, PERM_RW)
+            topic_config = broker.topics.select(topic)
+            if topic_config is None:
+                raise TopicMissing(CreateTopicInSendBack(topic, 1, PERM_RW))
             queue_id = 0
             properties.pop(MessageConst.DELAY, None)
         else:
             topic = retry_topic(group)
             queues = group_config.retry_queue_nums
-            topic_config = broker.topics.create_topic_in_send_back(topic, queues, PERM_RW)
+            topic_config = broker.topics.select(topic)
+            if topic_config is None:
+                raise TopicMissing(CreateTopicInSendBack(topic, queues, PERM_RW))
             queue_id = random.randrange(queues)
             if delay_level == 0:
                 delay_level = RETRY_BASE_DELAY_LEVEL + message.reconsume_times

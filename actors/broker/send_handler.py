@@ -16,7 +16,11 @@ from actors.broker.topics import (
     NOT_ALLOWED_SEND_TOPICS,
     PERM_RW,
     RETRY_GROUP_TOPIC_PREFIX,
+    CreateTopicInSendBack,
+    CreateTopicInSendMessageMethod,
+    TopicMissing,
     check_topic_name,
+    create_then_serve,
     dlq_topic,
 )
 from actors.broker.transaction import prepare_half_message
@@ -107,6 +111,8 @@ class SendHandler:
                       reconsume, done)  # fmt: skip
         except SendRefused as refused:
             return request.response(refused.code, refused.remark)
+        except TopicMissing as missing:  # a topic's first send (actors.broker.topics)
+            return create_then_serve(self.topics, missing, connection, request, self)
         return None
 
     def _check(
@@ -144,18 +150,20 @@ class SendHandler:
             )
         topic_config = self.topics.select(topic)
         if topic_config is None:
-            topic_config = self.topics.create_topic_in_send_message_method(
-                topic, header.default_topic, header.default_topic_queue_nums
-            )
-            if topic_config is None and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-                topic_config = self.topics.create_topic_in_send_back(topic, 1, PERM_RW)
-            if topic_config is None:
-                raise SendRefused(
-                    ResponseCode.TOPIC_NOT_EXIST,
-                    f"topic {topic} does not exist on broker {config.broker_name} and cannot be "
-                    f"created from {header.default_topic!r} (autoCreateTopicEnable="
-                    f"{str(config.auto_create_topic_enable).lower()})",
+            # Created by the topic actor, then the send is served again (TopicMissing).
+            queues = header.default_topic_queue_nums
+            if self.topics.topic_from_template(topic, header.default_topic, queues) is not None:
+                raise TopicMissing(
+                    CreateTopicInSendMessageMethod(topic, header.default_topic, queues)
                 )
+            if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                raise TopicMissing(CreateTopicInSendBack(topic, 1, PERM_RW))
+            raise SendRefused(
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"topic {topic} does not exist on broker {config.broker_name} and cannot be "
+                f"created from {header.default_topic!r} (autoCreateTopicEnable="
+                f"{str(config.auto_create_topic_enable).lower()})",
+            )
         if not topic_config.perm & PERM_WRITE:
             raise SendRefused(
                 ResponseCode.NO_PERMISSION,
@@ -184,7 +192,9 @@ class SendHandler:
                 max_times = header.max_reconsume_times
             if reconsume >= max_times:
                 topic = dlq_topic(group)
-                topic_config = self.topics.create_topic_in_send_back(topic, 1, PERM_RW)
+                topic_config = self.topics.select(topic)
+                if topic_config is None:
+                    raise TopicMissing(CreateTopicInSendBack(topic, 1, PERM_RW))
                 queue_id = 0
         return topic_config, queue_id, topic, reconsume
 

@@ -3,8 +3,8 @@
 Children of the broker's supervisor, in start order (stopped in reverse):
 
 1. ``store`` - the message store (writer actor, flush and retention services).
-2. ``topics``, ``offsets``, ``groups`` - config tables written to ``config/*.json``.
-3. ``clients`` - the scan that drops silent client connections.
+2. ``topics``, ``offsets``, ``groups`` - the table actors kept in ``config/*.json``.
+3. ``clients``, ``locks`` - the client connections (with their expiry scan) and orderly locks.
 4. ``stats`` - the statistics sampler (minute, hour and day rates).
 5. ``schedule`` - delay levels and timed delivery (re-puts due messages).
 6. ``server`` - listeners on listenPort, listenPort - 2 and the websocket port; on stop it
@@ -144,10 +144,11 @@ class Broker:
                 f"broker {config.broker_name}",
                 [
                     ChildSpec.instance("store", self.store),
-                    ChildSpec.function("topics", self.topics.run),
-                    ChildSpec.function("offsets", self.offsets.run),
-                    ChildSpec.function("groups", self.groups.run),
-                    ChildSpec.function("clients", self.clients.run),
+                    ChildSpec.instance("topics", self.topics),
+                    ChildSpec.instance("offsets", self.offsets),
+                    ChildSpec.instance("groups", self.groups),
+                    ChildSpec.instance("clients", self.clients),
+                    ChildSpec.instance("locks", self.locks),
                     ChildSpec.function("stats", self.stats.run),
                     ChildSpec.instance("schedule", self.schedule),
                     ChildSpec.function("server", self._serve, aclose=self._quiesce),

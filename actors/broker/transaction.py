@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
+from actors.broker.offsets import CommitOffsets
 from actors.broker.topics import PERM_RW, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import ConnectionClosedError, RemotingCommand, RemotingError
@@ -82,7 +83,7 @@ def prepare_half_message(
     properties.pop(MessageConst.START_DELIVER_TIME, None)
     properties[MessageConst.REAL_TOPIC] = topic
     properties[MessageConst.REAL_QID] = str(queue_id)
-    broker.topics.create_topic_in_send_back(TRANS_HALF_TOPIC, 1, PERM_RW)
+    broker.topics.create_topic_in_send_back_nowait(TRANS_HALF_TOPIC, 1, PERM_RW)
     return TRANS_HALF_TOPIC, 0, sys_flag & ~MessageSysFlag.TRANSACTION_MASK
 
 
@@ -256,7 +257,7 @@ class TransactionalMessageService:
         )  # fmt: skip
 
     def _put_op(self, half: MessageExt, callback: Callable[[PutMessageResult], object]) -> None:
-        self.broker.topics.create_topic_in_send_back(TRANS_OP_HALF_TOPIC, 1, PERM_RW)
+        self.broker.topics.create_topic_in_send_back_nowait(TRANS_OP_HALF_TOPIC, 1, PERM_RW)
         config = self.config
         op = MessageExtBrokerInner(
             topic=TRANS_OP_HALF_TOPIC,
@@ -335,9 +336,11 @@ class TransactionalMessageService:
                 break  # the re-put failed: try this half again next pass
             checked += 1
             position = queue_offset + 1
-        offsets.commit_offset(CID_RMQ_SYS_TRANS, TRANS_HALF_TOPIC, 0, position)
+        await offsets.call(CommitOffsets(CID_RMQ_SYS_TRANS, TRANS_HALF_TOPIC, {0: position}))
         new_op_offset = ops.progress()
-        offsets.commit_offset(CID_RMQ_SYS_TRANS, TRANS_OP_HALF_TOPIC, 0, new_op_offset)
+        await offsets.call(
+            CommitOffsets(CID_RMQ_SYS_TRANS, TRANS_OP_HALF_TOPIC, {0: new_op_offset})
+        )
         return CheckRound(position, new_op_offset, checked, discarded)
 
     async def _check_half(self, half: MessageExt, times: int) -> bool:

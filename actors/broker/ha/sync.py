@@ -3,10 +3,10 @@
 A slave asks its master every 10 s (the first time after 3 s) for the topic table
 (GET_ALL_TOPIC_CONFIG), consumer offsets (GET_ALL_CONSUMER_OFFSET), delay offsets
 (GET_ALL_DELAY_OFFSET) and subscription groups (GET_ALL_SUBSCRIPTIONGROUP_CONFIG), overwrites
-its own copies (topics and groups only when the master's data version differs) and lets the
-tables' run tasks persist them. The master's remoting address comes from the registration
-answer; with only ``haMasterAddress`` configured it is the HA port minus one (the default
-layout). A failed round is logged and tried again next period.
+its own copies (topics and groups only when the master's data version differs; the broker's
+tables through their actors, which persist them). The master's remoting address comes from the
+registration answer; with only ``haMasterAddress`` configured it is the HA port minus one (the
+default layout). A failed round is logged and tried again next period.
 """
 
 from __future__ import annotations
@@ -17,6 +17,9 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from actors.broker.groups import ReplaceGroupTable
+from actors.broker.offsets import ReplaceOffsetTable
+from actors.broker.topics import ReplaceTopicTable
 from protocol.bodies import (
     ConsumerOffsetSerializeWrapper,
     SubscriptionGroupWrapper,
@@ -24,6 +27,7 @@ from protocol.bodies import (
 )
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand, RemotingError
+from supervisors.actor import ActorError
 
 if TYPE_CHECKING:
     from actors.broker.service import Broker
@@ -75,7 +79,7 @@ class SlaveSynchronize:
             return False
         try:
             await self._sync(address, registrar.client.invoke)
-        except (RemotingError, OSError, ValueError) as exc:
+        except (RemotingError, OSError, ValueError, ActorError) as exc:
             self.failures += 1
             log.warning("config sync from master %s failed: %s", address, exc)
             return False
@@ -95,30 +99,17 @@ class SlaveSynchronize:
 
         body = await fetch(RequestCode.GET_ALL_TOPIC_CONFIG)
         if body:
-            topics = broker.topics
             wrapper = TopicConfigSerializeWrapper.from_json(body)
-            if wrapper.data_version != topics.data_version:
-                topics.topic_config_table.clear()
-                topics.topic_config_table.update(wrapper.topic_config_table)
-                topics.data_version = wrapper.data_version
-                topics.mark_dirty()
-                for hook in topics.on_change:
-                    hook(None)
+            await broker.topics.call(ReplaceTopicTable(wrapper))
         body = await fetch(RequestCode.GET_ALL_CONSUMER_OFFSET)
         if body:
             offsets = ConsumerOffsetSerializeWrapper.from_json(body).offset_table
-            broker.offsets.offset_table = {key: dict(queues) for key, queues in offsets.items()}
-            broker.offsets.mark_dirty()
+            await broker.offsets.call(ReplaceOffsetTable(offsets))
         body = await fetch(RequestCode.GET_ALL_DELAY_OFFSET)
         if body:
             broker.schedule.delay_offsets.from_json(body)
             broker.schedule.delay_offsets.mark_dirty()
         body = await fetch(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
         if body:
-            groups = broker.groups
             group_wrapper = SubscriptionGroupWrapper.from_json(body)
-            if group_wrapper.data_version != groups.data_version:
-                groups.table.clear()
-                groups.table.update(group_wrapper.subscription_group_table)
-                groups.data_version = group_wrapper.data_version
-                groups.mark_dirty()
+            await broker.groups.call(ReplaceGroupTable(group_wrapper))

@@ -9,7 +9,7 @@ import orjson
 import trio
 
 import boltmq
-from actors.broker.clients import ClientChannel, ClientManager
+from actors.broker.clients import ClientChannel, ClientTable
 from boltmq import EmbeddedCluster
 from protocol import Dispatcher, RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from protocol.bodies import ConsumeFromWhere, ConsumeType, MessageModel, TopicConfigSerializeWrapper
@@ -144,7 +144,7 @@ async def test_heartbeats_groups_and_notifications(cluster: EmbeddedCluster) -> 
 
 
 def test_silent_clients_expire_after_120_seconds() -> None:
-    manager = ClientManager()
+    manager = ClientTable()
     conn = object()
     channel = ClientChannel(conn, "c1", LanguageCode.JAVA, 400, 0.0)  # type: ignore[arg-type]
     manager.register_consumer(

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from actors.broker.groups import UpdateGroup
+from actors.broker.offsets import CommitOffsets
 from actors.broker.service import open_broker
 from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from protocol.bodies import SubscriptionGroupConfig
@@ -23,9 +25,9 @@ async def test_slave_copies_and_persists_the_master_tables(tmp_path: Path) -> No
         async with open_broker(config) as master:
             response = await call(client, master.address, send_request("SyncedTopic", b"x"))
             assert response.code == ResponseCode.SUCCESS
-            master.offsets.commit_offset("SyncedGroup", "SyncedTopic", 0, 1)
-            master.groups.update(
-                SubscriptionGroupConfig(group_name="SyncedGroup", retry_max_times=3)
+            await master.offsets.call(CommitOffsets("SyncedGroup", "SyncedTopic", {0: 1}))
+            await master.groups.call(
+                UpdateGroup(SubscriptionGroupConfig(group_name="SyncedGroup", retry_max_times=3))
             )
             master.schedule.delay_offsets.offset_table[2] = 0
             delay = await call(

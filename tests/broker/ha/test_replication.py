@@ -15,6 +15,7 @@ import pytest
 import trio
 
 from actors.broker.ha.master import HAStatistics
+from actors.broker.offsets import CommitOffsets
 from actors.broker.service import Broker, open_broker
 from actors.broker.stats import runtime_info
 from protocol import RemotingClient, ResponseCode
@@ -166,7 +167,7 @@ async def test_pulls_from_slave_go_on_when_master_stops(tmp_path: Path) -> None:
                 await send_many(client, master, 80)
                 await wait_caught_up(master, slave)
                 # A consumer committed up to offset 5 on queue 0 (synced to the slave).
-                master.offsets.commit_offset("CG", TOPIC, 0, 5)
+                await master.offsets.call(CommitOffsets("CG", TOPIC, {0: 5}))
                 assert await slave.ha.sync.sync_all()  # type: ignore[union-attr]
                 assert master.supervisor is not None
                 await master.supervisor.aclose()  # the master stops
