@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import attrs
 import trio
 
-from actors.broker.persist import TableActor
+from actors.broker.table_actor import TableActor
 from protocol.bodies import (
     BodyError,
     LockBatchRequestBody,

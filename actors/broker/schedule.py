@@ -40,7 +40,7 @@ import attrs
 import trio
 
 from actors.broker.config import parse_delay_levels
-from actors.broker.persist import PersistedTable
+from actors.broker.table_actor import PersistedTable
 from actors.broker.topics import (
     DLQ_GROUP_TOPIC_PREFIX,
     PERM_RW,

@@ -29,7 +29,7 @@ from contextlib import asynccontextmanager
 import attrs
 import trio
 
-from actors.broker.admin import notify_request
+from actors.broker.client_requests import notify_request
 from actors.broker.clients import ClientManager
 from actors.broker.config import BrokerConfig
 from actors.broker.groups import SubscriptionGroupManager

@@ -1,7 +1,7 @@
 """Message statistics (RocketMQ's BrokerStatsManager, StatsItem and BrokerStats) and the admin
 requests that read them: GET_BROKER_RUNTIME_INFO, VIEW_BROKER_STATS_DATA, GET_TOPIC_STATS_INFO
 and GET_CONSUME_STATS (QUERY_TOPIC_CONSUME_BY_WHO and QUERY_CONSUME_TIME_SPAN are operator
-requests, in broker_admin.py).
+requests, in consumer_admin.py).
 
 Counting sits on the send and pull paths, so it is a few integer adds into lists kept in
 dicts: `BrokerStatsManager.on_put` after a stored send (per topic: messages, bytes, requests),

@@ -17,7 +17,7 @@ import trio
 
 from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from protocol.message import iter_records
-from tests.broker.helpers import pull_request, send_request
+from tests.actors.broker.helpers import pull_request, send_request
 
 ROOT = Path(__file__).resolve().parents[2]
 BROKER_READY = re.compile(r"broker (\S+) .* ready on ([\d.]+:\d+)")

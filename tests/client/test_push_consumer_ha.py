@@ -19,13 +19,12 @@ from client import ConsumeConcurrentlyStatus, PushConsumer
 from protocol import ResponseCode
 from protocol.bodies import ConsumeFromWhere
 from protocol.message import MessageExt
-
-from ..broker.ha.helpers import (
+from tests.actors.broker.ha.helpers import (
     master_slave_for_failover,
     wait_caught_up,
     wait_for,
 )
-from ..broker.helpers import call, send_request
+from tests.actors.broker.helpers import call, send_request
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -25,13 +25,13 @@ import trio
 
 from actors.broker.service import Broker
 from protocol import RemotingClient, ResponseCode
-
-from ..broker.ha.helpers import (
+from tests.actors.broker.ha.helpers import (
     master_slave_for_failover,
     wait_caught_up,
     wait_slave_linked,
 )
-from ..broker.helpers import call, send_request
+from tests.actors.broker.helpers import call, send_request
+
 from .cpp_client import rocketmq
 
 pytestmark = pytest.mark.timeout(120)
@@ -140,7 +140,7 @@ async def test_cpp_push_consumer_reads_from_the_slave_while_the_master_is_down(
             # been consumed when it stopped: a consumer starting now would repeat messages,
             # never skip any. (The slave's config sync copies that older offset back; the
             # client, still committing to the slave, may overwrite it at any moment, so
-            # tests/broker/ha/test_failover.py checks that step.)
+            # tests/actors/broker/ha/test_failover.py checks that step.)
             master = await runner.start()
             assert master.offsets.query_offset(GROUP, TOPIC, 0) <= HOLD_AFTER
             await wait_slave_linked(master)

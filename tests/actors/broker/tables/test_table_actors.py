@@ -22,7 +22,7 @@ from actors.broker.config import BrokerConfig
 from actors.broker.groups import AutoCreateGroup, SubscriptionGroupManager, UpdateGroup
 from actors.broker.locks import LockBatch, RebalanceLockManager, UnlockBatch
 from actors.broker.offsets import CommitOffset, CommitOffsets, ConsumerOffsetManager
-from actors.broker.persist import TableActor
+from actors.broker.table_actor import TableActor
 from actors.broker.topics import (
     CreateTopicInSendBack,
     TopicManager,

@@ -1,5 +1,7 @@
-"""The operator's requests to a broker: offset resets and clones, the broker's settings, who
-consumes a topic and how far behind, and calls relayed to a consumer.
+"""The operator's requests about consumers: who is connected, what each group has committed,
+offset resets and clones, who consumes a topic and how far behind, and calls relayed to a
+consumer (mqadmin's consumerConnection, producerConnection, resetOffsetByTime,
+cloneGroupOffset, consumerStatus, consumeMessage).
 
 INVOKE_BROKER_TO_RESET_OFFSET (222) takes ResetOffsetRequestHeader (``topic``, ``group``,
 ``timestamp``, ``isForce``) and works in one of three ways:
@@ -19,12 +21,6 @@ starts from them, and every live consumer of the group is told with a oneway
 RESET_CONSUMER_CLIENT_OFFSET (220) carrying the same table (C++ consumers get the list form
 ``{"offsetTable":[{"brokerName","offset","queueId","topic"}]}`` their client reads). The answer's
 body is the ResetOffsetBody of the offsets set.
-
-UPDATE_BROKER_CONFIG (25) changes only `RUNTIME_KEYS`, the settings the broker reads at each
-use; any other key, an unknown key or a bad value refuses the whole request and changes
-nothing. GET_BROKER_CONFIG (26) answers every setting as ``key=value`` lines.
-
-The sheet's WIPE_WRITE_PERM_OF_BROKER (205) is a registry request; brokers have no such code.
 """
 
 from __future__ import annotations
@@ -33,31 +29,25 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-import attrs
 import orjson
 
-from actors.broker.config import BrokerConfig, ConfigError
-from actors.broker.offsets import CloneOffsets, CommitOffsets
-from actors.broker.topics import (
-    AUTO_CREATE_TOPIC_KEY_TOPIC,
-    BENCHMARK_TOPIC,
-    OFFSET_MOVED_EVENT,
-    SCHEDULE_TOPIC,
-    SELF_TEST_TOPIC,
-    TRACE_TOPIC,
-    TRANS_CHECK_MAX_TIME_TOPIC,
-    TRANS_HALF_TOPIC,
-    TRANS_OP_HALF_TOPIC,
-    BumpDataVersion,
+from actors.broker.clients import (
+    ClientChannel,
 )
+from actors.broker.offsets import CloneOffsets, CommitOffsets
 from protocol.bodies import (
     BodyError,
+    ConsumerConnection,
+    ConsumerOffsetSerializeWrapper,
     GroupList,
     MessageQueue,
+    ProducerConnection,
     QueryConsumeTimeSpanBody,
     QueueTimeSpan,
     ResetOffsetBody,
-    TopicList,
+)
+from protocol.bodies import (
+    Connection as ConnectionBody,
 )
 from protocol.codes import LanguageCode, RequestCode, ResponseCode
 from protocol.command import RemotingCommand, RemotingError, RemotingTimeoutError
@@ -65,8 +55,9 @@ from protocol.connection import Connection
 from protocol.headers import (
     CloneGroupOffsetRequestHeader,
     ConsumeMessageDirectlyResultRequestHeader,
-    GetBrokerConfigResponseHeader,
+    GetConsumerConnectionListRequestHeader,
     GetConsumerRunningInfoRequestHeader,
+    GetProducerConnectionListRequestHeader,
     QueryConsumeTimeSpanRequestHeader,
     QueryTopicConsumeByWhoRequestHeader,
     ResetOffsetRequestHeader,
@@ -74,53 +65,64 @@ from protocol.headers import (
     encode_header,
 )
 from protocol.message import MessageFormatError, decode_offset_msg_id
-from supervisors.config import parse_properties, property_key
 
 if TYPE_CHECKING:
     from actors.broker.service import Broker
 
 log = logging.getLogger("boltmq.broker.admin")
 
-#: Settings UPDATE_BROKER_CONFIG may change: each is read where it is used, so a change
-#: takes effect with the next request.
-RUNTIME_KEYS = frozenset(
-    {
-        "brokerPermission",
-        "autoCreateTopicEnable",
-        "autoCreateSubscriptionGroup",
-        "notifyConsumerIdsChangedEnable",
-        "longPollingEnable",
-        "shortPollingTimeMills",
-        "slaveReadEnable",
-        "whichBrokerWhenConsumeSlowly",
-    }
-)
 #: Seconds to wait for a consumer's answer to a relayed call (RocketMQ's callClient).
 CALL_CLIENT_TIMEOUT = 10.0
 
-_FIELD_BY_KEY = {property_key(field): field.name for field in attrs.fields(BrokerConfig)}
-_SYSTEM_TOPICS = frozenset(
-    {
-        AUTO_CREATE_TOPIC_KEY_TOPIC,
-        BENCHMARK_TOPIC,
-        OFFSET_MOVED_EVENT,
-        SCHEDULE_TOPIC,
-        SELF_TEST_TOPIC,
-        TRACE_TOPIC,
-        TRANS_CHECK_MAX_TIME_TOPIC,
-        TRANS_HALF_TOPIC,
-        TRANS_OP_HALF_TOPIC,
-    }
-)
 
-
-class BrokerAdminHandlers:
-    """Handlers of the operator's requests: resets, clones, settings, relayed calls."""
+class ConsumerAdmin:
+    """Handlers of the operator's requests about consumers."""
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
 
-    # -- offsets ---------------------------------------------------------------------------
+    # -- connections ---------------------------------------------------------------------------
+
+    def get_consumer_connection_list(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        header = decode_header(GetConsumerConnectionListRequestHeader, request.ext_fields)
+        info = self.broker.clients.get_consumer_group_info(header.consumer_group)
+        if info is None or not info.channels:
+            return request.response(
+                ResponseCode.CONSUMER_NOT_ONLINE,
+                f"the consumer group {header.consumer_group} is not online",
+            )
+        body = ConsumerConnection(
+            connection_set=[_connection_body(c) for c in info.channels.values()],
+            subscription_table=dict(info.subscriptions),
+            consume_type=info.consume_type,
+            message_model=info.message_model,
+            consume_from_where=info.consume_from_where,
+        )
+        return request.response(body=body.to_json())
+
+    def get_producer_connection_list(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        header = decode_header(GetProducerConnectionListRequestHeader, request.ext_fields)
+        channels = self.broker.clients.producer_table.get(header.producer_group)
+        if not channels:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"the producer group {header.producer_group} has no connection",
+            )
+        body = ProducerConnection(connection_set=[_connection_body(c) for c in channels.values()])
+        return request.response(body=body.to_json())
+
+    # -- offsets -------------------------------------------------------------------------------
+
+    def get_all_consumer_offset(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        table = self.broker.offsets.offset_table
+        body = ConsumerOffsetSerializeWrapper(offset_table={k: dict(v) for k, v in table.items()})
+        return request.response(body=body.to_json())
 
     async def reset_offset(
         self, connection: Connection, request: RemotingCommand
@@ -269,67 +271,7 @@ class BrokerAdminHandlers:
         await broker.offsets.call(CloneOffsets(source, header.dest_group, frozenset(cloned)))
         return request.response()
 
-    # -- settings --------------------------------------------------------------------------
-
-    def get_broker_config(
-        self, connection: Connection, request: RemotingCommand
-    ) -> RemotingCommand:
-        broker = self.broker
-        text = "".join(f"{key}={value}\n" for key, value in broker.config.to_properties().items())
-        version = broker.topics.data_version.to_json().decode()
-        ext = encode_header(GetBrokerConfigResponseHeader(version=version))
-        return request.response(ext_fields=ext, body=text.encode())
-
-    async def update_broker_config(
-        self, connection: Connection, request: RemotingCommand
-    ) -> RemotingCommand:
-        raw = bytes(request.body or b"")
-        try:
-            text = raw.decode()
-        except UnicodeDecodeError:
-            text = raw.decode("iso-8859-1")
-        try:
-            changes = parse_properties(text, source="UPDATE_BROKER_CONFIG body")
-        except ConfigError as exc:
-            return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
-        unknown = sorted(key for key in changes if key not in _FIELD_BY_KEY)
-        if unknown:
-            return request.response(
-                ResponseCode.SYSTEM_ERROR,
-                f"unknown broker setting(s) {', '.join(unknown)}; nothing was changed",
-            )
-        fixed = sorted(key for key in changes if key not in RUNTIME_KEYS)
-        if fixed:
-            return request.response(
-                ResponseCode.NO_PERMISSION,
-                f"{', '.join(fixed)} cannot change while the broker runs (set them in "
-                f"broker.conf and restart); settings that can: {', '.join(sorted(RUNTIME_KEYS))}. "
-                "Nothing was changed",
-            )
-        try:
-            checked = BrokerConfig.from_properties(changes)
-        except ConfigError as exc:
-            return request.response(ResponseCode.SYSTEM_ERROR, f"{exc}; nothing was changed")
-        broker = self.broker
-        for key in changes:
-            name = _FIELD_BY_KEY[key]
-            setattr(broker.config, name, getattr(checked, name))
-        broker.groups.auto_create = broker.config.auto_create_subscription_group
-        if "brokerPermission" in changes:
-            # As RocketMQ: a new data version, so the registries replace the queue data
-            # with perms folded by the broker's permission (the registrar's on_change hook
-            # registers at once).
-            await broker.topics.call(BumpDataVersion())
-        log.info("broker settings changed by %s: %s", connection.peer, changes)
-        return request.response()
-
-    # -- topics and consumers ----------------------------------------------------------------
-
-    def get_system_topic_list(
-        self, connection: Connection, request: RemotingCommand
-    ) -> RemotingCommand:
-        topics = sorted(_SYSTEM_TOPICS | self.broker.topics.system_topics)
-        return request.response(body=TopicList(topic_list=topics).to_json())
+    # -- progress ------------------------------------------------------------------------------
 
     def query_topic_consume_by_who(
         self, connection: Connection, request: RemotingCommand
@@ -385,7 +327,7 @@ class BrokerAdminHandlers:
         body = QueryConsumeTimeSpanBody(consume_time_span_set=spans)
         return request.response(body=body.to_json())
 
-    # -- calls relayed to a consumer -------------------------------------------------------
+    # -- calls relayed to a consumer -----------------------------------------------------------
 
     async def get_consumer_running_info(
         self, connection: Connection, request: RemotingCommand
@@ -464,6 +406,15 @@ class BrokerAdminHandlers:
         )
 
 
+def _connection_body(channel: ClientChannel) -> ConnectionBody:
+    return ConnectionBody(
+        client_id=channel.client_id,
+        client_addr=channel.connection.peer,
+        language=channel.language,
+        version=channel.version,
+    )
+
+
 def _reset_body_for_cpp(table: dict[MessageQueue, int]) -> bytes:
     # RocketMQ's ResetOffsetBodyForC: the C++ client reads a list, not object keys.
     entries = [
@@ -471,6 +422,3 @@ def _reset_body_for_cpp(table: dict[MessageQueue, int]) -> bytes:
         for mq, offset in table.items()
     ]
     return orjson.dumps({"offsetTable": entries})
-
-
-__all__ = ["CALL_CLIENT_TIMEOUT", "RUNTIME_KEYS", "BrokerAdminHandlers"]

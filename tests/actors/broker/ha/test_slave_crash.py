@@ -23,7 +23,7 @@ from storage import BrokerRole
 from ..helpers import call, send_request
 from .helpers import COMMIT_LOG_FILE, broker_config, commit_log_bytes, master_service, wait_for
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 BROKER_READY = re.compile(r"broker (\S+) .* ready on ([\d.]+:\d+)")
 
 

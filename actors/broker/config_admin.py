@@ -1,0 +1,239 @@
+"""The operator's requests about a broker's configuration: its settings, its topics and its
+subscription groups (mqadmin's getBrokerConfig, updateBrokerConfig, updateTopic, deleteTopic,
+updateSubGroup, deleteSubGroup, and the tables a slave's config sync reads).
+
+UPDATE_BROKER_CONFIG (25) changes only `RUNTIME_KEYS`, the settings the broker reads at each
+use; any other key, an unknown key or a bad value refuses the whole request and changes
+nothing. GET_BROKER_CONFIG (26) answers every setting as ``key=value`` lines. Changes go to
+the table actors and are answered once applied.
+
+The sheet's WIPE_WRITE_PERM_OF_BROKER (205) is a registry request; brokers have no such code.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import attrs
+
+from actors.broker.config import BrokerConfig, ConfigError
+from actors.broker.groups import DeleteGroup, UpdateGroup
+from actors.broker.offsets import RemoveGroupOffsets
+from actors.broker.topics import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    BENCHMARK_TOPIC,
+    OFFSET_MOVED_EVENT,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+    TRACE_TOPIC,
+    TRANS_CHECK_MAX_TIME_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+    BumpDataVersion,
+    DeleteTopicConfig,
+    UpdateTopicConfig,
+)
+from protocol.bodies import (
+    BodyError,
+    SubscriptionGroupConfig,
+    TopicConfig,
+    TopicFilterType,
+    TopicList,
+)
+from protocol.codes import ResponseCode
+from protocol.command import RemotingCommand
+from protocol.connection import Connection
+from protocol.headers import (
+    CreateTopicRequestHeader,
+    DeleteSubscriptionGroupRequestHeader,
+    DeleteTopicRequestHeader,
+    GetBrokerConfigResponseHeader,
+    decode_header,
+    encode_header,
+)
+from supervisors.config import parse_properties, property_key
+
+if TYPE_CHECKING:
+    from actors.broker.service import Broker
+
+log = logging.getLogger("boltmq.broker.admin")
+
+#: Settings UPDATE_BROKER_CONFIG may change: each is read where it is used, so a change
+#: takes effect with the next request.
+RUNTIME_KEYS = frozenset(
+    {
+        "brokerPermission",
+        "autoCreateTopicEnable",
+        "autoCreateSubscriptionGroup",
+        "notifyConsumerIdsChangedEnable",
+        "longPollingEnable",
+        "shortPollingTimeMills",
+        "slaveReadEnable",
+        "whichBrokerWhenConsumeSlowly",
+    }
+)
+
+_FIELD_BY_KEY = {property_key(field): field.name for field in attrs.fields(BrokerConfig)}
+
+_SYSTEM_TOPICS = frozenset(
+    {
+        AUTO_CREATE_TOPIC_KEY_TOPIC,
+        BENCHMARK_TOPIC,
+        OFFSET_MOVED_EVENT,
+        SCHEDULE_TOPIC,
+        SELF_TEST_TOPIC,
+        TRACE_TOPIC,
+        TRANS_CHECK_MAX_TIME_TOPIC,
+        TRANS_HALF_TOPIC,
+        TRANS_OP_HALF_TOPIC,
+    }
+)
+
+
+class ConfigAdmin:
+    """Handlers of the operator's configuration requests."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    # -- settings ------------------------------------------------------------------------------
+
+    def get_broker_config(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        broker = self.broker
+        text = "".join(f"{key}={value}\n" for key, value in broker.config.to_properties().items())
+        version = broker.topics.data_version.to_json().decode()
+        ext = encode_header(GetBrokerConfigResponseHeader(version=version))
+        return request.response(ext_fields=ext, body=text.encode())
+
+    async def update_broker_config(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        raw = bytes(request.body or b"")
+        try:
+            text = raw.decode()
+        except UnicodeDecodeError:
+            text = raw.decode("iso-8859-1")
+        try:
+            changes = parse_properties(text, source="UPDATE_BROKER_CONFIG body")
+        except ConfigError as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
+        unknown = sorted(key for key in changes if key not in _FIELD_BY_KEY)
+        if unknown:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"unknown broker setting(s) {', '.join(unknown)}; nothing was changed",
+            )
+        fixed = sorted(key for key in changes if key not in RUNTIME_KEYS)
+        if fixed:
+            return request.response(
+                ResponseCode.NO_PERMISSION,
+                f"{', '.join(fixed)} cannot change while the broker runs (set them in "
+                f"broker.conf and restart); settings that can: {', '.join(sorted(RUNTIME_KEYS))}. "
+                "Nothing was changed",
+            )
+        try:
+            checked = BrokerConfig.from_properties(changes)
+        except ConfigError as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"{exc}; nothing was changed")
+        broker = self.broker
+        for key in changes:
+            name = _FIELD_BY_KEY[key]
+            setattr(broker.config, name, getattr(checked, name))
+        broker.groups.auto_create = broker.config.auto_create_subscription_group
+        if "brokerPermission" in changes:
+            # As RocketMQ: a new data version, so the registries replace the queue data
+            # with perms folded by the broker's permission (the registrar's on_change hook
+            # registers at once).
+            await broker.topics.call(BumpDataVersion())
+        log.info("broker settings changed by %s: %s", connection.peer, changes)
+        return request.response()
+
+    # -- topics --------------------------------------------------------------------------------
+
+    async def update_and_create_topic(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        from actors.broker.topics import check_topic_name
+
+        header = decode_header(CreateTopicRequestHeader, request.ext_fields)
+        broker = self.broker
+        if broker.config.is_slave:
+            return request.response(
+                ResponseCode.NO_PERMISSION, "a slave does not create topics; ask its master"
+            )
+        problem = check_topic_name(header.topic)
+        if problem is not None:
+            return request.response(ResponseCode.SYSTEM_ERROR, problem)
+        if (
+            header.topic in broker.topics.system_topics
+            or header.topic == broker.config.broker_cluster_name
+        ):
+            return request.response(
+                ResponseCode.SYSTEM_ERROR, f"topic {header.topic} is a system topic"
+            )
+        try:
+            filter_type = TopicFilterType[header.topic_filter_type or "SINGLE_TAG"]
+        except KeyError:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"topicFilterType {header.topic_filter_type!r} is not SINGLE_TAG or MULTI_TAG",
+            )
+        await broker.topics.call(UpdateTopicConfig(
+            TopicConfig(
+                topic_name=header.topic,
+                read_queue_nums=header.read_queue_nums,
+                write_queue_nums=header.write_queue_nums,
+                perm=header.perm,
+                topic_filter_type=filter_type,
+                topic_sys_flag=header.topic_sys_flag or 0,
+                order=header.order,
+            )
+        ))  # fmt: skip
+        return request.response()
+
+    async def delete_topic_in_broker(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        header = decode_header(DeleteTopicRequestHeader, request.ext_fields)
+        await self.broker.topics.call(DeleteTopicConfig(header.topic))
+        return request.response()
+
+    def get_all_topic_config(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        return request.response(body=self.broker.topics.to_json())
+
+    def get_system_topic_list(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        topics = sorted(_SYSTEM_TOPICS | self.broker.topics.system_topics)
+        return request.response(body=TopicList(topic_list=topics).to_json())
+
+    # -- subscription groups -------------------------------------------------------------------
+
+    async def update_and_create_group(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        try:
+            config = SubscriptionGroupConfig.from_json(request.body or b"")
+        except BodyError as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"bad group body: {exc}")
+        await self.broker.groups.call(UpdateGroup(config))
+        return request.response()
+
+    async def delete_group(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        header = decode_header(DeleteSubscriptionGroupRequestHeader, request.ext_fields)
+        await self.broker.groups.call(DeleteGroup(header.group_name))
+        if header.remove_offset:
+            await self.broker.offsets.call(RemoveGroupOffsets(header.group_name))
+        return request.response()
+
+    def get_all_group_config(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        return request.response(body=self.broker.groups.to_json())
