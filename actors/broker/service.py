@@ -47,6 +47,7 @@ from protocol.client import RemotingClient
 from protocol.connection import Connection, Dispatcher
 from protocol.server import RemotingServer, ServerConfig, ServerStatistics
 from storage import FileMessageStore, MessageStore, StoreStatistics
+from supervisors.actor import ActorStatistics
 from supervisors.supervisor import ChildSpec, Supervisor, SupervisorStatistics
 
 log = logging.getLogger("boltmq.broker")
@@ -66,6 +67,8 @@ class BrokerStatistics:
     supervisor: SupervisorStatistics
     registrations: int
     ha: HAStatistics | HAClientStatistics | None = None  # replication (actors.broker.ha)
+    #: The table actors' own records: topics, offsets, groups, clients, locks.
+    tables: tuple[ActorStatistics, ...] = ()
 
 
 class Broker:
@@ -218,6 +221,10 @@ class Broker:
             supervisor=self.supervisor.statistics(),
             registrations=self.registrar.registrations if self.registrar else 0,
             ha=self.ha.statistics(),
+            tables=tuple(
+                table.statistics()
+                for table in (self.topics, self.offsets, self.groups, self.clients, self.locks)
+            ),
         )
 
 

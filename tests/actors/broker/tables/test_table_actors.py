@@ -320,6 +320,9 @@ async def test_a_crashed_table_actor_is_restarted_with_its_table(tmp_path: Path,
         assert child.restarts == 1 and child.last_error is not None
         assert "TypeError" in child.last_error and "Poison" in child.last_error
         assert kept()  # the table survived the restart
+        # The broker's own record carries each table actor's, restart included.
+        [record] = [t for t in broker.statistics().tables if t.name == actor.name]
+        assert record.restarts == 1
         assert (await fill(cluster, name))()  # and the actor serves again
     if name == "offsets":
         saved = (tmp_path / "store" / "config" / "consumerOffset.json").read_bytes()
