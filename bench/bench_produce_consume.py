@@ -63,11 +63,14 @@ def _send(fields: dict[str, str], body: bytes, batch: bool = False) -> RemotingC
     return RemotingCommand.request(code, fields, body)
 
 
-def _pull(topic: str, queue_id: int, offset: int) -> RemotingCommand:
+def _pull(topic: str, queue_id: int, offset: int, commit: bool = False) -> RemotingCommand:
+    # With ``commit``, each pull also commits the offset it starts from (the commit-offset
+    # flag), as a push consumer's pulls do.
     header = PullMessageRequestHeader(
-        consumer_group="BenchCG", topic=topic, queue_id=queue_id, queue_offset=offset,
-        max_msg_nums=32, sys_flag=0x4, commit_offset=0, suspend_timeout_millis=0,
-        subscription="*", sub_version=0,
+        consumer_group="BenchCommitCG" if commit else "BenchCG", topic=topic,
+        queue_id=queue_id, queue_offset=offset, max_msg_nums=32,
+        sys_flag=0x5 if commit else 0x4, commit_offset=offset if commit else 0,
+        suspend_timeout_millis=0, subscription="*", sub_version=0,
     )  # fmt: skip
     return RemotingCommand.request(RequestCode.PULL_MESSAGE, encode_header(header))
 
@@ -112,7 +115,9 @@ async def _produce(
     return stored, latencies
 
 
-async def _consume(client: RemotingClient, address: str, topic: str) -> tuple[int, float]:
+async def _consume(
+    client: RemotingClient, address: str, topic: str, commit: bool = False
+) -> tuple[int, float]:
     """(messages, seconds) to read every queue of ``topic`` with pulls of 32."""
     count = 0
     start = time.perf_counter()
@@ -121,7 +126,7 @@ async def _consume(client: RemotingClient, address: str, topic: str) -> tuple[in
         nonlocal count
         offset = 0
         while True:
-            answer = await client.invoke(address, _pull(topic, queue_id, offset), 10)
+            answer = await client.invoke(address, _pull(topic, queue_id, offset, commit), 10)
             if answer.code != ResponseCode.SUCCESS:
                 return
             assert answer.ext_fields is not None
@@ -178,6 +183,8 @@ async def _run_mode(flush: str, seconds: float, root: Path = ROOT) -> dict[str, 
             figures["batch_p50"] = _percentile(latencies, 0.5)
             read, took = await _consume(client, address, "BenchBatch")
             figures["consume"] = read / took
+            read, took = await _consume(client, address, "BenchBatch", commit=True)
+            figures["consume_commit"] = read / took
             half = figures["single"] / 2
             sent, latencies = await _produce(client, address, "BenchSingle", seconds, 64, rate=half)
             figures["half_rate"] = sent / seconds
@@ -217,12 +224,16 @@ async def _main(seconds: float) -> None:
             f"    pulls of 32, 8 queues    : {f['consume']:>9,.0f} msgs/s "
             f"{f['consume'] * mb:6.1f} MB/s"
         )
+        print(
+            f"    pulls committing offsets : {f['consume_commit']:>9,.0f} msgs/s "
+            f"{f['consume_commit'] * mb:6.1f} MB/s"
+        )
         print(f"    single at half the peak  : {f['half_rate']:>9,.0f} msgs/s"
               f"   p50 {_us(f['half_p50'])}  p99 {_us(f['half_p99'])}")  # fmt: skip
     print("  targets (ASYNC_FLUSH): single >= 20,000 msgs/s, batched >= 100,000 msgs/s")
 
 
-COMPARED = ("single", "batch", "consume")
+COMPARED = ("single", "batch", "consume", "consume_commit")
 
 
 async def _compare(against: Path, seconds: float, rounds: int, modes: list[str]) -> None:
