@@ -15,7 +15,8 @@ take RocketMQ's setting names in snake case. The client (trio or asyncio, see do
 from actors.broker.config import BrokerConfig
 from actors.broker.service import Broker, open_broker
 from actors.registry import Registry, RegistryConfig, open_registry
-from boltmq.launcher import EmbeddedCluster, embedded
+from boltmq.launcher import EmbeddedCluster, RunningCluster, embedded, launch
+from boltmq.spec import ClusterSpec, SpecError, load_spec, parse_spec
 from client import (
     Admin,
     BlockingProducer,
@@ -55,6 +56,7 @@ __all__ = [
     "BrokerConfig",
     "BrokerRole",
     "ClientInstance",
+    "ClusterSpec",
     "ConsumeConcurrentlyStatus",
     "ConsumeFromWhere",
     "ConsumeOrderlyStatus",
@@ -75,14 +77,19 @@ __all__ = [
     "PushConsumer",
     "Registry",
     "RegistryConfig",
+    "RunningCluster",
     "SendHandle",
     "SendResult",
     "SendStatus",
+    "SpecError",
     "TransactionProducer",
     "TransactionSendResult",
     "embedded",
+    "launch",
+    "load_spec",
     "open_broker",
     "open_registry",
+    "parse_spec",
     "parse_tags",
     "select_by_hash",
 ]

@@ -7,17 +7,23 @@ tables and flushes its store.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import time
 from pathlib import Path
 
 import attrs
+import trio
+from rich.console import Console
+from rich.table import Table
 
 from actors.broker.config import BrokerConfig, ConfigError, load_broker_config
 from actors.broker.service import Broker
 from actors.registry import Registry, RegistryConfig
-from boltmq.cli._run import EXIT_USAGE, Runner, serve
+from boltmq.cli._run import EXIT_USAGE, Runner, run_until_signalled, serve
 from boltmq.cli.registry import load_registry
-from boltmq.launcher import DEFAULT_HOME, broker_child
+from boltmq.launcher import DEFAULT_HOME, STATE_FILE, broker_child, launch, read_state
+from boltmq.spec import EXAMPLE_SPEC, ClusterSpec, SpecError, load_spec
 from supervisors.config import property_key
 from supervisors.supervisor import ChildSpec
 
@@ -26,10 +32,15 @@ BROKER_KEYS = [property_key(field) for field in attrs.fields(BrokerConfig)]
 BROKER_HELP = "run a broker: stores and serves messages, registers with the registries"
 BROKER_EXAMPLE = """example:
   boltmq broker -c broker.conf -n 127.0.0.1:9876 --listenPort 10911"""
-CLUSTER_HELP = "run a registry and a broker in one process (the embedded default)"
-CLUSTER_EXAMPLE = """example:
+CLUSTER_HELP = (
+    "run a whole cluster from a spec file (-f), or a registry and a broker in one process"
+)
+CLUSTER_EXAMPLE = """examples:
   boltmq cluster                      # registry :9876 + broker :10911, data under ~/boltmq
-  boltmq cluster --home /srv/boltmq --registryPort 9876 --listenPort 10911"""
+  boltmq cluster --home /srv/boltmq --registryPort 9876 --listenPort 10911
+  boltmq cluster --example > cluster.toml
+  boltmq cluster -f cluster.toml --follow
+  boltmq cluster -f cluster.toml --status     # from another terminal"""
 
 
 def setup_broker(parser: argparse.ArgumentParser) -> Runner:
@@ -47,11 +58,32 @@ def setup_broker(parser: argparse.ArgumentParser) -> Runner:
 
 def setup_cluster(parser: argparse.ArgumentParser) -> Runner:
     """Add the cluster's flags: ``--home``, ``--registryPort`` and the broker's."""
+    spec_options = parser.add_argument_group("a cluster from a spec file")
+    spec_options.add_argument(
+        "-f", "--file", metavar="SPEC", help="cluster spec (TOML): registries and broker groups"
+    )
+    spec_options.add_argument(
+        "--follow", action="store_true", help="with -f: also show every node's log, prefixed"
+    )
+    spec_options.add_argument(
+        "--status", action="store_true", help="with -f: print the running cluster's nodes"
+    )
+    spec_options.add_argument(
+        "--example", action="store_true", help="print a commented example spec and exit"
+    )
     parser.add_argument("--home", default=str(DEFAULT_HOME), help="data directory (~/boltmq)")
     parser.add_argument("--registryPort", type=int, default=9876, help="registry port (9876)")
     _add_broker_arguments(parser)
 
     def run(args: argparse.Namespace) -> int:
+        if args.example:
+            print(EXAMPLE_SPEC, end="")
+            return 0
+        if args.file is not None:
+            return run_spec(parser, args)
+        if args.follow or args.status:
+            print(f"{parser.prog}: --follow and --status need a spec (-f SPEC)", file=sys.stderr)
+            return EXIT_USAGE
         home = Path(args.home).expanduser()
         if args.storePathRootDir is None:
             args.storePathRootDir = str(home / "store")
@@ -75,6 +107,67 @@ def setup_cluster(parser: argparse.ArgumentParser) -> Runner:
         return serve("cluster", [ChildSpec.instance("registry", registry), broker_child(broker)])
 
     return run
+
+
+def run_spec(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """``boltmq cluster -f SPEC``: run the spec's cluster, or print its status."""
+    try:
+        spec = load_spec(args.file)
+    except SpecError as exc:
+        print(f"{parser.prog}: {exc}; nothing started", file=sys.stderr)
+        return EXIT_USAGE
+    if args.status:
+        return print_status(spec)
+
+    async def run_cluster() -> None:
+        async with launch(spec, follow=args.follow):
+            await trio.sleep_forever()
+
+    return run_until_signalled(run_cluster)
+
+
+def print_status(spec: ClusterSpec) -> int:
+    """Print each node's role, address, pid, uptime and restarts from the state file."""
+    try:
+        state = read_state(spec)
+    except FileNotFoundError:
+        print(f"no cluster of {spec.path} has run (no {spec.data_dir / STATE_FILE})")
+        return 1
+    launcher_alive = _alive(state.get("pid"))
+    table = Table(title=f"cluster {spec.path} (launcher pid {state.get('pid')}"
+                  f"{'' if launcher_alive else ', not running'})")  # fmt: skip
+    for column in ("node", "role", "address", "status", "pid", "uptime", "restarts"):
+        table.add_column(column)
+    now = time.time()
+    for node in state.get("nodes", []):
+        status = node["status"] if launcher_alive else f"{node['status']} (stale)"
+        started = node.get("started_at")
+        up = (
+            _duration(now - started) if started and node["status"] == "running" else "-"
+        )  # fmt: skip
+        table.add_row(node["name"], node["role"], node["address"], status,
+                      str(node.get("pid") or "-"), up, str(node.get("restarts", 0)))  # fmt: skip
+    # Not a terminal (a script, a pipe): wide enough that addresses are not cut.
+    Console(width=None if sys.stdout.isatty() else 160).print(table)
+    return 0
+
+
+def _alive(pid: object) -> bool:
+    if not isinstance(pid, int):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
 
 
 def _add_broker_arguments(parser: argparse.ArgumentParser) -> None:

@@ -26,7 +26,7 @@ from boltmq.cli.bench import LatencyHistogram
 if TYPE_CHECKING:
     from tests.client.helpers import RunningCluster
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 SUMMARY = re.compile(
     r"^(produce|consume): (\d+) msgs in ([\d.]+) s, (\d+) msgs/s, ([\d.]+) MB/s, "

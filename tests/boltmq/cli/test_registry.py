@@ -20,7 +20,7 @@ from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from tests.actors.registry.helpers import register_request, topics
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 READY = re.compile(r"registry ready: tcp port (\d+)(?:, websocket port (\d+))?")
 
 

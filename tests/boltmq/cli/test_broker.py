@@ -19,7 +19,7 @@ from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from protocol.message import iter_records
 from tests.actors.broker.helpers import pull_request, send_request
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 BROKER_READY = re.compile(r"broker (\S+) .* ready on ([\d.]+:\d+)")
 REGISTRY_READY = re.compile(r"registry ready: tcp port (\d+)")
 

@@ -1,0 +1,394 @@
+"""A whole cluster in one TOML file: the spec `boltmq cluster -f` and `boltmq.launch` run.
+
+    dataDir = "data"                  # node data under here (relative to the spec file)
+    logDir = "logs"                   # one log file per node
+    [defaults]                        # broker.conf keys every broker node shares
+    flushDiskType = "ASYNC_FLUSH"
+    [[registry]]
+    listenPort = 9876
+    [broker.broker-a]                 # a broker group: its brokerName
+    [[broker.broker-a.node]]
+    brokerId = 0
+    brokerRole = "SYNC_MASTER"
+    listenPort = 10911
+
+Every key inside ``[defaults]``, ``[[registry]]`` and the nodes is RocketMQ's namesrv.conf or
+broker.conf name. A spec is checked whole before anything starts (`load_spec` raises
+`SpecError` naming the file, the key and why): unknown keys, bad values, ports used twice,
+broker ids used twice in a group, a slave without a master, a group with two masters.
+`EXAMPLE_SPEC` is the commented example `boltmq cluster --example` prints.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from actors.broker.config import BrokerConfig, load_broker_config
+from actors.registry.config import KEYS as REGISTRY_KEYS
+from actors.registry.config import RegistryConfig
+from storage import BrokerRole
+from supervisors.config import ConfigError, load_config, property_key
+
+BROKER_KEYS = frozenset(property_key(field) for field in attrs.fields(BrokerConfig))
+#: Keys of the spec itself, at its top level.
+SPEC_KEYS = frozenset({"dataDir", "logDir", "inProcess", "defaults", "registry", "broker"})
+#: Keys of a node besides namesrv.conf / broker.conf's.
+NODE_KEYS = frozenset({"inProcess"})
+#: Keys the launcher sets on every node itself.
+LAUNCHER_SET_KEYS = frozenset({"namesrvAddr", "brokerName", "storePathRootDir", "kvConfigPath"})
+
+REGISTRY = "registry"
+BROKER = "broker"
+
+
+class SpecError(ValueError):
+    """A cluster spec that cannot run: names the file, the key and why."""
+
+
+@attrs.frozen
+class NodeSpec:
+    """One registry or broker of the cluster, with every setting it starts with."""
+
+    #: ``registry-1``, ``registry-2``, ... and ``<brokerName>-<brokerId>`` for brokers.
+    name: str
+    kind: str  # REGISTRY or BROKER
+    #: Its settings under RocketMQ's key names (the node's namesrv.conf / broker.conf).
+    properties: Mapping[str, str]
+    #: The port it answers on once started (listenPort).
+    port: int
+    #: ``registry``, or the broker's role (ASYNC_MASTER, SYNC_MASTER, SLAVE).
+    role: str
+    #: Start order: registries 0, masters 1, slaves 2 (stopped in reverse).
+    rank: int
+    data_dir: Path
+    log_file: Path
+    in_process: bool = False
+
+    @property
+    def broker_name(self) -> str:
+        """The broker group's name ("" for a registry)."""
+        return self.properties.get("brokerName", "")
+
+
+@attrs.frozen
+class ClusterSpec:
+    """A checked cluster spec; `nodes` are in start order."""
+
+    path: Path | None
+    data_dir: Path
+    log_dir: Path
+    nodes: tuple[NodeSpec, ...]
+
+    @property
+    def namesrv_addr(self) -> str:
+        """Every registry, ``;``-separated, as brokers and clients take it."""
+        return ";".join(f"127.0.0.1:{node.port}" for node in self.registries)
+
+    @property
+    def registries(self) -> tuple[NodeSpec, ...]:
+        """The registry nodes."""
+        return tuple(node for node in self.nodes if node.kind == REGISTRY)
+
+    @property
+    def brokers(self) -> tuple[NodeSpec, ...]:
+        """The broker nodes, masters before slaves."""
+        return tuple(node for node in self.nodes if node.kind == BROKER)
+
+    def node(self, name: str) -> NodeSpec:
+        """The node called ``name``; KeyError naming the known ones otherwise."""
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        raise KeyError(f"no node {name!r} in the spec (nodes: {', '.join(self.names())})")
+
+    def names(self) -> list[str]:
+        """Node names in start order."""
+        return [node.name for node in self.nodes]
+
+
+def load_spec(path: str | Path) -> ClusterSpec:
+    """Read and check the spec file at ``path``; raises `SpecError`."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read the cluster spec: {exc.strerror or exc}") from None
+    return parse_spec(text, path=path)
+
+
+def parse_spec(text: str, *, path: Path | None = None, base_dir: Path | None = None) -> ClusterSpec:
+    """Check the spec ``text`` (from ``path``, whose directory relative paths start from,
+    else ``base_dir``, else the current directory); raises `SpecError`."""
+    where = str(path) if path is not None else "<spec>"
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{where}: not valid TOML: {exc}") from None
+    return _Checker(where, document, _base(path, base_dir)).check()
+
+
+# ----------------------------------------------------------------------------- internals
+
+
+def _base(path: Path | None, base_dir: Path | None) -> Path:
+    if path is not None:
+        return path.resolve().parent
+    return (base_dir or Path.cwd()).resolve()
+
+
+class _Checker:
+    def __init__(self, where: str, document: dict[str, Any], base: Path) -> None:
+        self.where = where
+        self.document = document
+        self.base = base
+        self.ports: dict[int, str] = {}
+
+    def fail(self, key: str, why: str) -> SpecError:
+        return SpecError(f"{self.where}: {key}: {why}")
+
+    def check(self) -> ClusterSpec:
+        doc = self.document
+        self._known(doc, SPEC_KEYS, "")
+        data_dir = self._dir(doc.get("dataDir", "data"), "dataDir")
+        log_dir = self._dir(doc.get("logDir", "logs"), "logDir")
+        in_process = self._bool(doc.get("inProcess", False), "inProcess")
+        defaults = self._table(doc.get("defaults", {}), "defaults")
+        self._known(defaults, BROKER_KEYS - LAUNCHER_SET_KEYS, "defaults.")
+        registries = self._registries(doc.get("registry", []), data_dir, log_dir, in_process)
+        if not registries:
+            raise self.fail("registry", "the cluster needs at least one [[registry]]")
+        namesrv = ";".join(f"127.0.0.1:{node.port}" for node in registries)
+        brokers = self._brokers(
+            self._table(doc.get("broker", {}), "broker"),
+            defaults, namesrv, data_dir, log_dir, in_process,
+        )  # fmt: skip
+        nodes = sorted([*registries, *brokers], key=lambda node: node.rank)
+        return ClusterSpec(None if self.where == "<spec>" else Path(self.where),
+                           data_dir, log_dir, tuple(nodes))  # fmt: skip
+
+    # -- registries ---------------------------------------------------------------------
+
+    def _registries(
+        self, entries: object, data_dir: Path, log_dir: Path, in_process: bool
+    ) -> list[NodeSpec]:
+        if not isinstance(entries, list):
+            raise self.fail("registry", "must be an array of tables ([[registry]])")
+        nodes = []
+        for index, entry in enumerate(entries, 1):
+            key = f"registry[{index}]"
+            table = self._table(entry, key)
+            self._known(table, (REGISTRY_KEYS.keys() | NODE_KEYS) - LAUNCHER_SET_KEYS, key + ".")
+            name = f"registry-{index}"
+            node_dir = data_dir / name
+            properties = self._strings(table, NODE_KEYS)
+            properties.setdefault("listenPort", str(9876 + 10 * (index - 1)))
+            properties["kvConfigPath"] = str(node_dir / "kvConfig.json")
+            self._valid(RegistryConfig, properties, key)
+            port = int(properties["listenPort"])
+            self._claim(port, f"{key}.listenPort")
+            self._claim_optional(
+                properties.get("websocketListenPort"), f"{key}.websocketListenPort"
+            )
+            nodes.append(NodeSpec(
+                name=name, kind=REGISTRY, properties=properties, port=port, role=REGISTRY,
+                rank=0, data_dir=node_dir, log_file=log_dir / f"{name}.log",
+                in_process=self._bool(table.get("inProcess", in_process), key + ".inProcess"),
+            ))  # fmt: skip
+        return nodes
+
+    # -- brokers ------------------------------------------------------------------------
+
+    def _brokers(
+        self, groups: dict[str, Any], defaults: dict[str, Any], namesrv: str,
+        data_dir: Path, log_dir: Path, in_process: bool,
+    ) -> list[NodeSpec]:  # fmt: skip
+        nodes = []
+        for broker_name, group in groups.items():
+            prefix = f"broker.{broker_name}"
+            group_table = self._table(group, prefix)
+            self._known(group_table, {"node"}, prefix + ".")
+            entries = group_table.get("node", [])
+            if not isinstance(entries, list) or not entries:
+                raise self.fail(prefix + ".node", "a broker group needs at least one [[...node]]")
+            ids: dict[int, str] = {}
+            masters = []
+            group_nodes = []
+            for index, entry in enumerate(entries, 1):
+                key = f"{prefix}.node[{index}]"
+                table = self._table(entry, key)
+                self._known(table, (BROKER_KEYS | NODE_KEYS) - LAUNCHER_SET_KEYS, key + ".")
+                properties = {**self._strings(defaults, set()), **self._strings(table, NODE_KEYS)}
+                properties["brokerName"] = broker_name
+                properties["namesrvAddr"] = namesrv
+                config = self._valid(BrokerConfig, properties, key)
+                if config.broker_role is BrokerRole.SLAVE:
+                    if config.broker_id == 0:
+                        raise self.fail(key + ".brokerId", "a SLAVE needs a brokerId above 0")
+                elif config.broker_id != 0:
+                    raise self.fail(
+                        key + ".brokerId",
+                        f"a {config.broker_role} has brokerId 0 (RocketMQ's master id), "
+                        f"not {config.broker_id}",
+                    )
+                else:
+                    masters.append(key)
+                if config.broker_id in ids:
+                    raise self.fail(
+                        key + ".brokerId",
+                        f"brokerId {config.broker_id} is {ids[config.broker_id]}'s already",
+                    )
+                ids[config.broker_id] = key
+                name = f"{broker_name}-{config.broker_id}"
+                node_dir = data_dir / name
+                properties["storePathRootDir"] = str(node_dir / "store")
+                properties.setdefault("listenPort", str(config.listen_port))
+                self._claim(config.listen_port, f"{key}.listenPort")
+                if config.fast_port_enable:
+                    self._claim(config.listen_port - 2, f"{key}.listenPort - 2 (the fast port)")
+                ha_port = config.ha_listen_port or config.listen_port + 1
+                self._claim(ha_port, f"{key}.haListenPort")
+                self._claim_optional(
+                    properties.get("websocketListenPort"), f"{key}.websocketListenPort"
+                )
+                group_nodes.append(NodeSpec(
+                    name=name, kind=BROKER, properties=properties, port=config.listen_port,
+                    role=str(config.broker_role),
+                    rank=2 if config.broker_role is BrokerRole.SLAVE else 1,
+                    data_dir=node_dir, log_file=log_dir / f"{name}.log",
+                    in_process=self._bool(table.get("inProcess", in_process), key + ".inProcess"),
+                ))  # fmt: skip
+            if len(masters) > 1:
+                raise self.fail(masters[1] + ".brokerId", f"{masters[0]} is the group's master")
+            if not masters:
+                raise self.fail(
+                    prefix + ".node",
+                    f"broker group {broker_name} has slaves but no master (brokerId 0)",
+                )
+            nodes.extend(group_nodes)
+        return nodes
+
+    # -- checks -------------------------------------------------------------------------
+
+    def _known(self, table: Mapping[str, object], allowed: Iterable[str], prefix: str) -> None:
+        allowed = set(allowed)
+        for key in table:
+            if key not in allowed:
+                hint = _near(key, allowed)
+                raise self.fail(
+                    prefix + key,
+                    "unknown key" + (f" (did you mean {hint}?)" if hint else ""),
+                )
+
+    def _table(self, value: object, key: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(key, f"must be a table, not {type(value).__name__}")
+        return value
+
+    def _bool(self, value: object, key: str) -> bool:
+        if not isinstance(value, bool):
+            raise self.fail(key, f"must be true or false, not {value!r}")
+        return value
+
+    def _dir(self, value: object, key: str) -> Path:
+        if not isinstance(value, str) or not value:
+            raise self.fail(key, f"must be a directory path, not {value!r}")
+        path = Path(value).expanduser()
+        return path if path.is_absolute() else self.base / path
+
+    def _strings(self, table: Mapping[str, object], skip: Iterable[str]) -> dict[str, str]:
+        skip = set(skip)
+        out = {}
+        for key, value in table.items():
+            if key in skip:
+                continue
+            if isinstance(value, bool):
+                out[key] = "true" if value else "false"
+            elif isinstance(value, str | int | float):
+                out[key] = str(value)
+            else:
+                raise self.fail(key, f"must be a string, number or boolean, not {value!r}")
+        return out
+
+    def _valid(self, cls: type[Any], properties: dict[str, str], key: str) -> Any:
+        try:
+            if cls is BrokerConfig:
+                return load_broker_config(None, dict(properties))
+            return load_config(cls, None, dict(properties))
+        except ConfigError as exc:
+            raise self.fail(key, str(exc)) from None
+
+    def _claim(self, port: int, key: str) -> None:
+        if port == 0:
+            # Registries are named to brokers by address, and a node is up when it answers
+            # on its port: both must be known before it starts.
+            raise self.fail(key, "needs a fixed port (0 would pick one at random)")
+        if port in self.ports:
+            raise self.fail(key, f"port {port} is {self.ports[port]} already")
+        self.ports[port] = key
+
+    def _claim_optional(self, value: str | None, key: str) -> None:
+        if value is not None and value.isdigit() and int(value) != 0:  # 0: no listener
+            self._claim(int(value), key)
+
+
+def _near(key: str, allowed: set[str]) -> str | None:
+    lowered = key.lower()
+    for candidate in sorted(allowed):
+        if candidate.lower() == lowered:
+            return candidate
+    import difflib
+
+    close = difflib.get_close_matches(key, sorted(allowed), n=1)
+    return close[0] if close else None
+
+
+EXAMPLE_SPEC = """\
+# A BoltMQ cluster: `boltmq cluster -f cluster.toml` starts it, Ctrl-C stops it.
+# Every key below (except dataDir, logDir and inProcess) is RocketMQ's namesrv.conf or
+# broker.conf name. Relative paths start from this file's directory.
+
+dataDir = "data"          # each node's data: data/registry-1, data/broker-a-0/store, ...
+logDir = "logs"           # each node's log: logs/broker-a-0.log, ...
+inProcess = false         # true: every node runs inside the launcher (tests, notebooks)
+
+# broker.conf keys every broker node shares (a node's own keys win).
+[defaults]
+brokerClusterName = "DefaultCluster"
+flushDiskType = "ASYNC_FLUSH"
+
+# Registries (RocketMQ's NameServers); brokers register with all of them.
+[[registry]]
+listenPort = 9876
+websocketListenPort = 9877
+
+[[registry]]
+listenPort = 9886
+
+# Broker group "broker-a": a SYNC_MASTER and its slave. A group's name is its brokerName;
+# brokerId 0 is the master, above 0 a slave.
+[[broker.broker-a.node]]
+brokerId = 0
+brokerRole = "SYNC_MASTER"
+flushDiskType = "SYNC_FLUSH"
+listenPort = 10911        # also takes listenPort - 2 (the fast port) unless fastPortEnable=false
+haListenPort = 10912
+websocketListenPort = 10913
+
+[[broker.broker-a.node]]
+brokerId = 1
+brokerRole = "SLAVE"
+listenPort = 10921
+haListenPort = 10922
+
+# Broker group "broker-b": one ASYNC_MASTER.
+[[broker.broker-b.node]]
+brokerId = 0
+brokerRole = "ASYNC_MASTER"
+listenPort = 10931
+haListenPort = 10932
+"""
