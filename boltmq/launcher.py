@@ -146,9 +146,12 @@ class NodeState:
 class RunningCluster:
     """A cluster started by `launch`: its nodes' addresses and states, and test controls."""
 
-    def __init__(self, spec: ClusterSpec, *, follow: bool = False) -> None:
+    def __init__(
+        self, spec: ClusterSpec, *, follow: bool = False, restart_rules: RestartRules
+    ) -> None:
         self.spec = spec
         self.follow = follow
+        self.restart_rules = restart_rules
         self.states = {
             node.name: NodeState(node.name, node.role, f"127.0.0.1:{node.port}")
             for node in spec.nodes
@@ -205,9 +208,23 @@ class RunningCluster:
             log.warning("could not write %s: %s", path, exc)
 
 
+@attrs.frozen
+class RestartRules:
+    """How a node that dies is restarted: backoff from ``backoff_initial`` doubling up to
+    ``backoff_max`` seconds; more than ``intensity`` restarts in ``period`` s gives it up."""
+
+    intensity: int = NODE_RESTART_INTENSITY
+    period: float = NODE_RESTART_PERIOD
+    backoff_initial: float = 0.5
+    backoff_max: float = 30.0
+
+
 @asynccontextmanager
 async def launch(
-    spec: ClusterSpec | str | Path, *, follow: bool = False
+    spec: ClusterSpec | str | Path,
+    *,
+    follow: bool = False,
+    restart_rules: RestartRules | None = None,
 ) -> AsyncIterator[RunningCluster]:
     """Start every node of ``spec`` (a `ClusterSpec` or a spec file) in order, registries then
     masters then slaves, each once it answers on its port; yield the running cluster; stop
@@ -215,7 +232,7 @@ async def launch(
     and store with backoff; one that keeps dying is given up while the others keep running."""
     if not isinstance(spec, ClusterSpec):
         spec = load_spec(spec)
-    cluster = RunningCluster(spec, follow=follow)
+    cluster = RunningCluster(spec, follow=follow, restart_rules=restart_rules or RestartRules())
     for node in spec.nodes:
         node.data_dir.mkdir(parents=True, exist_ok=True)
         node.log_file.parent.mkdir(parents=True, exist_ok=True)
@@ -242,12 +259,13 @@ def _node_tree(cluster: RunningCluster, node: NodeSpec) -> ChildSpec:
     """The launcher's child for one node: a supervisor of its own, so that a node that keeps
     dying is given up alone (its escalation stops here) while the rest keep running."""
     runner = _InProcessNode(cluster, node) if node.in_process else _ProcessNode(cluster, node)
+    rules = cluster.restart_rules
     supervisor = Supervisor(
         f"node {node.name}",
         [ChildSpec.function(node.name, runner.run, aclose=runner.stop,
                             shutdown_timeout=NODE_STOP_TIMEOUT + 5)],
-        intensity=NODE_RESTART_INTENSITY, period=NODE_RESTART_PERIOD,
-        backoff_initial=0.5, backoff_max=30.0,
+        intensity=rules.intensity, period=rules.period,
+        backoff_initial=rules.backoff_initial, backoff_max=rules.backoff_max,
     )  # fmt: skip
     state = cluster.states[node.name]
 
@@ -314,6 +332,11 @@ class _ProcessNode:
                 task_status.started()
                 code = await process.wait()
                 nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            # The node's own failure, not the nursery's wrapper, is what its supervisor logs.
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
         finally:
             with trio.CancelScope(shield=True):
                 await self._kill(process)
@@ -341,6 +364,7 @@ class _ProcessNode:
         with trio.fail_after(NODE_START_TIMEOUT):
             while True:
                 if process.returncode is not None or process.poll() is not None:
+                    self.state.last_exit = _describe_exit(process.returncode)
                     raise NodeExited(
                         f"node {self.node.name} {_describe_exit(process.returncode)} before it "
                         f"answered on port {port} (see {self.node.log_file})"
