@@ -73,6 +73,10 @@ def setup_cluster(parser: argparse.ArgumentParser) -> Runner:
     )
     parser.add_argument("--home", default=str(DEFAULT_HOME), help="data directory (~/boltmq)")
     parser.add_argument("--registryPort", type=int, default=9876, help="registry port (9876)")
+    parser.add_argument(
+        "--registryWebsocketPort", type=int, default=None, metavar="PORT",
+        help="the registry's websocket port (9877 with the default ports, else off; 0 = off)",
+    )  # fmt: skip
     _add_broker_arguments(parser)
 
     def run(args: argparse.Namespace) -> int:
@@ -85,6 +89,11 @@ def setup_cluster(parser: argparse.ArgumentParser) -> Runner:
             print(f"{parser.prog}: --follow and --status need a spec (-f SPEC)", file=sys.stderr)
             return EXIT_USAGE
         home = Path(args.home).expanduser()
+        registry_ws, broker_ws = default_websocket_ports(args.registryPort, args.listenPort)
+        if args.registryWebsocketPort is None:
+            args.registryWebsocketPort = registry_ws
+        if args.websocketListenPort is None and broker_ws:
+            args.websocketListenPort = str(broker_ws)
         if args.storePathRootDir is None:
             args.storePathRootDir = str(home / "store")
         own_registry = args.namesrvAddr is None
@@ -94,6 +103,7 @@ def setup_cluster(parser: argparse.ArgumentParser) -> Runner:
         registry = Registry(
             RegistryConfig(
                 listen_port=args.registryPort,
+                websocket_listen_port=args.registryWebsocketPort,
                 bind_address=config.bind_address,
                 kv_config_path=str(home / "namesrv" / "kvConfig.json"),
             )
@@ -107,6 +117,15 @@ def setup_cluster(parser: argparse.ArgumentParser) -> Runner:
         return serve("cluster", [ChildSpec.instance("registry", registry), broker_child(broker)])
 
     return run
+
+
+def default_websocket_ports(registry_port: int, listen_port: str | None) -> tuple[int, int]:
+    """The embedded cluster's websocket ports (registry, broker) unless given: on with the
+    default ports (9877 and 10913), so websocket clients work out of the box; off (0) when
+    the TCP ports were chosen, which then choose their websocket ports too."""
+    registry = 9877 if registry_port == 9876 else 0
+    broker = 10913 if listen_port is None else 0
+    return registry, broker
 
 
 def run_spec(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:

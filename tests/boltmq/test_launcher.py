@@ -291,6 +291,16 @@ async def test_sigterm_stops_every_node_cleanly_in_reverse_order(tmp_path: Path)
         assert answer.code == ResponseCode.SUCCESS, answer.remark
         answer = await call(client, f"127.0.0.1:{ports['broker-b-0']}", request)
         assert answer.code == ResponseCode.SUCCESS, answer.remark
+        # Another process reads the launcher's state file.
+        status = await trio.run_process(
+            [sys.executable, "-m", "boltmq.cli", "cluster", "-f", str(path), "--status"],
+            cwd=ROOT, env=env, capture_stdout=True, capture_stderr=True,
+        )  # fmt: skip
+        table = status.stdout.decode()
+        for name, pid in pids.items():
+            [row] = [line for line in table.splitlines() if f" {name} " in line]
+            assert "running" in row and str(pid) in row, row
+        assert "SYNC_MASTER" in table and "SLAVE" in table and "ASYNC_MASTER" in table
         launcher.send_signal(signal.SIGTERM)
         with trio.fail_after(90):
             code = await launcher.wait()
@@ -323,3 +333,15 @@ async def test_a_bad_spec_is_refused_and_nothing_starts(tmp_path: Path) -> None:
     assert f"{path}: {why}" in result.stderr
     assert "nothing started" in result.stderr
     assert not (tmp_path / "data").exists()
+
+
+async def test_in_process_nodes_run_as_tasks_of_the_launcher(tmp_path: Path) -> None:
+    path, ports = write_spec(tmp_path)
+    path.write_text("inProcess = true\n" + path.read_text())
+    async with boltmq.launch(path) as cluster, RemotingClient() as client:
+        assert {cluster.pid(name) for name in ports} == {os.getpid()}
+        await send_ok(client, cluster.address("broker-b-0"), b"in process")
+        assert await max_offset(client, cluster.address("broker-b-0"), TOPIC, 0) == 1
+        with pytest.raises(RuntimeError, match="no running process"):
+            cluster.kill("broker-b-0")
+    assert [cluster.states[name].status for name in cluster.spec.names()] == ["stopped"] * 5

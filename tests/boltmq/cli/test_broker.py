@@ -114,3 +114,11 @@ async def test_cluster_command_runs_registry_and_broker_under_home(tmp_path: Pat
     assert (tmp_path / "boltmq" / "store" / "commitlog").is_dir()
     assert await stop(proc, lines, signal.SIGINT) == 0, lines
     assert (tmp_path / "boltmq" / "store" / "config" / "topics.json").exists()
+
+
+def test_the_default_cluster_turns_the_websocket_listeners_on() -> None:
+    from boltmq.cli.broker import default_websocket_ports
+
+    assert default_websocket_ports(9876, None) == (9877, 10913)
+    assert default_websocket_ports(0, "0") == (0, 0)  # chosen ports choose their websockets
+    assert default_websocket_ports(9876, "10921") == (9877, 0)
