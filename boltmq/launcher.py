@@ -169,7 +169,8 @@ class RunningCluster:
         return self.states[self.spec.node(name).name].address
 
     def pid(self, name: str) -> int | None:
-        """The process id of node ``name`` (None while down or when it runs in-process)."""
+        """The process id of node ``name``: None while it is down; the launcher's own for a
+        node that runs in-process."""
         return self.states[self.spec.node(name).name].pid
 
     def kill(self, name: str) -> None:
@@ -248,6 +249,17 @@ async def launch(
             with trio.CancelScope(shield=True):
                 await supervisor.aclose()
             nursery.cancel_scope.cancel()
+
+
+def kill_left_over(cluster: RunningCluster) -> list[str]:
+    """SIGKILL every node process still running (after the launcher was interrupted before
+    its orderly stop finished: the nodes run in sessions of their own); the names killed."""
+    killed = []
+    for name, process in cluster._processes.items():
+        if process.returncode is None and process.poll() is None:
+            process.kill()
+            killed.append(name)
+    return killed
 
 
 def read_state(spec: ClusterSpec) -> dict[str, Any]:
@@ -342,6 +354,7 @@ class _ProcessNode:
                 await self._kill(process)
             state.pid = None
         state.last_exit = _describe_exit(code)
+        self.cluster._changed(state, "exited", state.last_exit)
         raise NodeExited(f"node {node.name} {state.last_exit}")
 
     async def stop(self) -> None:
@@ -390,6 +403,9 @@ class _ProcessNode:
                     for line in lines:
                         sys.stdout.buffer.write(prefix + line + b"\n")
                     sys.stdout.buffer.flush()
+            if self.cluster.follow and pending:  # a last line without its newline
+                sys.stdout.buffer.write(prefix + pending + b"\n")
+                sys.stdout.buffer.flush()
 
     async def _kill(self, process: trio.Process) -> None:
         if process.returncode is None:
@@ -405,10 +421,15 @@ class _InProcessNode:
         self.node = node
         self.state = cluster.states[node.name]
         self.server: Registry | Broker | None = None
+        self.runs = 0
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the registry or broker until stopped."""
         node, state = self.node, self.state
+        if self.runs:
+            state.restarts += 1
+            self.cluster._changed(state, "restarting")
+        self.runs += 1
         properties: dict[str, object] = dict(node.properties)
         if node.kind == REGISTRY:
             registry = Registry(load_config(RegistryConfig, None, properties))
@@ -417,11 +438,14 @@ class _InProcessNode:
         else:
             self.server = Broker(load_broker_config(None, properties))
         self.cluster._in_process[node.name] = self.server
-        async with trio.open_nursery() as nursery:
-            await nursery.start(self.server.run)
-            state.pid, state.started_at = os.getpid(), time.time()
-            self.cluster._changed(state, "running", "in process")
-            task_status.started()
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(self.server.run)
+                state.pid, state.started_at = os.getpid(), time.time()
+                self.cluster._changed(state, "running", "in process")
+                task_status.started()
+        finally:
+            state.pid = None
 
     async def stop(self) -> None:
         """Stop the broker's supervisor in order (a registry stops when cancelled)."""

@@ -21,6 +21,8 @@ broker ids used twice in a group, a slave without a master, a group with two mas
 
 from __future__ import annotations
 
+import difflib
+import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -28,11 +30,11 @@ from typing import Any
 
 import attrs
 
-from actors.broker.config import BrokerConfig, load_broker_config
+from actors.broker.config import BrokerConfig
 from actors.registry.config import KEYS as REGISTRY_KEYS
 from actors.registry.config import RegistryConfig
 from storage import BrokerRole
-from supervisors.config import ConfigError, load_config, property_key
+from supervisors.config import ConfigError, build_config, property_key
 
 BROKER_KEYS = frozenset(property_key(field) for field in attrs.fields(BrokerConfig))
 #: Keys of the spec itself, at its top level.
@@ -41,6 +43,8 @@ SPEC_KEYS = frozenset({"dataDir", "logDir", "inProcess", "defaults", "registry",
 NODE_KEYS = frozenset({"inProcess"})
 #: Keys the launcher sets on every node itself.
 LAUNCHER_SET_KEYS = frozenset({"namesrvAddr", "brokerName", "storePathRootDir", "kvConfigPath"})
+
+_BROKER_NAME = re.compile(r"[A-Za-z0-9_-]{1,127}")
 
 REGISTRY = "registry"
 BROKER = "broker"
@@ -118,6 +122,8 @@ def load_spec(path: str | Path) -> ClusterSpec:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SpecError(f"{path}: cannot read the cluster spec: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: the cluster spec is not UTF-8 text: {exc}") from None
     return parse_spec(text, path=path)
 
 
@@ -159,6 +165,7 @@ class _Checker:
         in_process = self._bool(doc.get("inProcess", False), "inProcess")
         defaults = self._table(doc.get("defaults", {}), "defaults")
         self._known(defaults, BROKER_KEYS - LAUNCHER_SET_KEYS, "defaults.")
+        self._valid(BrokerConfig, self._strings(defaults, set(), "defaults."), "defaults")
         registries = self._registries(doc.get("registry", []), data_dir, log_dir, in_process)
         if not registries:
             raise self.fail("registry", "the cluster needs at least one [[registry]]")
@@ -185,7 +192,7 @@ class _Checker:
             self._known(table, (REGISTRY_KEYS.keys() | NODE_KEYS) - LAUNCHER_SET_KEYS, key + ".")
             name = f"registry-{index}"
             node_dir = data_dir / name
-            properties = self._strings(table, NODE_KEYS)
+            properties = self._strings(table, NODE_KEYS, key + ".")
             properties.setdefault("listenPort", str(9876 + 10 * (index - 1)))
             properties["kvConfigPath"] = str(node_dir / "kvConfig.json")
             self._valid(RegistryConfig, properties, key)
@@ -210,6 +217,10 @@ class _Checker:
         nodes = []
         for broker_name, group in groups.items():
             prefix = f"broker.{broker_name}"
+            if not _BROKER_NAME.fullmatch(broker_name):
+                raise self.fail(
+                    prefix, "a broker group's name (its brokerName) is letters, digits, - and _"
+                )
             group_table = self._table(group, prefix)
             self._known(group_table, {"node"}, prefix + ".")
             entries = group_table.get("node", [])
@@ -222,7 +233,10 @@ class _Checker:
                 key = f"{prefix}.node[{index}]"
                 table = self._table(entry, key)
                 self._known(table, (BROKER_KEYS | NODE_KEYS) - LAUNCHER_SET_KEYS, key + ".")
-                properties = {**self._strings(defaults, set()), **self._strings(table, NODE_KEYS)}
+                properties = {
+                    **self._strings(defaults, set(), "defaults."),
+                    **self._strings(table, NODE_KEYS, key + "."),
+                }
                 properties["brokerName"] = broker_name
                 properties["namesrvAddr"] = namesrv
                 config = self._valid(BrokerConfig, properties, key)
@@ -232,15 +246,18 @@ class _Checker:
                 elif config.broker_id != 0:
                     raise self.fail(
                         key + ".brokerId",
-                        f"a {config.broker_role} has brokerId 0 (RocketMQ's master id), "
-                        f"not {config.broker_id}",
+                        f"a master ({config.broker_role}) has brokerId 0 (RocketMQ's master "
+                        f"id), not {config.broker_id}",
                     )
                 else:
                     masters.append(key)
                 if config.broker_id in ids:
+                    taken = ids[config.broker_id]
                     raise self.fail(
                         key + ".brokerId",
-                        f"brokerId {config.broker_id} is {ids[config.broker_id]}'s already",
+                        f"a group has one master (brokerId 0), and {taken} is it already"
+                        if config.broker_id == 0
+                        else f"brokerId {config.broker_id} is {taken}'s already",
                     )
                 ids[config.broker_id] = key
                 name = f"{broker_name}-{config.broker_id}"
@@ -262,8 +279,6 @@ class _Checker:
                     data_dir=node_dir, log_file=log_dir / f"{name}.log",
                     in_process=self._bool(table.get("inProcess", in_process), key + ".inProcess"),
                 ))  # fmt: skip
-            if len(masters) > 1:
-                raise self.fail(masters[1] + ".brokerId", f"{masters[0]} is the group's master")
             if not masters:
                 raise self.fail(
                     prefix + ".node",
@@ -277,6 +292,8 @@ class _Checker:
     def _known(self, table: Mapping[str, object], allowed: Iterable[str], prefix: str) -> None:
         allowed = set(allowed)
         for key in table:
+            if key in LAUNCHER_SET_KEYS:
+                raise self.fail(prefix + key, "is set by the launcher, not in the spec")
             if key not in allowed:
                 hint = _near(key, allowed)
                 raise self.fail(
@@ -300,7 +317,9 @@ class _Checker:
         path = Path(value).expanduser()
         return path if path.is_absolute() else self.base / path
 
-    def _strings(self, table: Mapping[str, object], skip: Iterable[str]) -> dict[str, str]:
+    def _strings(
+        self, table: Mapping[str, object], skip: Iterable[str], prefix: str = ""
+    ) -> dict[str, str]:
         skip = set(skip)
         out = {}
         for key, value in table.items():
@@ -311,16 +330,20 @@ class _Checker:
             elif isinstance(value, str | int | float):
                 out[key] = str(value)
             else:
-                raise self.fail(key, f"must be a string, number or boolean, not {value!r}")
+                raise self.fail(prefix + key, f"must be a string, number or boolean, not {value!r}")
         return out
 
     def _valid(self, cls: type[Any], properties: dict[str, str], key: str) -> Any:
+        source = f"{self.where}: {key}"
         try:
-            if cls is BrokerConfig:
-                return load_broker_config(None, dict(properties))
-            return load_config(cls, None, dict(properties))
+            return build_config(cls, properties, source=source)
         except ConfigError as exc:
-            raise self.fail(key, str(exc)) from None
+            # The config class names a field by its Python name; the spec by RocketMQ's key.
+            message = str(exc)
+            for field in attrs.fields(cls):
+                message = message.replace(f"'{field.name}'", property_key(field))
+            prefixed = message if message.startswith(source) else f"{source}: {message}"
+            raise SpecError(prefixed) from None
 
     def _claim(self, port: int, key: str) -> None:
         if port == 0:
@@ -341,8 +364,6 @@ def _near(key: str, allowed: set[str]) -> str | None:
     for candidate in sorted(allowed):
         if candidate.lower() == lowered:
             return candidate
-    import difflib
-
     close = difflib.get_close_matches(key, sorted(allowed), n=1)
     return close[0] if close else None
 

@@ -22,7 +22,15 @@ from actors.broker.service import Broker
 from actors.registry import Registry, RegistryConfig
 from boltmq.cli._run import EXIT_USAGE, Runner, run_until_signalled, serve
 from boltmq.cli.registry import load_registry
-from boltmq.launcher import DEFAULT_HOME, STATE_FILE, broker_child, launch, read_state
+from boltmq.launcher import (
+    DEFAULT_HOME,
+    STATE_FILE,
+    RunningCluster,
+    broker_child,
+    kill_left_over,
+    launch,
+    read_state,
+)
 from boltmq.spec import EXAMPLE_SPEC, ClusterSpec, SpecError, load_spec
 from supervisors.config import property_key
 from supervisors.supervisor import ChildSpec
@@ -138,11 +146,20 @@ def run_spec(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.status:
         return print_status(spec)
 
+    running: list[RunningCluster] = []
+
     async def run_cluster() -> None:
-        async with launch(spec, follow=args.follow):
+        async with launch(spec, follow=args.follow) as cluster:
+            running.append(cluster)
             await trio.sleep_forever()
 
-    return run_until_signalled(run_cluster)
+    code = run_until_signalled(run_cluster)
+    for cluster in running:
+        # A second Ctrl-C cut the orderly stop short: no node outlives the launcher.
+        killed = kill_left_over(cluster)
+        if killed:
+            print(f"{parser.prog}: killed nodes left running: {', '.join(killed)}", file=sys.stderr)
+    return code
 
 
 def print_status(spec: ClusterSpec) -> int:
