@@ -139,9 +139,11 @@ async def max_offset(client: RemotingClient, broker: str, topic: str, queue_id: 
     return int((answer.ext_fields or {})["offset"])
 
 
-async def test_a_spec_cluster_serves_as_specified(tmp_path: Path) -> None:
+async def test_a_spec_cluster_serves_as_specified(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     path, ports = write_spec(tmp_path)
-    async with boltmq.launch(path) as cluster, RemotingClient() as client:
+    async with boltmq.launch(path, follow=True) as cluster, RemotingClient() as client:
         assert [cluster.states[name].status for name in cluster.spec.names()] == ["running"] * 5
         pids = {name: cluster.pid(name) for name in ports}
         assert all(pid is not None and alive(pid) for pid in pids.values())
@@ -192,6 +194,14 @@ async def test_a_spec_cluster_serves_as_specified(tmp_path: Path) -> None:
                 assert answer.code == ResponseCode.TOPIC_NOT_EXIST, answer.remark
                 await trio.sleep(0.2)
         assert b"to broker-a-0" in (answer.body or b"")
+    # Each node's log is in its own file and, with follow, on stdout behind its name.
+    followed = capfd.readouterr().out
+    for name in ports:
+        log_text = (tmp_path / "logs" / f"{name}.log").read_text()
+        assert "ready" in log_text, name
+        assert any(
+            line.startswith(f"{name} | ") and "ready" in line for line in followed.splitlines()
+        ), name
     # The block's end stopped every node.
     assert not any(alive(pid) for pid in pids.values() if pid is not None)
     assert [cluster.states[name].status for name in cluster.spec.names()] == ["stopped"] * 5
