@@ -42,7 +42,9 @@ SPEC_KEYS = frozenset({"dataDir", "logDir", "inProcess", "defaults", "registry",
 #: Keys of a node besides namesrv.conf / broker.conf's.
 NODE_KEYS = frozenset({"inProcess"})
 #: Keys the launcher sets on every node itself.
-LAUNCHER_SET_KEYS = frozenset({"namesrvAddr", "brokerName", "storePathRootDir", "kvConfigPath"})
+LAUNCHER_SET_KEYS = frozenset({"namesrvAddr", "brokerName"})
+#: Per-node paths: a node may set its own (relative to the spec file), never [defaults].
+NODE_PATH_KEYS = frozenset({"storePathRootDir", "kvConfigPath"})
 
 _BROKER_NAME = re.compile(r"[A-Za-z0-9_-]{1,127}")
 
@@ -153,17 +155,23 @@ class _Checker:
         self.document = document
         self.base = base
         self.ports: dict[int, str] = {}
+        self.stores: dict[Path, str] = {}
 
     def fail(self, key: str, why: str) -> SpecError:
         return SpecError(f"{self.where}: {key}: {why}")
 
     def check(self) -> ClusterSpec:
         doc = self.document
+        _alias(doc)
         self._known(doc, SPEC_KEYS, "")
         data_dir = self._dir(doc.get("dataDir", "data"), "dataDir")
         log_dir = self._dir(doc.get("logDir", "logs"), "logDir")
         in_process = self._bool(doc.get("inProcess", False), "inProcess")
         defaults = self._table(doc.get("defaults", {}), "defaults")
+        if "storePathRootDir" in defaults:
+            raise self.fail(
+                "defaults.storePathRootDir", "would give every broker one store; set it per node"
+            )
         self._known(defaults, BROKER_KEYS - LAUNCHER_SET_KEYS, "defaults.")
         self._valid(BrokerConfig, self._strings(defaults, set(), "defaults."), "defaults")
         registries = self._registries(doc.get("registry", []), data_dir, log_dir, in_process)
@@ -189,12 +197,15 @@ class _Checker:
         for index, entry in enumerate(entries, 1):
             key = f"registry[{index}]"
             table = self._table(entry, key)
+            _alias(table)
             self._known(table, (REGISTRY_KEYS.keys() | NODE_KEYS) - LAUNCHER_SET_KEYS, key + ".")
             name = f"registry-{index}"
             node_dir = data_dir / name
             properties = self._strings(table, NODE_KEYS, key + ".")
             properties.setdefault("listenPort", str(9876 + 10 * (index - 1)))
-            properties["kvConfigPath"] = str(node_dir / "kvConfig.json")
+            properties["kvConfigPath"] = str(
+                self._path(properties.get("kvConfigPath"), node_dir / "kvConfig.json")
+            )
             self._valid(RegistryConfig, properties, key)
             port = int(properties["listenPort"])
             self._claim(port, f"{key}.listenPort")
@@ -232,6 +243,7 @@ class _Checker:
             for index, entry in enumerate(entries, 1):
                 key = f"{prefix}.node[{index}]"
                 table = self._table(entry, key)
+                _alias(table)
                 self._known(table, (BROKER_KEYS | NODE_KEYS) - LAUNCHER_SET_KEYS, key + ".")
                 properties = {
                     **self._strings(defaults, set(), "defaults."),
@@ -262,7 +274,14 @@ class _Checker:
                 ids[config.broker_id] = key
                 name = f"{broker_name}-{config.broker_id}"
                 node_dir = data_dir / name
-                properties["storePathRootDir"] = str(node_dir / "store")
+                store = self._path(properties.get("storePathRootDir"), node_dir / "store")
+                if store in self.stores:
+                    raise self.fail(
+                        key + ".storePathRootDir",
+                        f"{store} is {self.stores[store]}'s already",
+                    )
+                self.stores[store] = key
+                properties["storePathRootDir"] = str(store)
                 properties.setdefault("listenPort", str(config.listen_port))
                 self._claim(config.listen_port, f"{key}.listenPort")
                 if config.fast_port_enable:
@@ -345,6 +364,12 @@ class _Checker:
             prefixed = message if message.startswith(source) else f"{source}: {message}"
             raise SpecError(prefixed) from None
 
+    def _path(self, value: str | None, default: Path) -> Path:
+        if value is None:
+            return default
+        path = Path(value).expanduser()
+        return path if path.is_absolute() else self.base / path
+
     def _claim(self, port: int, key: str) -> None:
         if port == 0:
             # Registries are named to brokers by address, and a node is up when it answers
@@ -357,6 +382,14 @@ class _Checker:
     def _claim_optional(self, value: str | None, key: str) -> None:
         if value is not None and value.isdigit() and int(value) != 0:  # 0: no listener
             self._claim(int(value), key)
+
+
+def _alias(table: dict[str, Any]) -> None:
+    """``in_process`` is taken for ``inProcess`` (the spelling of the rest of the file)."""
+    if "in_process" in table:
+        if "inProcess" in table:
+            raise SpecError("in_process and inProcess are the same key: give it once")
+        table["inProcess"] = table.pop("in_process")
 
 
 def _near(key: str, allowed: set[str]) -> str | None:
@@ -375,7 +408,8 @@ EXAMPLE_SPEC = """\
 
 dataDir = "data"          # each node's data: data/registry-1, data/broker-a-0/store, ...
 logDir = "logs"           # each node's log: logs/broker-a-0.log, ...
-inProcess = false         # true: every node runs inside the launcher (tests, notebooks)
+inProcess = false         # true: every node runs inside the launcher (tests, notebooks);
+                          # a node may set it too (in_process is taken as well)
 
 # broker.conf keys every broker node shares (a node's own keys win).
 [defaults]
@@ -396,6 +430,7 @@ listenPort = 9886
 brokerId = 0
 brokerRole = "SYNC_MASTER"
 flushDiskType = "SYNC_FLUSH"
+# storePathRootDir = "/srv/boltmq/broker-a-0"   # a node's own store (default: under dataDir)
 listenPort = 10911        # also takes listenPort - 2 (the fast port) unless fastPortEnable=false
 haListenPort = 10912
 websocketListenPort = 10913

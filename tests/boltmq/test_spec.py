@@ -261,22 +261,48 @@ def test_unknown_defaults_key_is_refused() -> None:
 
 
 def test_registry_only_key_in_defaults_is_refused() -> None:
-    assert refusal("[defaults]\nkvConfigPath = 'kv.json'\n" + ONE_REGISTRY) == (
-        "cluster.toml: defaults.kvConfigPath: is set by the launcher, not in the spec"
+    assert refusal("[defaults]\nkvConfigPath = 'kv.json'\n" + ONE_REGISTRY).startswith(
+        "cluster.toml: defaults.kvConfigPath: unknown key"
     )
 
 
-@pytest.mark.parametrize("key", ["namesrvAddr", "brokerName", "storePathRootDir"])
+@pytest.mark.parametrize("key", ["namesrvAddr", "brokerName"])
 def test_keys_the_launcher_sets_are_refused_in_a_broker(key: str) -> None:
     assert refusal(ONE_REGISTRY + broker(f"{key} = 'x'")) == (
         f"cluster.toml: broker.broker-a.node[1].{key}: is set by the launcher, not in the spec"
     )
 
 
-def test_kv_config_path_is_refused_in_a_registry() -> None:
-    assert refusal("[[registry]]\nkvConfigPath = 'kv.json'\n") == (
-        "cluster.toml: registry[1].kvConfigPath: is set by the launcher, not in the spec"
+def test_a_node_may_set_its_own_paths_relative_to_the_spec(tmp_path: Path) -> None:
+    path = tmp_path / "cluster.toml"
+    path.write_text(
+        "[[registry]]\nkvConfigPath = 'kv/namesrv.json'\n"
+        + broker("storePathRootDir = 'stores/a'\nlistenPort = 10911")
     )
+    spec = load_spec(path)
+    assert spec.node("registry-1").properties["kvConfigPath"] == str(tmp_path / "kv/namesrv.json")
+    assert spec.node("broker-a-0").properties["storePathRootDir"] == str(tmp_path / "stores/a")
+
+
+def test_one_store_for_two_brokers_is_refused() -> None:
+    text = ONE_REGISTRY + broker("storePathRootDir = '/srv/s'\nlistenPort = 10911")
+    text += broker("storePathRootDir = '/srv/s'\nlistenPort = 10921", "broker-b")
+    assert refusal(text) == (
+        "cluster.toml: broker.broker-b.node[1].storePathRootDir: /srv/s is "
+        "broker.broker-a.node[1]'s already"
+    )
+
+
+def test_a_store_in_the_defaults_is_refused() -> None:
+    assert refusal("[defaults]\nstorePathRootDir = 's'\n" + ONE_REGISTRY) == (
+        "cluster.toml: defaults.storePathRootDir: would give every broker one store; set it per "
+        "node"
+    )
+
+
+def test_in_process_is_taken_for_in_process() -> None:
+    spec = parse(ONE_REGISTRY + broker("in_process = true\nlistenPort = 10911"))
+    assert spec.node("broker-a-0").in_process and not spec.node("registry-1").in_process
 
 
 def test_unknown_key_in_a_group_table_is_refused() -> None:
