@@ -13,6 +13,7 @@ Modules, one concern each:
 - ``schema``: the row schema (`SCHEMA`) and one message as one row.
 - ``planning``: on the driver, queues and offsets to `QueueRange` partitions.
 - ``queue_reader``: on an executor, the pulls of one range.
+- ``sender``: on an executor, one write task's batched sends.
 - ``reader`` / ``writer``: Spark's reader and writer classes over those.
 - ``errors``: `OptionError`, `DataLossError`, `WriteError`.
 

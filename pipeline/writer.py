@@ -7,10 +7,9 @@ of the read schema (queueId, msgId, ...) are accepted and ignored, so a read can
 back; any other column is refused by name, since a misspelt ``tag`` would otherwise drop
 every row's tags without a word.
 
-Rows are sent in batches (SEND_BATCH_MESSAGE: one request, one queue) per topic, of at most
-`BATCH_MESSAGES` messages and `BATCH_BYTES` bytes; a batch of one (a message larger than a
-batch, a topic's last) goes as a plain send, which compresses a large body. A send that fails fails the task with the topic, the row count and
-the brokers' answer; messages already sent stay sent (a queue cannot take a message back),
+Each task's rows go out through one `pipeline.sender.Sender` (batches per topic, a queue per
+batch, retries). A send that fails fails the task with the topic, the row count and the
+brokers' answer; messages already sent stay sent (a queue cannot take a message back),
 which `BoltMQWriter.abort` logs.
 """
 
@@ -31,20 +30,13 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from client import BlockingProducer, Message, SendStatus
+from client import Message
 from pipeline.errors import OptionError, WriteError
 from pipeline.options import WriteOptions
 from pipeline.schema import SCHEMA, SYSTEM_PROPERTIES
-from protocol.command import RemotingError
+from pipeline.sender import Sender
 
 log = logging.getLogger("boltmq.pipeline")
-
-WRITER_GROUP = "boltmq-spark-writer"
-"""The producer group every writer task sends as."""
-BATCH_MESSAGES = 128
-"""Most messages in one batch send."""
-BATCH_BYTES = 512 * 1024
-"""Most body and property bytes in one batch send (brokers take 4 MiB per request)."""
 
 _WRITE_COLUMNS: dict[str, tuple[DataType, ...]] = {
     "body": (BinaryType(), StringType()),
@@ -102,11 +94,12 @@ class BoltMQWriter(DataSourceWriter):
 
     def write(self, iterator: Iterator[Row]) -> BoltMQCommitMessage:
         """Send the rows of one partition; the counts go back to the driver."""
-        with _Sender(self.options.namesrv_addr) as sender:
+        with Sender(self.options.namesrv_addr) as sender:
             for number, row in enumerate(iterator, 1):
                 sender.add(self._message(row, number))
             sender.flush()
-        return sender.commit_message()
+        return BoltMQCommitMessage(messages=sender.counts, body_bytes=sender.body_bytes,
+                                   sends=sender.sends, not_ok=sender.not_ok)  # fmt: skip
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Log what the job sent."""
@@ -153,85 +146,6 @@ class BoltMQWriter(DataSourceWriter):
             raise WriteError(f"row {number} of this partition (topic {topic}): a property is null")
         return Message(topic, bytes(body), tags=fields.get("tags") or None,
                        keys=fields.get("keys") or None, properties=properties)  # fmt: skip
-
-
-@attrs.define
-class _Batch:
-    messages: list[Message] = attrs.Factory(list)
-    size: int = 0
-
-
-class _Sender:
-    """One task's sends: a batch per topic, sent when full, and the producer, opened at the
-    first send (a partition with no rows opens no connection)."""
-
-    def __init__(self, namesrv_addr: str) -> None:
-        self.namesrv_addr = namesrv_addr
-        self.producer: BlockingProducer | None = None
-        self.pending: dict[str, _Batch] = {}
-        self.counts: dict[str, int] = {}
-        self.body_bytes = self.sends = self.not_ok = 0
-
-    def __enter__(self) -> _Sender:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self.producer is not None:
-            self.producer.shutdown()
-
-    def add(self, message: Message) -> None:
-        """Queue ``message`` in its topic's batch; send the batch first if it is full."""
-        size = _encoded_size(message)
-        batch = self.pending.get(message.topic)
-        if batch is not None and (len(batch.messages) >= BATCH_MESSAGES
-                                  or batch.size + size > BATCH_BYTES):  # fmt: skip
-            self._send(message.topic, self.pending.pop(message.topic))
-            batch = None
-        if batch is None:
-            batch = self.pending[message.topic] = _Batch()
-        batch.messages.append(message)
-        batch.size += size
-        self.body_bytes += len(message.body)
-
-    def flush(self) -> None:
-        """Send every batch not sent yet."""
-        while self.pending:
-            topic = next(iter(self.pending))
-            self._send(topic, self.pending.pop(topic))
-
-    def commit_message(self) -> BoltMQCommitMessage:
-        """What this task sent."""
-        return BoltMQCommitMessage(messages=self.counts, body_bytes=self.body_bytes,
-                                   sends=self.sends, not_ok=self.not_ok)  # fmt: skip
-
-    def _send(self, topic: str, batch: _Batch) -> None:
-        if self.producer is None:
-            producer = BlockingProducer(WRITER_GROUP, backend="trio",
-                                        namesrv_addr=self.namesrv_addr)  # fmt: skip
-            producer.start()
-            self.producer = producer
-        count = len(batch.messages)
-        try:
-            if count == 1:
-                # Alone: the producer compresses a large body, which a batch send does not.
-                result = self.producer.send(batch.messages[0])
-            else:
-                result = self.producer.send_batch(batch.messages)
-        except (RemotingError, ValueError) as exc:
-            raise WriteError(f"send of {count} message(s) to topic {topic} failed: {exc}") from exc
-        self.sends += 1
-        if result.status != SendStatus.SEND_OK:
-            self.not_ok += 1
-            log.warning("%d message(s) to %s stored with status %s", count, topic,
-                        result.status.value)  # fmt: skip
-        self.counts[topic] = self.counts.get(topic, 0) + count
-
-
-def _encoded_size(message: Message) -> int:
-    # Body, properties as sent (name, value, two separators) and the UNIQ_KEY the producer adds.
-    props = message.wire_properties()
-    text = sum(len(k.encode()) + len(v.encode()) + 2 for k, v in props.items())
-    return len(message.body) + text + 64
 
 
 def _totals(messages: list[WriterCommitMessage | None]) -> tuple[dict[str, int], int, int, int]:

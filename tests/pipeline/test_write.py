@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from client import Admin
-from pipeline.writer import BATCH_BYTES
+from pipeline.sender import BATCH_BYTES
 from protocol.bodies import PERM_READ
 
 from .helpers import ClusterData, create_topic, read, run, wait_for
@@ -54,8 +54,20 @@ def test_rows_written_to_two_topics_read_back_exactly(
         )  # fmt: skip
         found = read(spark, data.namesrv, topic=topic).collect()
         assert Counter(fields(row.asDict()) for row in found) == expected
-        # Spread over both brokers' queues (the producer picks queues round robin).
-        assert {row["brokerName"] for row in found} == {"broker-a", "broker-b"}
+
+
+def test_tasks_spread_their_sends_over_the_queues(spark: SparkSession, data: ClusterData) -> None:
+    topic = "PipeWriteSpread"
+    run(create_topic, data.namesrv, topic, {"broker-a": 2, "broker-b": 2})
+    # 16 tasks of about one row each: were every task to start at the topic's first queue,
+    # all would land there.
+    df = spark.createDataFrame([(f"r{i}".encode(),) for i in range(16)], "body binary")
+    (df.repartition(16).write.format("boltmq").mode("append")
+     .option("namesrvAddr", data.namesrv).option("topic", topic).save())  # fmt: skip
+    found = read(spark, data.namesrv, topic=topic).collect()
+    assert sorted(r["body"] for r in found) == sorted(f"r{i}".encode() for i in range(16))
+    queues = {(r["brokerName"], r["queueId"]) for r in found}
+    assert len(queues) >= 3 and {b for b, _ in queues} == {"broker-a", "broker-b"}, queues
 
 
 def test_string_bodies_and_the_topic_option(spark: SparkSession, data: ClusterData) -> None:
