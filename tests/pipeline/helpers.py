@@ -50,6 +50,7 @@ ORDERS_LAYOUT = {
 EVENTS_LAYOUT = {("broker-b", 0): 3, ("broker-b", 1): 4}
 AGED_MESSAGES = 160
 AGED_BODY = 1024  # 160 x ~1.2 KiB records fill three 64 KiB commit-log files and part of a fourth
+RETENTION_ROUND = 10.0  # s between a broker's retention rounds (not a broker.conf key)
 BIG_BODY = b"big:" + b"0123456789abcdef" * 512  # 8 KiB: the producer compresses it
 
 
@@ -296,6 +297,8 @@ class ClusterData:
     namesrv: str
     orders: list[Sent]
     events: list[Sent]
+    #: time.monotonic() when the last of AGED's messages was stored.
+    aged_sent_at: float
 
 
 @contextmanager
@@ -312,8 +315,9 @@ def start_cluster(root: Path) -> Iterator[ClusterData]:
         # First, so that broker-r's retention (a round every 10 s) is done by the time the
         # data-loss test looks.
         run(send_aged, namesrv)
+        aged_sent_at = time.monotonic()
         orders = run(send_layout, namesrv, ORDERS, ORDERS_LAYOUT)
         events = run(send_layout, namesrv, EVENTS, EVENTS_LAYOUT)
-        yield ClusterData(namesrv, orders, events)
+        yield ClusterData(namesrv, orders, events, aged_sent_at)
     finally:
         thread.stop()
