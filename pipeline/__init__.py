@@ -1,0 +1,44 @@
+"""BoltMQ on Spark: the ``boltmq`` data source (PySpark 4's Python Data Source API).
+
+    import pipeline
+    pipeline.register(spark)
+    df = (spark.read.format("boltmq").option("namesrvAddr", "127.0.0.1:9876")
+          .option("topic", "Orders").load())
+    df.write.format("boltmq").mode("append").option("namesrvAddr", "127.0.0.1:9876").save()
+
+Modules, one concern each:
+
+- ``source``: `BoltMQDataSource` (the format), `register`, `use_current_python`.
+- ``options``: the options, checked and typed (`ReadOptions`, `WriteOptions`).
+- ``schema``: the row schema (`SCHEMA`) and one message as one row.
+- ``planning``: on the driver, queues and offsets to `QueueRange` partitions.
+- ``queue_reader``: on an executor, the pulls of one range.
+- ``sender``: on an executor, one write task's batched sends.
+- ``reader`` / ``writer``: Spark's reader and writer classes over those.
+- ``errors``: `OptionError`, `DataLossError`, `WriteError`.
+
+Needs the ``pipeline`` extra (pyspark, pyarrow) on the driver and on every executor. Reaches
+BoltMQ through client/ only: importing it never loads the store or the servers.
+"""
+
+from pipeline.errors import BoltMQSourceError, DataLossError, OptionError, WriteError
+from pipeline.options import ReadOptions, WriteOptions
+from pipeline.planning import QueueRange
+from pipeline.schema import SCHEMA
+from pipeline.source import BoltMQDataSource, register, use_current_python
+from pipeline.writer import BoltMQCommitMessage
+
+__all__ = [
+    "SCHEMA",
+    "BoltMQCommitMessage",
+    "BoltMQDataSource",
+    "BoltMQSourceError",
+    "DataLossError",
+    "OptionError",
+    "QueueRange",
+    "ReadOptions",
+    "WriteError",
+    "WriteOptions",
+    "register",
+    "use_current_python",
+]

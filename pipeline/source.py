@@ -1,0 +1,96 @@
+"""The data source Spark sees: ``spark.read.format("boltmq")`` and ``df.write.format("boltmq")``.
+
+    import pipeline
+    pipeline.register(spark)
+    df = spark.read.format("boltmq").option("namesrvAddr", "127.0.0.1:9876") \\
+        .option("topic", "Orders").load()
+
+Spark creates this class again in each Python worker it plans or runs a query in, with the
+user's options; options are checked at ``load()`` and when a reader or writer is asked for, so
+a bad one fails the query before any task starts.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from pyspark.sql import SparkSession
+from pyspark.sql.datasource import DataSource
+from pyspark.sql.types import StructType
+
+from pipeline.errors import OptionError
+from pipeline.options import read_options, write_options
+from pipeline.reader import BoltMQReader
+from pipeline.schema import SCHEMA, same_columns
+from pipeline.writer import BoltMQWriter, check_columns
+
+
+class BoltMQDataSource(DataSource):
+    """BoltMQ (and RocketMQ 4.x) topics as a Spark data source: batch read and batch write.
+
+    Options and the row schema: docs/pipeline.md. Register with `register` (or
+    ``spark.dataSource.register(BoltMQDataSource)``).
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        """The format name: ``boltmq``."""
+        return "boltmq"
+
+    def schema(self) -> StructType:
+        """The fixed row schema, `pipeline.schema.SCHEMA`.
+
+        Spark asks for it at ``load()`` (and never for a write), so the read options are
+        checked here too: a bad one fails ``load()`` rather than the first action.
+        """
+        read_options(self.options)
+        return SCHEMA
+
+    def reader(self, schema: StructType) -> BoltMQReader:
+        """A batch reader; OptionError names a bad option."""
+        if not same_columns(schema, SCHEMA):
+            raise OptionError(
+                "boltmq rows have a fixed schema; read without .schema(...) and select "
+                f"columns instead (given: {schema.simpleString()})"
+            )
+        return BoltMQReader(read_options(self.options))
+
+    def writer(self, schema: StructType, overwrite: bool) -> BoltMQWriter:
+        """A batch writer; refuses overwrite (a topic cannot be overwritten, only added to)."""
+        options = write_options(self.options)
+        if overwrite:
+            raise OptionError(
+                "boltmq cannot overwrite a topic: messages are only ever appended; use "
+                'mode("append")'
+            )
+        return BoltMQWriter(options, check_columns(schema, options))
+
+
+def use_current_python(spark: SparkSession | None = None) -> None:
+    """Make Spark's Python workers run this interpreter, where boltmq is installed.
+
+    Sets PYSPARK_PYTHON and PYSPARK_DRIVER_PYTHON to ``sys.executable`` when they are not set;
+    call it before the session is built. Given a session whose context was built without
+    PYSPARK_PYTHON (it then falls back to ``python3``, which may lack boltmq), also points
+    the context's worker executable at this interpreter, for the data sources and functions
+    registered from now on. On a real cluster set PYSPARK_PYTHON to the executors' Python,
+    with boltmq installed there, and this changes nothing.
+    """
+    for name in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON"):
+        os.environ.setdefault(name, sys.executable)
+    if spark is None:
+        return
+    try:
+        context = spark.sparkContext
+    except Exception:  # Spark Connect has no local context: its server's settings rule
+        return
+    if context.pythonExec == "python3" and os.environ["PYSPARK_PYTHON"] != "python3":
+        # The context read the variable when it was built, before it was set above.
+        context.pythonExec = os.environ["PYSPARK_PYTHON"]
+
+
+def register(spark: SparkSession) -> None:
+    """Register the ``boltmq`` format with ``spark`` (and `use_current_python`)."""
+    use_current_python(spark)
+    spark.dataSource.register(BoltMQDataSource)

@@ -1,0 +1,166 @@
+"""The batch writer: each partition's rows become messages sent by one producer.
+
+Columns: ``body`` (binary or string, required), ``topic`` (string; the ``topic`` option, when
+given, wins over it, as with Spark's Kafka sink), ``tags`` and ``keys`` (strings; keys
+space-separated, RocketMQ's form) and ``properties`` (map<string,string>). The other columns
+of the read schema (queueId, msgId, ...) are accepted and ignored, so a read can be written
+back; any other column is refused by name, since a misspelt ``tag`` would otherwise drop
+every row's tags without a word.
+
+Each task's rows go out through one `pipeline.sender.Sender` (batches per topic, a queue per
+batch, retries). A send that fails fails the task with the topic, the row count and the
+brokers' answer; messages already sent stay sent (a queue cannot take a message back),
+which `BoltMQWriter.abort` logs.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import attrs
+from pyspark.sql import Row
+from pyspark.sql.datasource import DataSourceWriter, WriterCommitMessage
+from pyspark.sql.types import (
+    BinaryType,
+    DataType,
+    MapType,
+    StringType,
+    StructType,
+)
+
+from client import Message
+from pipeline.errors import OptionError, WriteError
+from pipeline.options import WriteOptions
+from pipeline.schema import SCHEMA, SYSTEM_PROPERTIES
+from pipeline.sender import Sender
+
+log = logging.getLogger("boltmq.pipeline")
+
+_WRITE_COLUMNS: dict[str, tuple[DataType, ...]] = {
+    "body": (BinaryType(), StringType()),
+    "topic": (StringType(),),
+    "tags": (StringType(),),
+    "keys": (StringType(),),
+    "properties": (MapType(StringType(), StringType()),),
+}
+_IGNORED_COLUMNS = frozenset(f.name for f in SCHEMA.fields) - set(_WRITE_COLUMNS)
+
+
+@attrs.frozen
+class BoltMQCommitMessage(WriterCommitMessage):
+    """What one write task sent: messages per topic, body bytes, sends (a batch or a lone
+    message each), and sends the broker stored but answered with a status other than SEND_OK
+    (a SYNC_MASTER whose slave was not in sync)."""
+
+    messages: Mapping[str, int]
+    body_bytes: int
+    sends: int
+    not_ok: int
+
+
+def check_columns(schema: StructType, options: WriteOptions) -> tuple[str, ...]:
+    """The columns a write uses; WriteError names a column it cannot take."""
+    names = [f.name for f in schema.fields]
+    for field in schema.fields:
+        accepted = _WRITE_COLUMNS.get(field.name)
+        if accepted is None:
+            if field.name in _IGNORED_COLUMNS:
+                continue
+            raise WriteError(
+                f"boltmq cannot write column {field.name!r}; a write takes "
+                f"{', '.join(_WRITE_COLUMNS)} (and ignores the other columns a read gives)"
+            )
+        if not any(_same_type(field.dataType, t) for t in accepted):
+            raise WriteError(
+                f"column {field.name} must be "
+                f"{' or '.join(t.simpleString() for t in accepted)}, "
+                f"not {field.dataType.simpleString()}"
+            )
+    if "body" not in names:
+        raise WriteError("a write needs a body column (binary or string)")
+    if "topic" not in names and options.topic is None:
+        raise OptionError("a write needs a topic: give option topic, or a topic column")
+    return tuple(n for n in names if n in _WRITE_COLUMNS)
+
+
+class BoltMQWriter(DataSourceWriter):
+    """Sends each partition's rows as messages (``df.write.format("boltmq")``)."""
+
+    def __init__(self, options: WriteOptions, columns: tuple[str, ...]) -> None:
+        self.options = options
+        self.columns = columns
+
+    def write(self, iterator: Iterator[Row]) -> BoltMQCommitMessage:
+        """Send the rows of one partition; the counts go back to the driver."""
+        with Sender(self.options.namesrv_addr) as sender:
+            for number, row in enumerate(iterator, 1):
+                sender.add(self._message(row, number))
+            sender.flush()
+        return BoltMQCommitMessage(messages=sender.counts, body_bytes=sender.body_bytes,
+                                   sends=sender.sends, not_ok=sender.not_ok)  # fmt: skip
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Log what the job sent."""
+        totals, body_bytes, sends, not_ok = _totals(messages)
+        log.info(
+            "boltmq write: %d message(s) (%d body bytes) in %d send(s) to %s%s",
+            sum(totals.values()), body_bytes, sends,
+            ", ".join(f"{t}: {n}" for t, n in sorted(totals.items())) or "no topic",
+            f"; {not_ok} send(s) not SEND_OK" if not_ok else "",
+        )  # fmt: skip
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Log what the tasks that finished had sent: those messages stay in their topics."""
+        totals, _, _, _ = _totals(messages)
+        log.error(
+            "boltmq write failed; tasks that finished had sent %d message(s) (%s), which stay "
+            "in their topics (tasks that failed may have sent some of theirs too)",
+            sum(totals.values()),
+            ", ".join(f"{t}: {n}" for t, n in sorted(totals.items())) or "none",
+        )
+
+    def _message(self, row: Row, number: int) -> Message:
+        """Row ``number`` of this partition as a message; WriteError says what is wrong."""
+        fields: dict[str, Any] = {c: row[c] for c in self.columns}
+        topic = self.options.topic or fields.get("topic")
+        if not topic:
+            raise WriteError(f"row {number} of this partition has no topic (its topic is null)")
+        body = fields["body"]
+        if body is None or len(body) == 0:
+            raise WriteError(
+                f"row {number} of this partition (topic {topic}) has an empty body: RocketMQ "
+                "stores no empty messages"
+            )
+        if isinstance(body, str):
+            body = body.encode()
+        properties: dict[str, str] = dict(fields.get("properties") or {})
+        reserved = sorted(SYSTEM_PROPERTIES.intersection(properties))
+        if reserved:
+            raise WriteError(
+                f"row {number} of this partition (topic {topic}): properties "
+                f"{', '.join(reserved)} are reserved by RocketMQ; use the tags and keys columns"
+            )
+        if any(v is None for v in properties.values()):
+            raise WriteError(f"row {number} of this partition (topic {topic}): a property is null")
+        return Message(topic, bytes(body), tags=fields.get("tags") or None,
+                       keys=fields.get("keys") or None, properties=properties)  # fmt: skip
+
+
+def _totals(messages: list[WriterCommitMessage | None]) -> tuple[dict[str, int], int, int, int]:
+    totals: dict[str, int] = {}
+    body_bytes = sends = not_ok = 0
+    for message in messages:
+        if isinstance(message, BoltMQCommitMessage):
+            for topic, count in message.messages.items():
+                totals[topic] = totals.get(topic, 0) + count
+            body_bytes += message.body_bytes
+            sends += message.sends
+            not_ok += message.not_ok
+    return totals, body_bytes, sends, not_ok
+
+
+def _same_type(given: DataType, wanted: DataType) -> bool:
+    # Nullability (of map values too) is Spark's bookkeeping; a null value is refused per row.
+    return given.simpleString() == wanted.simpleString()
