@@ -60,6 +60,15 @@ class QueueOffsets:
     min_offset: int
     max_offset: int
 
+    @property
+    def key(self) -> QueueKey:
+        """(topic, broker name, queue id)."""
+        return (self.topic, self.broker_name, self.queue_id)
+
+    def describe(self) -> str:
+        """``topic T, broker B, queue Q`` for messages."""
+        return f"topic {self.topic}, broker {self.broker_name}, queue {self.queue_id}"
+
 
 async def queue_offsets(admin: Admin, topic: str) -> list[QueueOffsets]:
     """Every readable queue of ``topic`` with its master's address and min/max offsets."""
@@ -87,13 +96,18 @@ async def queue_offsets(admin: Admin, topic: str) -> list[QueueOffsets]:
     return found
 
 
+async def topics_offsets(namesrv_addr: str, topics: Sequence[str]) -> list[QueueOffsets]:
+    """`queue_offsets` of each of ``topics``, in order."""
+    async with Admin(namesrv_addr=namesrv_addr) as admin:
+        return [q for topic in topics for q in await queue_offsets(admin, topic)]
+
+
 async def plan_ranges(options: ReadOptions) -> list[QueueRange]:
     """The offset ranges a read covers (empty ranges dropped), split per minPartitions."""
-    async with Admin(namesrv_addr=options.namesrv_addr) as admin:
-        queues = [q for topic in options.topics for q in await queue_offsets(admin, topic)]
+    queues = await topics_offsets(options.namesrv_addr, options.topics)
     known = {(q.topic, q.broker_name, q.queue_id) for q in queues}
     for spec in (options.starting, options.ending):
-        _check_named_queues(spec, known)
+        check_named_queues(spec, known)
     ranges = []
     for queue in queues:
         start, end = resolve(queue, options.starting, options.ending, options.fail_on_data_loss)
@@ -126,19 +140,19 @@ def resolve(
             "read reads only messages already written"
         )
     if start > high:
-        _lost(fail_on_data_loss,
+        data_loss(fail_on_data_loss,
               f"{where}: startingOffsets {start} is past the queue's max offset {high}; "
               "those messages were never written (was the topic recreated?)",
               f"starting at the max offset {high}")  # fmt: skip
         start = high
     elif start < low:
-        _lost(fail_on_data_loss,
+        data_loss(fail_on_data_loss,
               f"{where}: startingOffsets {start} is below the queue's min offset {low}; "
               f"messages [{start}, {low}) were deleted by retention",
               f"starting at the min offset {low}")  # fmt: skip
         start = low
     if end < low:
-        _lost(fail_on_data_loss,
+        data_loss(fail_on_data_loss,
               f"{where}: endingOffsets {end} is below the queue's min offset {low}; every "
               "message asked for was deleted by retention",
               "reading nothing of this queue")  # fmt: skip
@@ -192,7 +206,7 @@ def _masters(topic: str, route: TopicRouteData) -> dict[str, str]:
     return masters
 
 
-def _check_named_queues(spec: OffsetSpec, known: set[QueueKey]) -> None:
+def check_named_queues(spec: OffsetSpec, known: set[QueueKey]) -> None:
     """A queue named in startingOffsets / endingOffsets JSON must exist: a misspelt broker
     name would otherwise read the whole queue instead of the range asked for."""
     for key in spec.queues:
@@ -205,7 +219,9 @@ def _check_named_queues(spec: OffsetSpec, known: set[QueueKey]) -> None:
             )
 
 
-def _lost(fail: bool, what: str, instead: str) -> None:
+def data_loss(fail: bool, what: str, instead: str) -> None:
+    """Raise DataLossError saying ``what`` is gone, or (``fail`` false) log it and what the
+    read does ``instead``."""
     if fail:
         raise DataLossError(
             f"{what}. Set failOnDataLoss to false to read on, {instead}."

@@ -37,21 +37,32 @@ class BoltMQReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         """The rows of one `QueueRange`, pull by pull, in queue-offset order."""
-        if not isinstance(partition, QueueRange):
-            if partition.value is None:  # nothing in range (see `partitions`)
-                return
-            raise TypeError(f"boltmq cannot read partition {partition!r}")
+        if not isinstance(partition, QueueRange) and partition.value is None:
+            return iter(())  # nothing in range (see `partitions`)
         options = self.options
-        reader = QueueRangeReader(
+        return read_range(
             partition, namesrv_addr=options.namesrv_addr,
             pull_batch_size=options.pull_batch_size,
             fail_on_data_loss=options.fail_on_data_loss,
         )  # fmt: skip
-        # Closing the generator early (a limit() satisfied) leaves both blocks: the client's
-        # connections close and the loop thread ends.
-        with (
-            start_blocking_portal("trio") as portal,
-            portal.wrap_async_context_manager(reader),
-        ):
-            while (rows := portal.call(reader.next_rows)) is not None:
-                yield from rows
+
+
+def read_range(
+    partition: InputPartition, *, namesrv_addr: str, pull_batch_size: int, fail_on_data_loss: bool
+) -> Iterator[tuple[Any, ...]]:
+    """The rows of one `QueueRange`, pull by pull, in queue-offset order (batch and streaming
+    reads alike)."""
+    if not isinstance(partition, QueueRange):
+        raise TypeError(f"boltmq cannot read partition {partition!r}")
+    reader = QueueRangeReader(
+        partition, namesrv_addr=namesrv_addr, pull_batch_size=pull_batch_size,
+        fail_on_data_loss=fail_on_data_loss,
+    )  # fmt: skip
+    # Closing the generator early (a limit() satisfied) leaves both blocks: the client's
+    # connections close and the loop thread ends.
+    with (
+        start_blocking_portal("trio") as portal,
+        portal.wrap_async_context_manager(reader),
+    ):
+        while (rows := portal.call(reader.next_rows)) is not None:
+            yield from rows
