@@ -3,7 +3,9 @@
 Spark hands a Python data source its options with the names lower-cased, so names are matched
 without regard to case and reported in their documented spelling. An unknown name is refused
 with the list of known ones (a misspelt ``startingOffset`` silently reading everything would be
-worse than an error), and so is a read option given to a write.
+worse than an error), and so is an option given where it does not apply: a read option to a
+write, a streaming option (``maxOffsetsPerTrigger``, ``groupId``) to a batch read, a batch one
+(``endingOffsets``) to a streaming read.
 """
 
 from __future__ import annotations
@@ -27,12 +29,22 @@ READ_OPTIONS = (
     "namesrvAddr", "topic", "topics", "startingOffsets", "endingOffsets", "minPartitions",
     "pullBatchSize", "failOnDataLoss",
 )  # fmt: skip
-"""Every option a read takes, in the order the docs list them."""
+"""Every option a batch read takes, in the order the docs list them."""
+STREAM_OPTIONS = (
+    "namesrvAddr", "topic", "topics", "startingOffsets", "maxOffsetsPerTrigger", "groupId",
+    "minPartitions", "pullBatchSize", "failOnDataLoss",
+)  # fmt: skip
+"""Every option a streaming read takes, in the order the docs list them."""
 WRITE_OPTIONS = ("namesrvAddr", "topic")
 """Every option a write takes."""
 
+_BATCH_READ = ("batch read", READ_OPTIONS)
+_STREAM_READ = ("streaming read", STREAM_OPTIONS)
+_WRITE = ("write", WRITE_OPTIONS)
+
 _VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 _TOPIC_MAX_LENGTH = 127  # RocketMQ's limit, which brokers enforce on every send
+_GROUP_MAX_LENGTH = 255  # RocketMQ's limit on a consumer group's name
 
 QueueKey = tuple[str, str, int]
 """(topic, broker name, queue id): one queue of a topic."""
@@ -73,6 +85,24 @@ class ReadOptions:
 
 
 @attrs.frozen
+class StreamOptions:
+    """A streaming read's checked options.
+
+    ``starting`` applies only when a query starts without a checkpoint; ``max_offsets_per_trigger``
+    None reads everything available in each micro-batch; ``group_id`` None commits nothing.
+    """
+
+    namesrv_addr: str
+    topics: tuple[str, ...]
+    starting: OffsetSpec
+    max_offsets_per_trigger: int | None = None
+    group_id: str | None = None
+    min_partitions: int | None = None
+    pull_batch_size: int = DEFAULT_PULL_BATCH_SIZE
+    fail_on_data_loss: bool = True
+
+
+@attrs.frozen
 class WriteOptions:
     """A batch write's checked options; ``topic`` None means each row's topic column."""
 
@@ -81,41 +111,62 @@ class WriteOptions:
 
 
 def read_options(options: Mapping[str, str]) -> ReadOptions:
-    """Check a read's options; OptionError names the first one that is wrong."""
-    given = _by_name(options, READ_OPTIONS, "read")
-    namesrv_addr = _namesrv_addr(given)
-    if "topic" in given and "topics" in given:
-        raise OptionError("give either topic or topics, not both")
-    if "topic" in given:
-        topics: tuple[str, ...] = (_topic_name("topic", given["topic"]),)
-    elif "topics" in given:
-        names = [part.strip() for part in given["topics"].split(",")]
-        if not any(names):
-            raise OptionError("option topics is empty: give topic names separated by commas")
-        topics = tuple(_topic_name("topics", name) for name in names if name)
-        if len(set(topics)) != len(topics):
-            raise OptionError(f"option topics names a topic twice: {given['topics']!r}")
-    else:
-        raise OptionError("a read needs option topic (one topic) or topics (comma-separated)")
-    starting = _offsets("startingOffsets", given.get("startingOffsets"), EARLIEST, topics)
-    ending = _offsets("endingOffsets", given.get("endingOffsets"), LATEST, topics)
-    min_partitions = None
-    if "minPartitions" in given:
-        min_partitions = _positive_int("minPartitions", given["minPartitions"])
-    pull_batch_size = DEFAULT_PULL_BATCH_SIZE
-    if "pullBatchSize" in given:
-        pull_batch_size = _positive_int("pullBatchSize", given["pullBatchSize"])
-    fail_on_data_loss = _boolean("failOnDataLoss", given.get("failOnDataLoss", "true"))
+    """Check a batch read's options; OptionError names the first one that is wrong."""
+    given = _by_name(options, _BATCH_READ)
+    topics = _topics(given)
     return ReadOptions(
-        namesrv_addr=namesrv_addr, topics=topics, starting=starting, ending=ending,
-        min_partitions=min_partitions, pull_batch_size=pull_batch_size,
-        fail_on_data_loss=fail_on_data_loss,
+        namesrv_addr=_namesrv_addr(given), topics=topics,
+        starting=_offsets("startingOffsets", given.get("startingOffsets"), EARLIEST, topics),
+        ending=_offsets("endingOffsets", given.get("endingOffsets"), LATEST, topics),
+        min_partitions=_optional_positive_int(given, "minPartitions"),
+        pull_batch_size=_pull_batch_size(given), fail_on_data_loss=_fail_on_data_loss(given),
     )  # fmt: skip
+
+
+def stream_options(options: Mapping[str, str]) -> StreamOptions:
+    """Check a streaming read's options; OptionError names the first one that is wrong.
+
+    startingOffsets defaults to ``latest`` here, as in Spark's Kafka source: a new query reads
+    what is sent from now on.
+    """
+    given = _by_name(options, _STREAM_READ)
+    topics = _topics(given)
+    group_id = None
+    if "groupId" in given:
+        group_id = _name("groupId", given["groupId"], _GROUP_MAX_LENGTH)
+    return StreamOptions(
+        namesrv_addr=_namesrv_addr(given), topics=topics,
+        starting=_offsets("startingOffsets", given.get("startingOffsets"), LATEST, topics),
+        max_offsets_per_trigger=_optional_positive_int(given, "maxOffsetsPerTrigger"),
+        group_id=group_id, min_partitions=_optional_positive_int(given, "minPartitions"),
+        pull_batch_size=_pull_batch_size(given), fail_on_data_loss=_fail_on_data_loss(given),
+    )  # fmt: skip
+
+
+def check_read_options(options: Mapping[str, str]) -> None:
+    """Check a read's options before Spark says whether it is a batch or a streaming read.
+
+    Spark asks for the schema at ``load()`` for both; each name must belong to one of the two
+    (and the options given must not mix them), and each value must be one it takes.
+    """
+    _by_name(options, _BATCH_READ, _STREAM_READ)
+    names = {name.lower() for name in options}
+    batch_only = [n for n in READ_OPTIONS if n not in STREAM_OPTIONS and n.lower() in names]
+    stream_only = [n for n in STREAM_OPTIONS if n not in READ_OPTIONS and n.lower() in names]
+    if batch_only and stream_only:
+        raise OptionError(
+            f"option {batch_only[0]} applies to batch reads only and option {stream_only[0]} "
+            "to streaming reads only; give one or the other"
+        )
+    if stream_only:
+        stream_options(options)
+    else:
+        read_options(options)
 
 
 def write_options(options: Mapping[str, str]) -> WriteOptions:
     """Check a write's options; OptionError names the first one that is wrong."""
-    given = _by_name(options, WRITE_OPTIONS, "write")
+    given = _by_name(options, _WRITE)
     topic = _topic_name("topic", given["topic"]) if "topic" in given else None
     return WriteOptions(namesrv_addr=_namesrv_addr(given), topic=topic)
 
@@ -123,9 +174,13 @@ def write_options(options: Mapping[str, str]) -> WriteOptions:
 # -- single options ------------------------------------------------------------------------------
 
 
-def _by_name(options: Mapping[str, str], allowed: tuple[str, ...], action: str) -> dict[str, str]:
-    """The options under their documented names; unknown or misplaced names refused."""
-    spelling = {name.lower(): name for name in READ_OPTIONS + WRITE_OPTIONS}
+def _by_name(options: Mapping[str, str], *uses: tuple[str, tuple[str, ...]]) -> dict[str, str]:
+    """The options under their documented names; a name none of ``uses`` (action, the options
+    it takes) takes is refused, naming where it does apply."""
+    everywhere = (_BATCH_READ, _STREAM_READ, _WRITE)
+    spelling = {name.lower(): name for _, names in everywhere for name in names}
+    allowed = {name for _, names in uses for name in names}
+    takes = "; ".join(f"a {action} takes: {', '.join(names)}" for action, names in uses)
     given: dict[str, str] = {}
     for key, value in options.items():
         name = spelling.get(key.lower())
@@ -133,15 +188,50 @@ def _by_name(options: Mapping[str, str], allowed: tuple[str, ...], action: str) 
             hint = " (boltmq takes no path: name the topic with option topic)" if (
                 key.lower() == "path") else ""  # fmt: skip
             raise OptionError(
-                f"unknown boltmq option {key!r}{hint}; a {action} takes: {', '.join(allowed)} "
-                "(names are not case-sensitive)"
+                f"unknown boltmq option {key!r}{hint}; {takes} (names are not case-sensitive)"
             )
         if name not in allowed:
-            raise OptionError(
-                f"option {name} applies to reads only; a write takes: {', '.join(allowed)}"
-            )
+            raise OptionError(f"option {name} applies to {_applies_to(name)} only; {takes}")
         given[name] = value
     return given
+
+
+def _applies_to(name: str) -> str:
+    if name in READ_OPTIONS and name in STREAM_OPTIONS:
+        return "reads"
+    if name in READ_OPTIONS:
+        return "batch reads"
+    if name in STREAM_OPTIONS:
+        return "streaming reads"
+    return "writes"
+
+
+def _topics(given: Mapping[str, str]) -> tuple[str, ...]:
+    if "topic" in given and "topics" in given:
+        raise OptionError("give either topic or topics, not both")
+    if "topic" in given:
+        return (_topic_name("topic", given["topic"]),)
+    if "topics" in given:
+        names = [part.strip() for part in given["topics"].split(",")]
+        if not any(names):
+            raise OptionError("option topics is empty: give topic names separated by commas")
+        topics = tuple(_topic_name("topics", name) for name in names if name)
+        if len(set(topics)) != len(topics):
+            raise OptionError(f"option topics names a topic twice: {given['topics']!r}")
+        return topics
+    raise OptionError("a read needs option topic (one topic) or topics (comma-separated)")
+
+
+def _optional_positive_int(given: Mapping[str, str], option: str) -> int | None:
+    return _positive_int(option, given[option]) if option in given else None
+
+
+def _pull_batch_size(given: Mapping[str, str]) -> int:
+    return _optional_positive_int(given, "pullBatchSize") or DEFAULT_PULL_BATCH_SIZE
+
+
+def _fail_on_data_loss(given: Mapping[str, str]) -> bool:
+    return _boolean("failOnDataLoss", given.get("failOnDataLoss", "true"))
 
 
 def _namesrv_addr(given: Mapping[str, str]) -> str:
@@ -164,12 +254,16 @@ def _namesrv_addr(given: Mapping[str, str]) -> str:
 
 
 def _topic_name(option: str, name: str) -> str:
+    return _name(option, name, _TOPIC_MAX_LENGTH, "a topic name")
+
+
+def _name(option: str, name: str, max_length: int, what: str = "a group name") -> str:
     name = name.strip()
     if not name:
         raise OptionError(f"option {option} is empty")
-    if len(name) > _TOPIC_MAX_LENGTH or not _VALID_TOPIC.match(name):
+    if len(name) > max_length or not _VALID_TOPIC.match(name):
         raise OptionError(
-            f"option {option}: {name!r} is not a topic name (1..{_TOPIC_MAX_LENGTH} characters "
+            f"option {option}: {name!r} is not {what} (1..{max_length} characters "
             "of a-z A-Z 0-9 _ - % |)"
         )
     return name

@@ -1,4 +1,5 @@
-"""The data source Spark sees: ``spark.read.format("boltmq")`` and ``df.write.format("boltmq")``.
+"""The data source Spark sees: ``spark.read.format("boltmq")``,
+``spark.readStream.format("boltmq")`` and ``df.write.format("boltmq")``.
 
     import pipeline
     pipeline.register(spark)
@@ -20,14 +21,16 @@ from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
 from pipeline.errors import OptionError
-from pipeline.options import read_options, write_options
+from pipeline.options import check_read_options, read_options, stream_options, write_options
 from pipeline.reader import BoltMQReader
 from pipeline.schema import SCHEMA, same_columns
+from pipeline.stream_reader import BoltMQStreamReader
 from pipeline.writer import BoltMQWriter, check_columns
 
 
 class BoltMQDataSource(DataSource):
-    """BoltMQ (and RocketMQ 4.x) topics as a Spark data source: batch read and batch write.
+    """BoltMQ (and RocketMQ 4.x) topics as a Spark data source: batch and streaming read,
+    batch write.
 
     Options and the row schema: docs/pipeline.md. Register with `register` (or
     ``spark.dataSource.register(BoltMQDataSource)``).
@@ -42,19 +45,22 @@ class BoltMQDataSource(DataSource):
         """The fixed row schema, `pipeline.schema.SCHEMA`.
 
         Spark asks for it at ``load()`` (and never for a write), so the read options are
-        checked here too: a bad one fails ``load()`` rather than the first action.
+        checked here too: a bad one fails ``load()`` rather than the first action. Spark does
+        not say here whether the read is a batch or a streaming one: an option of the other
+        kind is refused when the reader is asked for (`reader`, `streamReader`).
         """
-        read_options(self.options)
+        check_read_options(self.options)
         return SCHEMA
 
     def reader(self, schema: StructType) -> BoltMQReader:
         """A batch reader; OptionError names a bad option."""
-        if not same_columns(schema, SCHEMA):
-            raise OptionError(
-                "boltmq rows have a fixed schema; read without .schema(...) and select "
-                f"columns instead (given: {schema.simpleString()})"
-            )
+        _check_schema(schema)
         return BoltMQReader(read_options(self.options))
+
+    def streamReader(self, schema: StructType) -> BoltMQStreamReader:
+        """A streaming reader; OptionError names a bad option."""
+        _check_schema(schema)
+        return BoltMQStreamReader(stream_options(self.options))
 
     def writer(self, schema: StructType, overwrite: bool) -> BoltMQWriter:
         """A batch writer; refuses overwrite (a topic cannot be overwritten, only added to)."""
@@ -65,6 +71,14 @@ class BoltMQDataSource(DataSource):
                 'mode("append")'
             )
         return BoltMQWriter(options, check_columns(schema, options))
+
+
+def _check_schema(schema: StructType) -> None:
+    if not same_columns(schema, SCHEMA):
+        raise OptionError(
+            "boltmq rows have a fixed schema; read without .schema(...) and select "
+            f"columns instead (given: {schema.simpleString()})"
+        )
 
 
 def use_current_python(spark: SparkSession | None = None) -> None:

@@ -14,8 +14,11 @@ from pipeline.options import (
     LATEST,
     OffsetSpec,
     ReadOptions,
+    StreamOptions,
     WriteOptions,
+    check_read_options,
     read_options,
+    stream_options,
     write_options,
 )
 
@@ -63,7 +66,8 @@ def test_json_offsets() -> None:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"startingOffset": "latest"}, "unknown boltmq option 'startingOffset'; a read takes: "
+        ({"startingOffset": "latest"},
+         "unknown boltmq option 'startingOffset'; a batch read takes: "
          "namesrvAddr, topic, topics, startingOffsets, endingOffsets, minPartitions, "
          "pullBatchSize, failOnDataLoss"),
         ({"path": "x"}, "unknown boltmq option 'path' (boltmq takes no path"),
@@ -96,6 +100,61 @@ def test_bad_read_options_are_refused_by_name(options: dict[str, str | None], me
     assert message in str(caught.value)
 
 
+def test_stream_options_defaults_and_values() -> None:
+    assert stream_options(BASE) == StreamOptions(
+        namesrv_addr="127.0.0.1:9876", topics=("Orders",),
+        starting=OffsetSpec("startingOffsets", LATEST), max_offsets_per_trigger=None,
+        group_id=None, min_partitions=None, pull_batch_size=32, fail_on_data_loss=True,
+    )  # fmt: skip
+    options = stream_options({
+        **BASE, "maxoffsetspertrigger": "500", "groupid": " cg-1 ", "startingoffsets": "earliest",
+        "minpartitions": "4", "pullbatchsize": "8", "failondataloss": "false",
+    })  # fmt: skip
+    assert (options.max_offsets_per_trigger, options.group_id) == (500, "cg-1")
+    assert options.starting.default == EARLIEST
+    assert (options.min_partitions, options.pull_batch_size) == (4, 8)
+    assert options.fail_on_data_loss is False
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"endingoffsets": "latest"}, "option endingOffsets applies to batch reads only; a "
+         "streaming read takes: namesrvAddr, topic, topics, startingOffsets, "
+         "maxOffsetsPerTrigger, groupId, minPartitions, pullBatchSize, failOnDataLoss"),
+        ({"maxOffsetPerTrigger": "5"}, "unknown boltmq option 'maxOffsetPerTrigger'; a "
+         "streaming read takes"),
+        ({"maxoffsetspertrigger": "0"},
+         "option maxOffsetsPerTrigger must be a positive whole number, not '0'"),
+        ({"groupid": "a b"}, "option groupId: 'a b' is not a group name"),
+        ({"groupid": ""}, "option groupId is empty"),
+    ],
+)  # fmt: skip
+def test_bad_stream_options_are_refused_by_name(options: dict[str, str], message: str) -> None:
+    with pytest.raises(OptionError) as caught:
+        stream_options({**BASE, **options})
+    assert message in str(caught.value)
+
+
+def test_options_of_one_kind_of_read_are_refused_for_the_other() -> None:
+    for name in ("maxOffsetsPerTrigger", "groupId"):
+        with pytest.raises(OptionError, match=f"option {name} applies to streaming reads only; "
+                           "a batch read takes: namesrvAddr"):  # fmt: skip
+            read_options({**BASE, name.lower(): "5"})
+    # Before Spark says which kind of read it is (at load()), either kind's options pass, but
+    # not a mix, nor an unknown one, nor a bad value.
+    check_read_options({**BASE, "endingoffsets": "latest"})
+    check_read_options({**BASE, "maxoffsetspertrigger": "5", "groupid": "g"})
+    with pytest.raises(OptionError, match="option endingOffsets applies to batch reads only "
+                       "and option maxOffsetsPerTrigger to streaming reads only"):  # fmt: skip
+        check_read_options({**BASE, "endingoffsets": "latest", "maxoffsetspertrigger": "5"})
+    with pytest.raises(OptionError, match=r"unknown boltmq option 'x'; a batch read takes: .*; "
+                       r"a streaming read takes: .*maxOffsetsPerTrigger"):  # fmt: skip
+        check_read_options({**BASE, "x": "1"})
+    with pytest.raises(OptionError, match="option groupId: 'a/b' is not a group name"):
+        check_read_options({**BASE, "groupid": "a/b"})
+
+
 def test_read_options_are_refused_for_a_write() -> None:
     with pytest.raises(OptionError, match="option startingOffsets applies to reads only; a "
                        "write takes: namesrvAddr, topic"):  # fmt: skip
@@ -109,10 +168,29 @@ def test_spark_shows_the_refusal_at_load(spark: SparkSession, data: ClusterData)
         read(spark, data.namesrv, topic=ORDERS, startingOffset="latest")
     text = str(caught.value)
     # Spark lower-cases option names before the source sees them.
-    assert "OptionError: unknown boltmq option 'startingoffset'; a read takes: " in text
+    assert "OptionError: unknown boltmq option 'startingoffset'; a batch read takes: " in text
     assert "startingOffsets" in text
     with pytest.raises(Exception, match="option pullBatchSize must be a positive whole number"):
         read(spark, data.namesrv, topic=ORDERS, pullBatchSize="-1")
+
+
+def test_spark_refuses_an_option_of_the_other_kind_of_read(
+    spark: SparkSession, data: ClusterData
+) -> None:
+    # Spark does not say at load() which kind of read it is: the refusal comes when it asks
+    # for the batch reader (the first action) or the stream reader (start()).
+    df = read(spark, data.namesrv, topic=ORDERS, maxOffsetsPerTrigger="5")
+    with pytest.raises(Exception, match="option maxOffsetsPerTrigger applies to streaming "
+                       "reads only"):  # fmt: skip
+        df.collect()
+    stream = spark.readStream.format("boltmq").option("namesrvAddr", data.namesrv) \
+        .option("topic", ORDERS).option("endingOffsets", "latest").load()  # fmt: skip
+    with pytest.raises(Exception, match="option endingOffsets applies to batch reads only"):
+        query = stream.writeStream.format("memory").queryName("refused_stream").start()
+        try:
+            query.awaitTermination(60)
+        finally:
+            query.stop()
 
 
 def test_queues_and_topics_are_checked_against_the_cluster(
