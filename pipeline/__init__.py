@@ -5,16 +5,22 @@
     df = (spark.read.format("boltmq").option("namesrvAddr", "127.0.0.1:9876")
           .option("topic", "Orders").load())
     df.write.format("boltmq").mode("append").option("namesrvAddr", "127.0.0.1:9876").save()
+    stream = (spark.readStream.format("boltmq").option("namesrvAddr", "127.0.0.1:9876")
+              .option("topic", "Orders").option("maxOffsetsPerTrigger", "10000").load())
 
 Modules, one concern each:
 
 - ``source``: `BoltMQDataSource` (the format), `register`, `use_current_python`.
-- ``options``: the options, checked and typed (`ReadOptions`, `WriteOptions`).
+- ``options``: the options, checked and typed (`ReadOptions`, `StreamOptions`,
+  `WriteOptions`).
 - ``schema``: the row schema (`SCHEMA`) and one message as one row.
 - ``planning``: on the driver, queues and offsets to `QueueRange` partitions.
 - ``queue_reader``: on an executor, the pulls of one range.
 - ``sender``: on an executor, one write task's batched sends.
-- ``reader`` / ``writer``: Spark's reader and writer classes over those.
+- ``stream_planning``: on the driver, a streaming query's offsets per micro-batch, the
+  ranges between two, and the consumer group's commits.
+- ``reader`` / ``stream_reader`` / ``writer``: Spark's reader, stream reader and writer
+  classes over those.
 - ``errors``: `OptionError`, `DataLossError`, `WriteError`.
 
 Needs the ``pipeline`` extra (pyspark, pyarrow) on the driver and on every executor. Reaches
@@ -22,10 +28,11 @@ BoltMQ through client/ only: importing it never loads the store or the servers.
 """
 
 from pipeline.errors import BoltMQSourceError, DataLossError, OptionError, WriteError
-from pipeline.options import ReadOptions, WriteOptions
+from pipeline.options import ReadOptions, StreamOptions, WriteOptions
 from pipeline.planning import QueueRange
 from pipeline.schema import SCHEMA
 from pipeline.source import BoltMQDataSource, register, use_current_python
+from pipeline.stream_reader import BoltMQStreamReader
 from pipeline.writer import BoltMQCommitMessage
 
 __all__ = [
@@ -33,10 +40,12 @@ __all__ = [
     "BoltMQCommitMessage",
     "BoltMQDataSource",
     "BoltMQSourceError",
+    "BoltMQStreamReader",
     "DataLossError",
     "OptionError",
     "QueueRange",
     "ReadOptions",
+    "StreamOptions",
     "WriteError",
     "WriteOptions",
     "register",
