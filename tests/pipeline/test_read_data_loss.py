@@ -8,44 +8,22 @@ offset past the max (always refused: a batch read reads what is written).
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 from pyspark.sql import SparkSession
 
 from .helpers import (
     AGED,
-    AGED_MESSAGES,
     ORDERS,
-    RETENTION_ROUND,
     ClusterData,
     queue_offsets,
     read,
     rows_by_key,
     run,
-    wait_for,
 )
 
 # Room for the run's first Spark job and cluster start on a busy machine.
 pytestmark = pytest.mark.timeout(300)
-
-
-@pytest.fixture(scope="module")
-def aged_min(data: ClusterData) -> int:
-    """broker-r's queue min offset once retention is done with it: a round that began after
-    the last send has deleted every file but the current one, so it moves no more."""
-    found: list[int] = []
-
-    def deleted() -> bool:
-        low, high = run(queue_offsets, data.namesrv, AGED)[("broker-r", 0)]
-        assert high == AGED_MESSAGES
-        found.append(low)
-        # A round that ran while the sends went on may have deleted only some files.
-        settled = time.monotonic() > data.aged_sent_at + RETENTION_ROUND + 2
-        return low > 0 and settled
-
-    wait_for(deleted, "broker-r's retention to delete its oldest commit-log files", timeout=90)
-    return found[-1]
 
 
 def test_a_start_below_the_min_offset_fails_naming_the_queue_and_offsets(

@@ -1,12 +1,14 @@
 """Streaming reads against the real cluster: bounded micro-batches under Trigger.AvailableNow,
 a restart from the checkpoint that loses and repeats nothing, messages (and queues) that
-arrive while the query runs, and the consumer group's offsets that groupId commits.
+arrive while the query runs, the consumer group's offsets that groupId commits, and a start
+below the min offset that retention really moved (failOnDataLoss both ways).
 
 Each test has topics of its own; every wait polls a condition under a deadline.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +20,16 @@ from pyspark.sql.streaming import StreamingQuery
 from client import ClientInstance
 from protocol.bodies import MessageQueue
 
-from .helpers import ClusterData, Sent, create_topic, run, send_layout, wait_for
+from .helpers import (
+    AGED,
+    ClusterData,
+    Sent,
+    create_topic,
+    queue_offsets,
+    run,
+    send_layout,
+    wait_for,
+)
 
 # Room for the run's first Spark job and cluster start on a busy machine.
 pytestmark = pytest.mark.timeout(300)
@@ -57,7 +68,7 @@ class Batches:
         with self.lock:
             return [len(self.found[i]) for i in sorted(self.found)]
 
-    def keys(self) -> list[Key]:
+    def read_keys(self) -> list[Key]:
         """Every key read, in batch order."""
         with self.lock:
             return [key for i in sorted(self.found) for key in self.found[i]]
@@ -104,7 +115,7 @@ def test_available_now_reads_the_backlog_in_bounded_batches_and_commits_the_grou
     assert query.exception() is None
     # 41 messages, 10 a batch: every batch full but the last.
     assert batches.sizes() == [10, 10, 10, 10, 1]
-    assert sorted(batches.keys()) == keys(sent)
+    assert sorted(batches.read_keys()) == keys(sent)
     # Each of the four queues with a backlog is in the first batch.
     first = batches.found[min(batches.found)]
     assert {(b, q) for _, b, q, _ in first} == {(b, q) for (b, q), n in layout.items() if n}
@@ -182,3 +193,27 @@ def test_messages_and_queues_that_arrive_while_the_query_runs_are_read(
     wait_for(lambda: sorted(read_now()) == keys(new + grown), "the grown topic's messages", 60)
     assert not set(read_now()) & set(keys(old))
     assert query.exception() is None
+
+
+def test_a_stream_from_deleted_messages_fails_or_starts_at_the_min_offset(
+    spark: SparkSession, data: ClusterData, aged_min: int, queries: list[StreamingQuery]
+) -> None:
+    starting = json.dumps({AGED: {"broker-r": {"0": 0}}})
+    df = stream(spark, data.namesrv, topic=AGED, startingOffsets=starting)
+    query = df.writeStream.format("memory").queryName("stream_aged") \
+        .trigger(availableNow=True).start()  # fmt: skip
+    queries.append(query)
+    with pytest.raises(Exception, match=f"topic {AGED}, broker broker-r, queue 0: "
+                       "startingOffsets 0 is below the queue's min offset"):  # fmt: skip
+        query.awaitTermination(120)
+    batches = Batches()
+    df = stream(spark, data.namesrv, topic=AGED, startingOffsets=starting,
+                failOnDataLoss="false", maxOffsetsPerTrigger="50")  # fmt: skip
+    query = df.writeStream.foreachBatch(batches).trigger(availableNow=True).start()
+    queries.append(query)
+    assert query.awaitTermination(120), "the AvailableNow query did not finish"
+    low, high = run(queue_offsets, data.namesrv, AGED)[("broker-r", 0)]
+    offsets = sorted(key[3] for key in batches.read_keys())
+    assert offsets == list(range(offsets[0], high))
+    assert aged_min <= offsets[0] <= low
+    assert max(batches.sizes()) <= 50
