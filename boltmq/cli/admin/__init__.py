@@ -42,7 +42,9 @@ from boltmq.cli.admin import cluster, topics
 from boltmq.cli.admin._runner import run_verb
 from boltmq.cli.admin._verbs import VERBS, Verb
 
-# Messages and dead letters: the modules ``messages`` and ``dlq`` are imported here.
+# Messages and dead letters (their verbs follow the others in --help).
+# isort: split
+from boltmq.cli.admin import dlq, messages  # noqa: F401
 
 __all__ = ["EXAMPLE", "HELP", "setup"]
 
