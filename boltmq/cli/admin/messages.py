@@ -519,8 +519,8 @@ async def send_message(admin: Admin, args: argparse.Namespace) -> Result:
 
 
 def _listing(found: list[tuple[MessageExt, str | None]], what: str) -> Result:
-    found.sort(key=lambda pair: (pair[0].store_timestamp, pair[1] or "", pair[0].queue_id,
-                                 pair[0].queue_offset))  # fmt: skip
+    # Oldest first; within one broker and millisecond the commit log has the order.
+    found.sort(key=lambda pair: (pair[0].store_timestamp, pair[1] or "", pair[0].commit_log_offset))
     rows = [message_row(m, broker) for m, broker in found]
     notes = () if rows else (f"no message with {what}",)
     return Result.of_table(Table(MESSAGE_COLUMNS, rows), notes)
