@@ -20,10 +20,11 @@ from typing import Any
 import orjson
 
 from boltmq.cli.admin._output import Column, Result, Table, number, timestamp
-from boltmq.cli.admin._verbs import UsageError, arg, group_arg, verb
+from boltmq.cli.admin._verbs import AdminError, UsageError, arg, group_arg, verb
 from boltmq.cli.admin.messages import detail_table, message_document
-from client import Admin
+from client import Admin, MQClientError
 from client.dead_letters import DeadLetters, ResendOutcome, ResendStatus, dlq_topic
+from protocol.codes import ResponseCode
 from protocol.message import MessageConst, MessageExt
 
 ACTIONS = ("list", "show", "resend", "export")
@@ -84,7 +85,12 @@ async def dlq(admin: Admin, args: argparse.Namespace) -> Result:
     letters = DeadLetters(admin)
     group: str = args.group
     if ids:
-        found = await letters.find(group, ids)
+        try:
+            found = await letters.find(group, ids)
+        except MQClientError as exc:
+            if exc.code != ResponseCode.QUERY_NOT_FOUND:
+                raise
+            raise AdminError(f"{exc.remark}; dlq list -g {group} shows the ids") from None
     else:
         found = await letters.messages(group)
     if args.action == "list":
