@@ -19,9 +19,9 @@ from typing import Any
 
 import orjson
 
+from boltmq.cli.admin._message_view import detail_table, message_document
 from boltmq.cli.admin._output import Column, Result, Table, number, timestamp
 from boltmq.cli.admin._verbs import AdminError, UsageError, arg, group_arg, verb
-from boltmq.cli.admin.messages import detail_table, message_document
 from client import Admin, MQClientError
 from client.dead_letters import DeadLetters, ResendOutcome, ResendStatus, dlq_topic
 from protocol.codes import ResponseCode
@@ -70,12 +70,19 @@ EXAMPLE = """boltmq admin dlq list -g OrderConsumers
             "-i",
             "--msgId",
             dest="msg_ids",
+            metavar="MSGID",
             action="append",
             default=[],
             help="a dead letter's msgId or DLQ offset msgId (repeat, or comma separated)",
         ),
         arg("--all", dest="all", action="store_true", help="resend: every dead letter"),
-        arg("-o", "--output", dest="output", help="export: the JSON Lines file to write"),
+        arg(
+            "-o",
+            "--output",
+            dest="output",
+            metavar="FILE",
+            help="export: the JSON Lines file to write",
+        ),
     ],
 )
 async def dlq(admin: Admin, args: argparse.Namespace) -> Result:

@@ -2,19 +2,24 @@
 printMsg, printMsgByQueue, sendMessage, consumeMessage.
 
 Reading verbs pull with the tools group and commit nothing, so they never move a consumer
-group's offsets. One message in full (``message_document``) and one message in a list
-(``MESSAGE_COLUMNS``) read the same in every verb, the dead-letter verbs included.
+group's offsets. How a message reads, in full or in a list, is ``_message_view``'s, shared
+with the dead-letter verbs.
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
-import datetime
-from collections.abc import Sequence
 from typing import Any
 
-from boltmq.cli.admin._output import Column, Result, Table, human_time, number, timestamp
+from boltmq.cli.admin._message_view import (
+    MESSAGE_COLUMNS,
+    TIME_HELP,
+    details,
+    host_text,
+    message_row,
+    time_arg,
+)
+from boltmq.cli.admin._output import Column, Result, Table, number
 from boltmq.cli.admin._verbs import AdminError, UsageError, arg, boolean, topic_arg, verb
 from client import Admin, Message, Producer
 from client.browse import TOOLS_CONSUMER_GROUP, QueueBrowser
@@ -26,28 +31,6 @@ TOOLS_PRODUCER_GROUP = "TOOLS_PRODUCER"
 #: mqadmin's consumeMessage reads at most this many messages unless -c says otherwise.
 DEFAULT_CONSUME_COUNT = 128
 
-MESSAGE_COLUMNS = (
-    Column("msgId", "Message ID"),
-    Column("offsetMsgId", "Offset Message ID"),
-    Column("brokerName", "Broker Name"),
-    number("queueId", "QID"),
-    number("queueOffset", "Offset"),
-    Column("tags", "Tags"),
-    Column("keys", "Keys", lambda v: " ".join(v or ()) or "-"),
-    number("reconsumeTimes", "Reconsume"),
-    timestamp("storeTimestamp", "Store Time"),
-    Column("body", "Body"),
-)
-
-DETAIL_TITLES = {
-    "msgId": "Message ID", "offsetMsgId": "Offset Message ID", "topic": "Topic",
-    "tags": "Tags", "keys": "Keys", "queueId": "Queue ID", "queueOffset": "Queue Offset",
-    "commitLogOffset": "CommitLog Offset", "reconsumeTimes": "Reconsume Times",
-    "bornTimestamp": "Born Timestamp", "bornHost": "Born Host",
-    "storeTimestamp": "Store Timestamp", "storeHost": "Store Host", "sysFlag": "System Flag",
-    "flag": "Flag", "properties": "Properties", "body": "Body",
-}  # fmt: skip
-
 SEND_COLUMNS = (
     Column("brokerName", "Broker Name"),
     number("queueId", "QID"),
@@ -58,99 +41,6 @@ SEND_COLUMNS = (
 )
 
 TAG_COLUMNS = (Column("tag", "Tag"), number("count", "Count"))
-
-TIME_HELP = "milliseconds since the epoch, or yyyy-MM-dd#HH:mm:ss:SSS (local time)"
-
-
-# -- how a message reads ----------------------------------------------------------------------
-
-
-def body_text(message: MessageExt, charset: str = "utf-8") -> str:
-    """The body as text in ``charset``; bytes that do not decode read as U+FFFD."""
-    return message.decompressed_body().decode(charset, errors="replace")
-
-
-def message_document(message: MessageExt, charset: str = "utf-8") -> dict[str, Any]:
-    """One message in full, camelCase keys; ``bodyBase64`` keeps the exact bytes."""
-    body = message.decompressed_body()
-    return {
-        "msgId": message.msg_id,
-        "offsetMsgId": message.offset_msg_id,
-        "topic": message.topic,
-        "tags": message.tags,
-        "keys": message.keys,
-        "queueId": message.queue_id,
-        "queueOffset": message.queue_offset,
-        "commitLogOffset": message.commit_log_offset,
-        "reconsumeTimes": message.reconsume_times,
-        "bornTimestamp": message.born_timestamp,
-        "bornHost": _host(message.born_host),
-        "storeTimestamp": message.store_timestamp,
-        "storeHost": _host(message.store_host),
-        "sysFlag": message.sys_flag,
-        "flag": message.flag,
-        "properties": dict(sorted(message.properties.items())),
-        "body": body.decode(charset, errors="replace"),
-        "bodyBase64": base64.b64encode(body).decode(),
-    }
-
-
-def message_row(
-    message: MessageExt,
-    broker_name: str | None = None,
-    *,
-    charset: str = "utf-8",
-    with_body: bool = True,
-) -> dict[str, Any]:
-    """One message in a list: the keys of ``MESSAGE_COLUMNS``."""
-    return {
-        "msgId": message.msg_id,
-        "offsetMsgId": message.offset_msg_id,
-        "brokerName": broker_name,
-        "queueId": message.queue_id,
-        "queueOffset": message.queue_offset,
-        "tags": message.tags,
-        "keys": message.keys,
-        "reconsumeTimes": message.reconsume_times,
-        "storeTimestamp": message.store_timestamp,
-        "body": body_text(message, charset) if with_body else None,
-    }
-
-
-def detail_table(document: dict[str, Any]) -> Table:
-    """A message's fields as a two-column table titled with its msgId."""
-    rows = []
-    for key, title in DETAIL_TITLES.items():
-        value: Any = document.get(key)
-        if key == "properties":
-            value = ", ".join(f"{k}={v}" for k, v in value.items()) or "-"
-        elif key == "keys":
-            value = " ".join(value) or "-"
-        elif key in ("bornTimestamp", "storeTimestamp"):
-            value = f"{human_time(value)} ({value})"
-        rows.append({"field": title, "value": value})
-    columns = (Column("field", "Field"), Column("value", "Value"))
-    return Table(columns, rows, title=f"message {document['msgId']}")
-
-
-def details(messages: Sequence[MessageExt], charset: str = "utf-8") -> Result:
-    """Messages in full: a JSON list of documents, a field table per message."""
-    documents = [message_document(m, charset) for m in messages]
-    return Result(documents, tuple(detail_table(d) for d in documents))
-
-
-def time_arg(text: str) -> int:
-    """An argparse type: milliseconds since the epoch, or mqadmin's yyyy-MM-dd#HH:mm:ss:SSS."""
-    if text.isdigit():
-        return int(text)
-    try:
-        moment = datetime.datetime.strptime(text, "%Y-%m-%d#%H:%M:%S:%f")
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a time; give milliseconds since the epoch or "
-            "yyyy-MM-dd#HH:mm:ss:SSS, e.g. 2026-01-31#13:45:00:000"
-        ) from None
-    return int(moment.timestamp() * 1000)
 
 
 # -- lookups ----------------------------------------------------------------------------------
@@ -165,6 +55,7 @@ def time_arg(text: str) -> int:
             "-i",
             "--msgId",
             dest="msg_ids",
+            metavar="MSGID",
             required=True,
             action="append",
             help="offset msgId(s), comma separated or -i repeated",
@@ -237,7 +128,9 @@ async def query_msg_by_key(admin: Admin, args: argparse.Namespace) -> Result:
     "boltmq admin queryMsgByUniqueKey -t Orders -i 7F0000010F2A18B4AAC2166E0C2A0000",
     [
         topic_arg(),
-        arg("-i", "--msgId", dest="msg_id", required=True, help="the client msgId"),
+        arg(
+            "-i", "--msgId", dest="msg_id", metavar="MSGID", required=True, help="the client msgId"
+        ),
         arg(
             "-a",
             "--showAll",
@@ -534,7 +427,7 @@ async def _with_brokers(
     by_address = {
         address: b.broker_name for b in route.broker_datas for address in b.broker_addrs.values()
     }
-    return [(m, by_address.get(_host(m.store_host))) for m in messages]
+    return [(m, by_address.get(host_text(m.store_host))) for m in messages]
 
 
 async def _check_queue(browser: QueueBrowser, queue: MessageQueue) -> None:
@@ -566,7 +459,3 @@ def _check_charset(charset: str) -> None:
 
 def _queue_name(queue: MessageQueue) -> str:
     return f"queue {queue.topic}/{queue.broker_name}/{queue.queue_id}"
-
-
-def _host(host: tuple[str, int]) -> str:
-    return f"{host[0]}:{host[1]}"
