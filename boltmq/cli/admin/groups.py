@@ -113,9 +113,9 @@ async def consumer_connection(admin: Admin, args: argparse.Namespace) -> Result:
         for topic, data in sorted(found.subscription_table.items())
     ]
     mode = {
-        "consumeType": found.consume_type.name if found.consume_type else None,
-        "messageModel": found.message_model.name if found.message_model else None,
-        "consumeFromWhere": found.consume_from_where.name if found.consume_from_where else None,
+        "consumeType": found.consume_type.name if found.consume_type is not None else None,
+        "messageModel": found.message_model.name if found.message_model is not None else None,
+        "consumeFromWhere": found.consume_from_where.name if found.consume_from_where is not None else None,
     }
     document = {
         "group": args.group,
