@@ -112,10 +112,14 @@ async def consumer_connection(admin: Admin, args: argparse.Namespace) -> Result:
         {"topic": topic, "subExpression": data.sub_string}
         for topic, data in sorted(found.subscription_table.items())
     ]
+    # Enums of value 0 are falsy: test for None.
     mode = {
-        "consumeType": found.consume_type.name if found.consume_type is not None else None,
-        "messageModel": found.message_model.name if found.message_model is not None else None,
-        "consumeFromWhere": found.consume_from_where.name if found.consume_from_where is not None else None,
+        key: value.name if value is not None else None
+        for key, value in (
+            ("consumeType", found.consume_type),
+            ("messageModel", found.message_model),
+            ("consumeFromWhere", found.consume_from_where),
+        )
     }
     document = {
         "group": args.group,
