@@ -12,7 +12,7 @@ The layers, bottom up:
   on stderr (the traceback only with ``--debug``).
 - the verb modules, one family each: ``cluster`` (brokers, broker config, stats), ``namesrv``
   (registry config, KV config, write perm), ``topics``, ``groups`` (groups and connections),
-  ``offsets`` (consume progress and resets).
+  ``offsets`` (consume progress and resets), ``stats`` (statsAll).
 
 Adding a verb module: create ``boltmq/cli/admin/NAME.py``, register each verb with the
 decorator, and import the module below (importing it registers its verbs)::
@@ -38,7 +38,7 @@ import os
 from boltmq.cli._run import Runner
 
 # Importing a verb module registers its verbs (the order here is the order of --help).
-from boltmq.cli.admin import cluster, topics
+from boltmq.cli.admin import cluster, groups, namesrv, offsets, stats, topics
 from boltmq.cli.admin._runner import run_verb
 from boltmq.cli.admin._verbs import VERBS, Verb
 
@@ -57,7 +57,7 @@ EXAMPLE = """examples:
 
 DEFAULT_NAMESRV = "127.0.0.1:9876"
 
-_VERB_MODULES = (cluster, topics)
+_VERB_MODULES = (cluster, groups, namesrv, offsets, stats, topics)
 
 
 def setup(parser: argparse.ArgumentParser) -> Runner:

@@ -26,6 +26,7 @@ __all__ = [
     "commit_offsets",
     "make_topic",
     "run_admin",
+    "run_async",
     "send_per_queue",
     "wait_for",
 ]
@@ -90,19 +91,26 @@ def make_topic(namesrv: str, topic: str, queues: int) -> str:
 
 
 def send_per_queue(
-    namesrv: str, topic: str, broker_name: str, counts: Sequence[int], group: str = "admin-test-p"
+    namesrv: str,
+    topic: str,
+    broker_name: str,
+    counts: Sequence[int],
+    first: int = 0,
+    group: str = "admin-test-p",
 ) -> list[int]:
-    """Send ``counts[i]`` messages to queue i; their store timestamps in send order."""
+    """Send ``counts[i]`` messages to queue i, bodies ``b"i-offset"`` from offset ``first``;
+    the moments each send was answered (ms), in send order."""
 
     async def send() -> list[int]:
         stamps = []
         async with Producer(group, namesrv_addr=namesrv) as producer:
             for queue_id, count in enumerate(counts):
                 queue = MessageQueue(topic=topic, broker_name=broker_name, queue_id=queue_id)
-                for n in range(count):
-                    message = Message(topic, f"{queue_id}-{n}".encode(), keys=f"k{queue_id}-{n}")
+                for offset in range(first, first + count):
+                    body = f"{queue_id}-{offset}".encode()
+                    message = Message(topic, body, keys=f"k{queue_id}-{offset}")
                     result = await producer.send(message, queue=queue)
-                    assert result.queue_offset == n
+                    assert result.queue_offset == offset
                     stamps.append(int(time.time() * 1000))
         return stamps
 

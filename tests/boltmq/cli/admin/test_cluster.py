@@ -46,3 +46,46 @@ def test_cluster_list_json_and_table(
     assert err.strip() == (
         "boltmq admin clusterList: no cluster named NoSuchCluster; known: DefaultCluster"
     )
+
+
+def test_broker_status(cluster: Any, unique: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    topic = unique("StatusCountT")
+    broker_name = make_topic(cluster.namesrv, topic, 1)
+    before = admin_json(capsys, cluster.namesrv, "brokerStatus", "-b", cluster.broker)
+    send_per_queue(cluster.namesrv, topic, broker_name, [4])
+    after = admin_json(capsys, cluster.namesrv, "brokerStatus", "-b", cluster.broker)
+    assert after["brokerVersionDesc"] == "V4_9_8"
+    assert int(after["msgPutTotalTodayNow"]) == int(before["msgPutTotalTodayNow"]) + 4
+    assert int(after["putMessageTimesTotal"]) == int(before["putMessageTimesTotal"]) + 4
+    assert int(after["commitLogMaxOffset"]) > int(before["commitLogMaxOffset"])
+
+    by_cluster = admin_json(capsys, cluster.namesrv, "brokerStatus", "-c", "DefaultCluster")
+    assert list(by_cluster) == [cluster.broker]
+    assert by_cluster[cluster.broker]["msgPutTotalTodayNow"] == after["msgPutTotalTodayNow"]
+
+    code, out, _ = run_admin(capsys, cluster.namesrv, "brokerStatus", "-b", cluster.broker)
+    assert code == 0
+    assert "Key" in out and "Value" in out and "brokerVersionDesc" in out
+
+
+def test_get_and_update_broker_config(cluster: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    config = admin_json(capsys, cluster.namesrv, "getBrokerConfig", "-b", cluster.broker)
+    assert config["brokerName"] == cluster.found["broker_name"]
+    assert config["brokerClusterName"] == "DefaultCluster"
+    assert config["listenPort"] == cluster.broker.rsplit(":", 1)[1]
+    old = config["shortPollingTimeMills"]
+    new = str(int(old) + 7)
+    try:
+        done = admin_json(capsys, cluster.namesrv, "updateBrokerConfig", "-b", cluster.broker,
+                          "-k", "shortPollingTimeMills", "-v", new)  # fmt: skip
+        assert done == {"key": "shortPollingTimeMills", "value": new, "brokers": [cluster.broker]}
+        by_cluster = admin_json(capsys, cluster.namesrv, "getBrokerConfig", "-c", "DefaultCluster")
+        assert by_cluster[cluster.broker]["shortPollingTimeMills"] == new
+    finally:
+        admin_json(capsys, cluster.namesrv, "updateBrokerConfig", "-c", "DefaultCluster",
+                   "-k", "shortPollingTimeMills", "-v", old)  # fmt: skip
+    code, _, err = run_admin(capsys, cluster.namesrv, "updateBrokerConfig", "-b", cluster.broker,
+                             "-k", "listenPort", "-v", "1")  # fmt: skip
+    assert code == 1
+    assert err.startswith("boltmq admin updateBrokerConfig: refused: ")
+    assert "listenPort cannot change while the broker runs" in err and err.count("\n") == 1
