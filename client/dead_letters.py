@@ -35,6 +35,7 @@ from client.admin import Admin
 from client.browse import QueueBrowser
 from client.message import Message, MQClientError
 from client.producer import Producer
+from protocol.bodies import PERM_READ
 from protocol.codes import ResponseCode
 from protocol.message import MessageConst, MessageExt
 
@@ -110,27 +111,23 @@ class DeadLetters:
         Empty when the group never had one (no ``%DLQ%<group>`` topic).
         """
         topic = dlq_topic(group)
+        route = await self.admin.instance.update_route(topic)
+        if route is None:
+            return []
+        unreadable = sorted(q.broker_name for q in route.queue_datas if not q.perm & PERM_READ)
+        if unreadable:
+            # Listing the readable brokers alone would hide dead letters: refuse instead.
+            raise MQClientError(
+                ResponseCode.NO_PERMISSION,
+                f"{topic} may not be read on broker {', '.join(unreadable)} (a write-only "
+                f"DLQ); give it read permission with updateTopicPerm -t {topic} -p 6",
+            )
         async with QueueBrowser(self.admin.instance, timeout=self.admin.timeout) as browser:
-            try:
-                queues = await browser.queues(topic)
-            except MQClientError as exc:
-                if exc.code == ResponseCode.TOPIC_NOT_EXIST:
-                    return []
-                raise
             letters: list[MessageExt] = []
-            for queue in queues:
+            for queue in await browser.queues(topic):
                 begin = await browser.min_offset(queue)
                 end = await browser.max_offset(queue)
-                try:
-                    letters.extend(await browser.read(queue, begin, end))
-                except MQClientError as exc:
-                    if exc.code == ResponseCode.NO_PERMISSION:
-                        raise MQClientError(
-                            exc.code,
-                            f"{topic} may not be read ({exc.remark}); give it read permission "
-                            f"(perm 6) with updateTopicPerm to list its messages",
-                        ) from exc
-                    raise
+                letters.extend(await browser.read(queue, begin, end))
         return letters
 
     async def find(self, group: str, ids: Iterable[str]) -> list[MessageExt]:

@@ -26,7 +26,7 @@ from client import (
     SendResult,
 )
 from client.dead_letters import DLQ_RESENT_FROM
-from protocol.bodies import ConsumeFromWhere
+from protocol.bodies import PERM_WRITE, ConsumeFromWhere
 from protocol.message import MessageExt
 from tests.boltmq.cli.admin.helpers import admin_json, make_topic, run_admin, wait_for
 
@@ -80,6 +80,15 @@ def lag_and_max(namesrv: str, group: str, topic: str) -> tuple[int, int]:
     return result
 
 
+async def make_write_only_dlq(namesrv: str, group: str) -> None:
+    """Create %DLQ%<group> with perm 2 and wait until the registry routes it."""
+    with trio.fail_after(60):
+        async with Admin(namesrv_addr=namesrv) as admin:
+            await admin.create_topic(f"%DLQ%{group}", queue_nums=1, perm=PERM_WRITE)
+            while await admin.instance.fetch_route(f"%DLQ%{group}") is None:
+                await trio.sleep(0.05)
+
+
 def test_dead_letters_resent_once_to_the_consumer(
     cluster: Any, unique: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -122,6 +131,11 @@ def test_dead_letters_resent_once_to_the_consumer(
         with listener.lock:
             failed = [m.msg_id for m in listener.deliveries if m.body.startswith(b"poison")]
         assert sorted(failed) == sorted([*by_id, *by_id])  # two deliveries each, no more
+
+        code, table, _ = run_admin(capsys, namesrv, "dlq", "list", "-g", group)
+        assert code == 0
+        for text in ("Origin Topic", "Died At", topic, *by_id):
+            assert text in table
 
         # show: the dead letter in full, with the broker's retry properties.
         first = poison[0]
@@ -198,6 +212,13 @@ def test_dlq_refusals(cluster: Any, unique: Any, capsys: pytest.CaptureFixture[s
     ]:
         code, out, err = run_admin(capsys, namesrv, "dlq", *argv, "-g", group)
         assert (code, out, err) == (2, "", f"boltmq admin dlq: {complaint}\n")
+    # A write-only DLQ (perm 2, as older RocketMQ brokers make it) is refused, not shown empty.
+    trio.run(make_write_only_dlq, namesrv, group)
+    code, out, err = run_admin(capsys, namesrv, "dlq", "list", "-g", group)
+    assert (code, out) == (1, "")
+    assert err.count("\n") == 1
+    assert f"%DLQ%{group} may not be read on broker " in err
+    assert f"updateTopicPerm -t %DLQ%{group} -p 6" in err
     code, _, err = run_admin(capsys, namesrv, "dlq", "purge", "-g", group)
     assert code == 2
     assert "invalid choice: 'purge'" in err
