@@ -577,12 +577,12 @@ class Admin:
 
     async def _registry(self, request: RemotingCommand) -> RemotingCommand:
         response = await self.instance.invoke_registry(request)
-        return _check(response, f"registry request {request.code}")
+        return _check(response, f"{_code_name(request.code)} at a registry")
 
     async def _broker(self, address: str, code: int, header: object) -> RemotingCommand:
         request = RemotingCommand.request(code, encode_header(header))
         response = await self.instance.invoke_broker(address, request, self.timeout)
-        return _check(response, f"request {code} at {address}")
+        return _check(response, f"{_code_name(code)} at {address}")
 
 
 def _master_addresses(route: TopicRouteData) -> list[str]:
@@ -605,6 +605,13 @@ def _properties(text: str) -> dict[str, str]:
         key, _, value = line.partition("=")
         table[key.strip()] = value.strip()
     return table
+
+
+def _code_name(code: int) -> str:
+    try:
+        return RequestCode(code).name
+    except ValueError:
+        return f"request {code}"
 
 
 def _check(response: RemotingCommand, what: str) -> RemotingCommand:

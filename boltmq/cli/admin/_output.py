@@ -107,7 +107,10 @@ def render(result: Result, as_json: bool, out: TextIO | None = None) -> None:
     # A pipe gets whole lines: rich would otherwise wrap at 80 columns.
     console = Console(file=out, width=None if out.isatty() else 1000, highlight=False)
     for table in result.tables:
-        rich_table = RichTable(title=table.title, box=box.SIMPLE_HEAD, title_justify="left")
+        rich_table = RichTable(
+            title=table.title, box=box.SIMPLE_HEAD, title_justify="left", show_edge=False,
+            pad_edge=False,
+        )  # fmt: skip
         for column in table.columns:
             rich_table.add_column(column.title, justify=column.justify, no_wrap=True)  # type: ignore[arg-type]
         for row in table.rows:

@@ -74,11 +74,18 @@ def describe(exc: BaseException, args: argparse.Namespace) -> str:
             )
         if exc.code == ResponseCode.TOPIC_NOT_EXIST:
             return f"{remark}; check the topic name (topicList shows every topic)"
-        if exc.code == ResponseCode.CONSUMER_NOT_ONLINE:
-            return f"{remark}; check the group name and that its consumers run"
+        if exc.code == ResponseCode.CONSUMER_NOT_ONLINE or "is not online" in remark:
+            return f"{remark}; check the group name and that its clients run"
         if exc.code == ResponseCode.NO_PERMISSION:
             return f"refused: {remark}"
-        return f"request failed: {text}"
+        return f"{remark} ({_response_name(exc.code)})"
     if isinstance(exc, BodyError):
         return f"an answer did not decode ({text}); is the cluster RocketMQ-compatible?"
     return text
+
+
+def _response_name(code: int) -> str:
+    try:
+        return ResponseCode(code).name
+    except ValueError:
+        return f"code {code}"

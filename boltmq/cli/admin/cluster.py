@@ -68,10 +68,10 @@ async def cluster_list(admin: Admin, args: argparse.Namespace) -> Result:
                 earliest = _int(runtime.get("earliestMessageTimeStamp"))
                 row.update(
                     version=runtime.get("brokerVersionDesc"),
-                    inTps=_first_float(runtime.get("putTps")),
-                    outTps=_first_float(runtime.get("getTransferedTps")),
+                    inTps=round(_first_float(runtime.get("putTps")), 2),
+                    outTps=round(_first_float(runtime.get("getTransferedTps")), 2),
                     retentionHours=(now_ms - earliest) // 3_600_000 if earliest > 0 else 0,
-                    diskRatio=_first_float(runtime.get("commitLogDiskRatio")),
+                    diskRatio=round(_first_float(runtime.get("commitLogDiskRatio")), 4),
                 )
                 rows.append(row)
     return Result.of_table(Table(CLUSTER_COLUMNS, rows))

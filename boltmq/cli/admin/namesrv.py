@@ -46,9 +46,10 @@ async def get_namesrv_config(admin: Admin, args: argparse.Namespace) -> Result:
 async def update_kv_config(admin: Admin, args: argparse.Namespace) -> Result:
     """updateKvConfig: PUT_KV_CONFIG at each registry."""
     await admin.put_kv_config(args.namespace, args.key, args.value)
+    count = len(admin.instance.registries)
     return Result.done(
-        f"{args.namespace}/{args.key} = {args.value} set in {len(admin.instance.registries)} "
-        "registry(ies)",
+        f"{args.namespace}/{args.key} = {args.value} set in {count} "
+        + ("registry" if count == 1 else "registries"),
         {"namespace": args.namespace, "key": args.key, "value": args.value},
     )
 

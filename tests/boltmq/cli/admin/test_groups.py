@@ -101,7 +101,7 @@ def test_consumer_and_producer_connections(
 
     code, _, err = run_admin(capsys, cluster.namesrv, "consumerConnection", "-g", unique("none"))
     assert code == 1
-    assert "is not online" in err and "check the group name and that its consumers run" in err
+    assert "is not online" in err and "check the group name and that its clients run" in err
     code, _, err = run_admin(capsys, cluster.namesrv, "producerConnection", "-g", "none-pg",
                              "-t", topic)  # fmt: skip
     assert code == 1 and "producer group none-pg is not online" in err

@@ -106,4 +106,7 @@ def test_update_topic_refusals(cluster: Any, capsys: pytest.CaptureFixture[str])
     assert code == 2 and "give either -b BROKER_ADDR or -c CLUSTER" in err
     code, _, err = run_admin(capsys, cluster.namesrv, "updateTopic", "-t", "bad topic!",
                              "-b", cluster.broker)  # fmt: skip
-    assert code == 1 and err.startswith("boltmq admin updateTopic: request failed:")
+    assert code == 1
+    assert err.startswith("boltmq admin updateTopic: UPDATE_AND_CREATE_TOPIC at ")
+    assert "the topic name 'bad topic!' has characters outside" in err
+    assert err.endswith(" (SYSTEM_ERROR)\n")
