@@ -275,3 +275,15 @@ def test_send_message_then_find_it(
                              "-i", "0")  # fmt: skip
     assert code == 2
     assert "-b and -i go together" in err
+
+
+@pytest.mark.parametrize(
+    "verb",
+    ["queryMsgById", "queryMsgByKey", "queryMsgByUniqueKey", "queryMsgByOffset", "printMsg",
+     "printMsgByQueue", "consumeMessage", "sendMessage", "dlq"],
+)  # fmt: skip
+def test_help_has_an_example(verb: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_admin(capsys, None, verb, "--help")
+    assert code == 0
+    assert f"usage: boltmq admin {verb}" in out
+    assert f"example:\n  boltmq admin {verb} " in out
