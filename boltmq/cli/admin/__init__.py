@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from boltmq.cli._run import Runner
 
@@ -53,7 +54,7 @@ EXAMPLE = """examples:
   boltmq admin clusterList -n 127.0.0.1:9876
   boltmq admin topicStatus -t Orders --json
   boltmq admin consumerProgress -g OrderConsumers
-  boltmq admin VERB --help        # each verb's flags and an example"""
+  boltmq admin VERB --help        # a verb's own flags"""
 
 DEFAULT_NAMESRV = "127.0.0.1:9876"
 
@@ -79,7 +80,7 @@ def setup(parser: argparse.ArgumentParser) -> Runner:
     def run(args: argparse.Namespace) -> int:
         verb: Verb | None = getattr(args, "admin_verb", None)
         if verb is None:
-            parser.print_help()
+            parser.print_help(sys.stderr)
             return 2
         return run_verb(verb, args)
 

@@ -73,6 +73,10 @@ def test_get_and_update_broker_config(cluster: Any, capsys: pytest.CaptureFixtur
     assert config["brokerName"] == cluster.found["broker_name"]
     assert config["brokerClusterName"] == "DefaultCluster"
     assert config["listenPort"] == cluster.broker.rsplit(":", 1)[1]
+    code, out, _ = run_admin(capsys, cluster.namesrv, "getBrokerConfig", "-c", "DefaultCluster")
+    assert code == 0
+    for title in ("Broker", "Key", "Value", cluster.broker, "brokerClusterName"):
+        assert title in out
     old = config["shortPollingTimeMills"]
     new = str(int(old) + 7)
     try:

@@ -98,6 +98,11 @@ def test_consumer_and_producer_connections(
                                producer_group, "-t", topic)  # fmt: skip
         assert [p["clientId"] for p in producers] == [producer.producer.instance.client_id]
         assert list(producers[0]) == ["clientId", "clientAddr", "language", "version"]
+        code, out, _ = run_admin(capsys, cluster.namesrv, "producerConnection", "-g",
+                                 producer_group, "-t", topic)  # fmt: skip
+        assert code == 0 and producers[0]["clientId"] in out
+        for title in ("Client Id", "Client Addr", "Language", "Version"):
+            assert title in out
 
     code, _, err = run_admin(capsys, cluster.namesrv, "consumerConnection", "-g", unique("none"))
     assert code == 1
