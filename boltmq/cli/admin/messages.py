@@ -220,8 +220,8 @@ async def print_msg(admin: Admin, args: argparse.Namespace) -> Result:
     rows: list[dict[str, Any]] = []
     async with QueueBrowser(admin.instance, timeout=admin.timeout) as browser:
         for queue in await browser.queues(args.topic):
-            begin, end = await _range(browser, queue, args.begin, args.end)
-            for message in await browser.read(queue, begin, end, expression=args.expression):
+            found = await _read(browser, queue, args.begin, args.end, expression=args.expression)
+            for message in found:
                 rows.append(message_row(message, queue.broker_name, charset=args.charset,
                                         with_body=args.print_body))  # fmt: skip
     return Result.of_table(Table(MESSAGE_COLUMNS, rows))
@@ -283,8 +283,7 @@ async def print_msg_by_queue(admin: Admin, args: argparse.Namespace) -> Result:
     queue = MessageQueue(topic=args.topic, broker_name=args.broker_name, queue_id=args.queue_id)
     async with QueueBrowser(admin.instance, timeout=admin.timeout) as browser:
         await _check_queue(browser, queue)
-        begin, end = await _range(browser, queue, args.begin, args.end)
-        messages = await browser.read(queue, begin, end, expression=args.expression)
+        messages = await _read(browser, queue, args.begin, args.end, expression=args.expression)
     document: dict[str, Any] = {}
     tables = []
     if args.print_msg:
@@ -361,11 +360,8 @@ async def consume_message(admin: Admin, args: argparse.Namespace) -> Result:
             left = args.count - len(rows)
             if left <= 0:
                 break
-            begin, end = await _range(browser, queue, args.begin, args.end)
-            if args.offset is not None:
-                begin = max(begin, args.offset)
-            for message in await browser.read(queue, begin, end, limit=left):
-                rows.append(message_row(message, queue.broker_name))
+            found = await _read(browser, queue, args.begin, args.end, first=args.offset, limit=left)
+            rows.extend(message_row(message, queue.broker_name) for message in found)
     return Result.of_table(Table(MESSAGE_COLUMNS, rows))
 
 
@@ -438,16 +434,39 @@ async def _check_queue(browser: QueueBrowser, queue: MessageQueue) -> None:
         )
 
 
-async def _range(
-    browser: QueueBrowser, queue: MessageQueue, begin_ms: int | None, end_ms: int | None
-) -> tuple[int, int]:
+async def _read(
+    browser: QueueBrowser,
+    queue: MessageQueue,
+    begin_ms: int | None,
+    end_ms: int | None,
+    *,
+    expression: str = "*",
+    first: int | None = None,
+    limit: int | None = None,
+) -> list[MessageExt]:
+    """The queue's messages stored in ``[begin_ms, end_ms]``, from offset ``first`` on.
+
+    The brokers' time search gives the offset nearest a time, so it only narrows the
+    offsets to pull; the store timestamps decide.
+    """
     begin = await browser.min_offset(queue)
     end = await browser.max_offset(queue)
     if begin_ms is not None:
         begin = max(begin, await browser.offset_at(queue, begin_ms))
     if end_ms is not None:
-        end = min(end, await browser.offset_at(queue, end_ms))
-    return begin, end
+        end = min(end, await browser.offset_at(queue, end_ms) + 1)
+    if first is not None:
+        begin = max(begin, first)
+    timed = begin_ms is not None or end_ms is not None
+    found = await browser.read(
+        queue, begin, end, expression=expression, limit=None if timed else limit
+    )
+    found = [
+        m for m in found
+        if (begin_ms is None or m.store_timestamp >= begin_ms)
+        and (end_ms is None or m.store_timestamp <= end_ms)
+    ]  # fmt: skip
+    return found if limit is None else found[:limit]
 
 
 def _check_charset(charset: str) -> None:

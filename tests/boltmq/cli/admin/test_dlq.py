@@ -147,6 +147,10 @@ def test_dead_letters_resent_once_to_the_consumer(
         )
         assert shown["properties"]["RETRY_TOPIC"] == topic
         assert shown["properties"]["ORIGIN_MESSAGE_ID"] == first.offset_msg_id
+        # -i takes the DLQ offset msgId too.
+        assert admin_json(
+            capsys, namesrv, "dlq", "show", "-g", group, "-i", shown["offsetMsgId"]
+        ) == [shown]
 
         # export: one show document per line.
         out = tmp_path / "dead.jsonl"

@@ -200,6 +200,11 @@ def test_print_msg_reads_every_queue_with_tags_and_without_bodies(
         row(results[3], broker, 3, None),
         row(results[2], broker, 2, None),
     ]
+    # A time range: stored after the end of the sends, none; before their start, none.
+    for flag, stamp in (("-b", end + 60_000), ("-e", begin - 60_000)):
+        assert admin_json(capsys, cluster.namesrv, "printMsg", "-t", topic, flag, str(stamp)) == []
+    rows = admin_json(capsys, cluster.namesrv, "printMsg", "-t", topic, "-b", str(begin - 60_000))
+    assert len(rows) == 4
     code, out, _ = run_admin(capsys, cluster.namesrv, "printMsg", "-t", topic)
     assert code == 0
     for text in ("Message ID", "QID", "Store Time", "order-2 created", results[2].msg_id):
