@@ -226,3 +226,21 @@ def test_dlq_refusals(cluster: Any, unique: Any, capsys: pytest.CaptureFixture[s
     code, _, err = run_admin(capsys, namesrv, "dlq", "purge", "-g", group)
     assert code == 2
     assert "invalid choice: 'purge'" in err
+
+
+def test_a_dead_letter_without_retry_topic_is_skipped(
+    cluster: Any, unique: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    namesrv = cluster.namesrv
+    group = unique("OrphanCG")
+    dlq = f"%DLQ%{group}"
+    make_topic(namesrv, dlq, 1)
+    [orphan] = send(namesrv, dlq, [Message(dlq, b"orphan", tags="X")])
+    [row] = admin_json(capsys, namesrv, "dlq", "resend", "-g", group, "--all")
+    assert row == {
+        "msgId": orphan.msg_id, "dlqOffsetMsgId": orphan.offset_msg_id, "topic": None,
+        "status": "NO_ORIGIN_TOPIC", "offsetMsgId": None, "queueId": None, "queueOffset": None,
+    }  # fmt: skip
+    code, out, _ = run_admin(capsys, namesrv, "dlq", "resend", "-g", group, "-i", orphan.msg_id)
+    assert code == 0
+    assert "skipped 1 without a RETRY_TOPIC property" in out
