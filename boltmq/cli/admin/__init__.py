@@ -43,7 +43,8 @@ from boltmq.cli.admin import cluster, groups, namesrv, offsets, stats, topics
 from boltmq.cli.admin._runner import run_verb
 from boltmq.cli.admin._verbs import VERBS, Verb
 
-# Messages and dead letters: the modules ``messages`` and ``dlq`` are imported here.
+# Messages and dead letters: ``messages`` and ``dlq`` join the import above (and the tuple
+# below) when they exist.
 
 __all__ = ["EXAMPLE", "HELP", "setup"]
 
