@@ -466,8 +466,16 @@ class Admin:
                 ResetOffsetBody(offset_table=wanted).to_json(),
             )
             response = await self._invoke_broker(address, request, f"reset {group} on {topic}")
-            if response.body:
-                table.update(ResetOffsetBody.from_json(response.body).offset_table)
+            done = ResetOffsetBody.from_json(response.body or b"{}").offset_table
+            if done != wanted:
+                # A RocketMQ 4.x broker ignores the table and resets by the header's time.
+                raise MQClientError(
+                    ResponseCode.SYSTEM_ERROR,
+                    f"broker {broker.broker_name} at {address} did not take explicit offsets "
+                    f"(it set {_offsets_text(done)}); it may be a RocketMQ 4.x broker, which "
+                    "only resets by time",
+                )
+            table.update(done)
         if not table:
             where = f"queue {queue_id}" if queue_id is not None else "queues"
             raise MQClientError(
@@ -605,6 +613,11 @@ def _properties(text: str) -> dict[str, str]:
         key, _, value = line.partition("=")
         table[key.strip()] = value.strip()
     return table
+
+
+def _offsets_text(table: Mapping[MessageQueue, int]) -> str:
+    return ", ".join(f"queue {q.queue_id}: {o}" for q, o in sorted(
+        table.items(), key=lambda item: item[0].queue_id)) or "nothing"  # fmt: skip
 
 
 def _code_name(code: int) -> str:

@@ -39,13 +39,9 @@ import sys
 from boltmq.cli._run import Runner
 
 # Importing a verb module registers its verbs (the order here is the order of --help).
-from boltmq.cli.admin import cluster, groups, namesrv, offsets, stats, topics
+from boltmq.cli.admin import cluster, dlq, groups, messages, namesrv, offsets, stats, topics
 from boltmq.cli.admin._runner import run_verb
 from boltmq.cli.admin._verbs import VERBS, Verb
-
-# Messages and dead letters (their verbs follow the others in --help).
-# isort: split
-from boltmq.cli.admin import dlq, messages  # noqa: F401
 
 __all__ = ["EXAMPLE", "HELP", "setup"]
 
@@ -58,7 +54,7 @@ EXAMPLE = """examples:
 
 DEFAULT_NAMESRV = "127.0.0.1:9876"
 
-_VERB_MODULES = (cluster, groups, namesrv, offsets, stats, topics)
+_VERB_MODULES = (cluster, dlq, groups, messages, namesrv, offsets, stats, topics)
 
 
 def setup(parser: argparse.ArgumentParser) -> Runner:
