@@ -196,10 +196,11 @@ class DeadLetters:
             )  # fmt: skip
         properties = {k: v for k, v in letter.properties.items() if k not in _DROPPED_PROPERTIES}
         properties[DLQ_RESENT_FROM] = letter.offset_msg_id
-        copy = Message(topic, letter.decompressed_body(), properties=properties, flag=letter.flag)
         # The copy keeps the dead letter's client id: consumers see the msgId they failed on,
         # and the unique-key index finds the copy when a second resend checks.
-        result, _ = await producer._send_message(copy, letter.msg_id, 0, None, None)
+        properties[MessageConst.UNIQ_KEY] = letter.msg_id
+        copy = Message(topic, letter.decompressed_body(), properties=properties, flag=letter.flag)
+        result = await producer.send(copy)
         await self._wait_indexed(letter)
         return ResendOutcome(
             letter, ResendStatus.RESENT, topic, result.offset_msg_id, result.queue.queue_id,
