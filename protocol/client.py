@@ -10,6 +10,7 @@ its running info, say) go to the client's own `Dispatcher`.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from types import TracebackType
 
 import anyio
@@ -34,12 +35,15 @@ class RemotingClient:
         frame_limit: int = DEFAULT_FRAME_LIMIT,
         backoff_initial: float = 0.1,
         backoff_max: float = 5.0,
+        rpc_hook: Callable[[RemotingCommand], None] | None = None,
     ) -> None:
         self.dispatcher = dispatcher or Dispatcher()
         self.connect_timeout = connect_timeout
         self.frame_limit = frame_limit
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
+        #: Applied to every request sent (e.g. `protocol.acl.SessionCredentials.sign`).
+        self.rpc_hook = rpc_hook
         self._connections: dict[str, Connection] = {}
         self._locks: dict[str, anyio.Lock] = {}
         self._failures: dict[str, tuple[int, float]] = {}  # address -> (count, retry-not-before)
@@ -97,6 +101,7 @@ class RemotingClient:
                 frame_limit=self.frame_limit,
                 idle_timeout=None,
             )
+            conn.request_hook = self.rpc_hook
             if self._task_group is None:
                 raise RuntimeError("RemotingClient must be used as 'async with RemotingClient()'")
             await self._task_group.start(conn.run)
