@@ -92,11 +92,20 @@ class Admin:
         namesrv_addr: str | Sequence[str] | None = None,
         instance: ClientInstance | None = None,
         timeout: float = 5.0,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        security_token: str | None = None,
     ) -> None:
         if instance is None and namesrv_addr is None:
             raise ValueError("give namesrv_addr (or a ClientInstance to share)")
         self._own_instance = instance is None
-        self.instance = instance or ClientInstance(namesrv_addr or "", timeout=timeout)
+        self.instance = instance or ClientInstance(
+            namesrv_addr or "",
+            timeout=timeout,
+            access_key=access_key,
+            secret_key=secret_key,
+            security_token=security_token,
+        )
         self.timeout = timeout
 
     async def __aenter__(self) -> Admin:

@@ -24,6 +24,7 @@ import anyio
 import anyio.abc
 
 from client.message import MQClientError
+from protocol.acl import SessionCredentials
 from protocol.bodies import (
     PERM_READ,
     PERM_WRITE,
@@ -156,6 +157,9 @@ class ClientInstance:
         timeout: float = 3.0,
         poll_name_server_interval: float = 30.0,
         heartbeat_broker_interval: float = 30.0,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        security_token: str | None = None,
     ) -> None:
         self.registries = parse_namesrv_addr(namesrv_addr)
         name = instance_name or f"{next(_instance_counter)}"
@@ -163,7 +167,11 @@ class ClientInstance:
         self.timeout = timeout
         self.poll_name_server_interval = poll_name_server_interval
         self.heartbeat_broker_interval = heartbeat_broker_interval
-        self.remoting = RemotingClient()
+        # ACL: every request to registries and brokers is signed with these (docs/security.md).
+        self.credentials = SessionCredentials.from_options(access_key, secret_key, security_token)
+        self.remoting = RemotingClient(
+            rpc_hook=self.credentials.sign if self.credentials is not None else None
+        )
         self.routes: dict[str, TopicRouteData] = {}
         self.broker_addrs: dict[str, dict[int, str]] = {}
         self.producer_groups: set[str] = set()

@@ -139,6 +139,9 @@ class Producer:
         max_message_size: int = 4 * 1024 * 1024,
         send_latency_fault_enable: bool = False,
         max_async_in_flight: int = 10000,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        security_token: str | None = None,
     ) -> None:
         if instance is None and namesrv_addr is None:
             raise ValueError("give namesrv_addr (or a ClientInstance to share)")
@@ -146,7 +149,12 @@ class Producer:
             raise ValueError(f"max_async_in_flight must be at least 1, not {max_async_in_flight}")
         self.group = group
         self._own_instance = instance is None
-        self.instance = instance or ClientInstance(namesrv_addr or "")
+        self.instance = instance or ClientInstance(
+            namesrv_addr or "",
+            access_key=access_key,
+            secret_key=secret_key,
+            security_token=security_token,
+        )
         self.send_msg_timeout = send_msg_timeout
         self.retry_times_when_send_failed = retry_times_when_send_failed
         self.compress_msg_body_over_howmuch = compress_msg_body_over_howmuch

@@ -123,6 +123,9 @@ class PushConsumer(PullMessageService):
         offset_store_dir: str | Path = "~/.boltmq_offsets",
         shutdown_timeout: float = 5.0,
         timeout: float = 3.0,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        security_token: str | None = None,
     ) -> None:
         if instance is None and namesrv_addr is None:
             raise ValueError("give namesrv_addr (or a ClientInstance to share)")
@@ -137,7 +140,12 @@ class PushConsumer(PullMessageService):
         )
         self._own_instance = instance is None
         self.instance = instance or ClientInstance(
-            namesrv_addr or "", instance_name=instance_name, timeout=timeout
+            namesrv_addr or "",
+            instance_name=instance_name,
+            timeout=timeout,
+            access_key=access_key,
+            secret_key=secret_key,
+            security_token=security_token,
         )
         self.orderly = orderly
         self.message_model = message_model

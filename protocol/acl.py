@@ -71,6 +71,18 @@ class SessionCredentials:
         if not self.access_key or not self.secret_key:
             raise ValueError("ACL credentials need both an access key and a secret key")
 
+    @classmethod
+    def from_options(
+        cls, access_key: str | None, secret_key: str | None, security_token: str | None = None
+    ) -> SessionCredentials | None:
+        """Credentials from client options; None when neither key is given."""
+        if not access_key and not secret_key:
+            return None
+        if not access_key or not secret_key:
+            missing = "secret_key" if access_key else "access_key"
+            raise ValueError(f"ACL credentials: {missing} is missing; give both keys or neither")
+        return cls(access_key, secret_key, security_token or None)
+
     def sign(self, request: RemotingCommand) -> None:
         """Add AccessKey (and SecurityToken) to ``request`` and sign it, in place."""
         fields = request.ext_fields

@@ -109,6 +109,7 @@ class Dispatcher:
 
 def _guarded(guard: Guard, handler: Handler, is_async: bool) -> Handler:
     if is_async:
+
         async def guarded_async(
             connection: Connection, request: RemotingCommand
         ) -> RemotingCommand | None:

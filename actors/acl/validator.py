@@ -134,5 +134,5 @@ def _perm_name(perm: Perm) -> str:
 
 def _resource_name(resource: str) -> str:
     if resource.startswith("%RETRY%"):
-        return f"group {resource[len('%RETRY%'):]}"
+        return f"group {resource[len('%RETRY%') :]}"
     return f"topic {resource}"

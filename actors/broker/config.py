@@ -88,6 +88,13 @@ class BrokerConfig:
     # Farthest ahead a __STARTDELIVERTIME send may ask for (RocketMQ 5's timerMaxDelaySec).
     timer_max_delay_sec: int = attrs.field(default=3 * 24 * 3600, validator=_positive)
     server_channel_max_idle_time_seconds: int = 120
+    # ACL 1.0 (docs/security.md): check every request against plainAclFile ("" =
+    # <storePathRootDir>/config/plain_acl.yml); accessKey/secretKey sign the broker's own
+    # calls (registration with registries that check ACL).
+    acl_enable: bool = False
+    plain_acl_file: str = ""
+    access_key: str = ""
+    secret_key: str = ""
     # Store settings (RocketMQ keeps the historical "maped" spelling in the key).
     mapped_file_size_commit_log: int = attrs.field(
         default=1024 * 1024 * 1024, validator=_positive, metadata={"key": "mapedFileSizeCommitLog"}
@@ -132,6 +139,13 @@ class BrokerConfig:
         return self.store_root / "config"
 
     @property
+    def plain_acl_path(self) -> Path:
+        """``plainAclFile``, or ``<storePathRootDir>/config/plain_acl.yml`` when unset."""
+        if self.plain_acl_file:
+            return Path(self.plain_acl_file).expanduser()
+        return self.config_dir / "plain_acl.yml"
+
+    @property
     def is_slave(self) -> bool:
         """Whether this broker is a slave (refuses writes)."""
         return self.broker_role == BrokerRole.SLAVE
@@ -161,8 +175,11 @@ class BrokerConfig:
         )
 
     def to_properties(self) -> dict[str, str]:
-        """Every key with its value as text (GET_BROKER_CONFIG's body)."""
-        return config_properties(self)
+        """Every key with its value as text (GET_BROKER_CONFIG's body; the secret key masked)."""
+        properties = config_properties(self)
+        if properties.get("secretKey"):
+            properties["secretKey"] = "******"
+        return properties
 
     @classmethod
     def from_properties(cls, properties: dict[str, str]) -> BrokerConfig:

@@ -29,6 +29,7 @@ from contextlib import asynccontextmanager
 import attrs
 import trio
 
+from actors.acl import AccessValidator
 from actors.broker.client_requests import notify_request
 from actors.broker.clients import ClientManager
 from actors.broker.config import BrokerConfig
@@ -43,6 +44,7 @@ from actors.broker.schedule import ScheduleMessageService
 from actors.broker.stats import BrokerStatsManager
 from actors.broker.topics import TopicManager
 from actors.broker.transaction import TransactionalMessageService
+from protocol.acl import SessionCredentials
 from protocol.client import RemotingClient
 from protocol.connection import Connection, Dispatcher
 from protocol.server import RemotingServer, ServerConfig, ServerStatistics
@@ -106,6 +108,8 @@ class Broker:
         self.websocket_port: int | None = None
         self.fast_port: int | None = None
         self.supervisor: Supervisor | None = None
+        #: The ACL check (aclEnable=true), set up in `run`.
+        self.acl: AccessValidator | None = None
         #: Called at the start of `run` (a launcher fills in late settings).
         self.before_start: Callable[[], object] | None = None
         self._listeners: list[trio.SocketListener] = []
@@ -140,7 +144,13 @@ class Broker:
         # MsgIds carry the broker's address, which an ephemeral listen port fixes only now.
         self.store.config.store_host = (config.broker_ip1, config.listen_port)
         await trio.to_thread.run_sync(self._load_tables)
-        async with RemotingClient() as client:
+        acl_children = await self._start_acl()
+        credentials = (
+            SessionCredentials(config.access_key, config.secret_key)
+            if config.access_key or config.secret_key
+            else None
+        )
+        async with RemotingClient(rpc_hook=credentials.sign if credentials else None) as client:
             self.registrar = registrar = Registrar(config, self.topics, client)
             self.topics.on_change.append(lambda _topic: registrar.register_soon())
             self.supervisor = supervisor = Supervisor(
@@ -154,6 +164,7 @@ class Broker:
                     ChildSpec.instance("locks", self.locks),
                     ChildSpec.function("stats", self.stats.run),
                     ChildSpec.instance("schedule", self.schedule),
+                    *acl_children,
                     ChildSpec.function("server", self._serve, aclose=self._quiesce),
                     ChildSpec.function("transaction-check", self.transactions.run),
                     *self.ha.children(),
@@ -171,6 +182,15 @@ class Broker:
                     config.store_root, ", ".join(config.namesrv_list) or "none",
                 )  # fmt: skip
                 task_status.started(self)
+
+    async def _start_acl(self) -> list[ChildSpec]:
+        # Before listening: a missing or bad plain_acl.yml stops the start (AclConfigError).
+        if not self.config.acl_enable:
+            return []
+        self.acl = AccessValidator(self.config.plain_acl_path)
+        await trio.to_thread.run_sync(self.acl.load)
+        self.dispatcher.install_guard(self.acl.guard)
+        return [ChildSpec.function("acl-watcher", self.acl.watch)]
 
     def _load_tables(self) -> None:
         for table in (self.topics, self.offsets, self.groups):

@@ -30,6 +30,9 @@ class RegistryConfig:
     broker_expired_millis: int = attrs.field(default=120_000, validator=_positive)
     order_message_enable: bool = False
     server_channel_max_idle_time_seconds: int = attrs.field(default=120, validator=_not_negative)
+    # ACL 1.0 (docs/security.md): check every request against plainAclFile.
+    acl_enable: bool = False
+    plain_acl_file: str = str(DEFAULT_HOME / "plain_acl.yml")
 
     def to_properties(self) -> dict[str, str]:
         """Every key with its value as text (GET_NAMESRV_CONFIG's body)."""
@@ -73,6 +76,8 @@ KEYS = {
     "brokerExpiredMillis": "broker_expired_millis",
     "orderMessageEnable": "order_message_enable",
     "serverChannelMaxIdleTimeSeconds": "server_channel_max_idle_time_seconds",
+    "aclEnable": "acl_enable",
+    "plainAclFile": "plain_acl_file",
 }
 
 #: Keys UPDATE_NAMESRV_CONFIG may change; the others need a restart.

@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 import attrs
 import trio
 
+from actors.acl import AccessValidator
 from actors.registry.actor import RegistryActor, RegistryStatistics
 from actors.registry.config import RegistryConfig
 from actors.registry.handlers import BROKER_CONNECTION, register_handlers
@@ -41,6 +42,8 @@ class Registry:
         self.server.add_close_listener(self._connection_closed)
         self.port: int | None = None
         self.websocket_port: int | None = None
+        #: The ACL check (aclEnable=true), set up in `run`.
+        self.acl: AccessValidator | None = None
         self._loaded = False
 
     async def load(self) -> None:
@@ -78,8 +81,15 @@ class Registry:
         """
         if not self._loaded:
             await self.load()
+        if self.config.acl_enable:
+            # Before listening: a missing or bad plain_acl.yml stops the start.
+            self.acl = AccessValidator(self.config.plain_acl_file)
+            await trio.to_thread.run_sync(self.acl.load)
+            self.dispatcher.install_guard(self.acl.guard)
         async with trio.open_nursery() as nursery:
             await nursery.start(self.actor.run)
+            if self.acl is not None:
+                await nursery.start(self.acl.watch)
             bind = self.config.bind_address or None
             self.port = await nursery.start(self.server.serve_tcp, self.config.listen_port, bind)
             if self.config.websocket_listen_port:
