@@ -79,8 +79,11 @@ class SessionCredentials:
         if not access_key and not secret_key:
             return None
         if not access_key or not secret_key:
-            missing = "secret_key" if access_key else "access_key"
-            raise ValueError(f"ACL credentials: {missing} is missing; give both keys or neither")
+            missing = "secret key" if access_key else "access key"
+            raise ValueError(
+                f"ACL credentials: the {missing} is missing; give both the access key and the "
+                "secret key, or neither"
+            )
         return cls(access_key, secret_key, security_token or None)
 
     def sign(self, request: RemotingCommand) -> None:

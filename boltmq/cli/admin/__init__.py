@@ -96,6 +96,9 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
         "--timeout", type=_positive, default=10.0, help="seconds per request (default: 10)"
     )
     common.add_argument("--debug", action="store_true", help="show tracebacks and client logs")
+    acl = parser.add_argument_group("ACL (a cluster with aclEnable=true; see docs/security.md)")
+    acl.add_argument("--accessKey", dest="access_key", help="account of plain_acl.yml to sign with")
+    acl.add_argument("--secretKey", dest="secret_key", help="that account's secret key")
 
 
 def _positive(text: str) -> float:

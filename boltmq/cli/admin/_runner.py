@@ -50,7 +50,12 @@ def run_verb(verb: Verb, args: argparse.Namespace) -> int:
 
 async def _call(verb: Verb, args: argparse.Namespace) -> Result:
     with trio.fail_after(args.timeout * _VERB_DEADLINE_FACTOR):
-        async with Admin(namesrv_addr=args.namesrv_addr, timeout=args.timeout) as admin:
+        async with Admin(
+            namesrv_addr=args.namesrv_addr,
+            timeout=args.timeout,
+            access_key=getattr(args, "access_key", None),
+            secret_key=getattr(args, "secret_key", None),
+        ) as admin:
             return await verb.function(admin, args)
 
 
@@ -77,6 +82,8 @@ def describe(exc: BaseException, args: argparse.Namespace) -> str:
         if exc.code == ResponseCode.CONSUMER_NOT_ONLINE or "is not online" in remark:
             return f"{remark}; check the group name and that its clients run"
         if exc.code == ResponseCode.NO_PERMISSION:
+            if "accessKey" in remark or "signature" in remark:
+                return f"refused: {remark} (--accessKey/--secretKey)"
             return f"refused: {remark}"
         return f"{remark} ({_response_name(exc.code)})"
     if isinstance(exc, BodyError):

@@ -91,7 +91,7 @@ def test_security_token_is_signed() -> None:
 
 def test_credentials_options() -> None:
     assert SessionCredentials.from_options(None, None) is None
-    with pytest.raises(ValueError, match="secret_key is missing"):
+    with pytest.raises(ValueError, match="the secret key is missing"):
         SessionCredentials.from_options("RocketMQ", None)
 
 
