@@ -6,7 +6,8 @@ Children of the broker's supervisor, in start order (stopped in reverse):
 2. ``topics``, ``offsets``, ``groups`` - the table actors kept in ``config/*.json``.
 3. ``clients``, ``locks`` - the client connections (with their expiry scan) and orderly locks.
 4. ``stats`` - the statistics sampler (minute, hour and day rates).
-5. ``schedule`` - delay levels and timed delivery (re-puts due messages).
+5. ``schedule`` - delay levels and timed delivery (re-puts due messages); with
+   ``aclEnable=true``, then ``acl-watcher`` - reloads plain_acl.yml when it changes.
 6. ``server`` - listeners on listenPort, listenPort - 2 and the websocket port; on stop it
    answers every held pull first.
 7. ``transaction-check`` - the check-back of unresolved half messages.
