@@ -55,7 +55,7 @@ async def test_cpp_client_with_session_credentials(
             message.set_body(b"not allowed")
             # The C++ client reports its last retry's failure in its own words; the broker's
             # log says why.
-            with pytest.raises(Exception, match="No route info|NO_PERMISSION"):
+            with pytest.raises(Exception, match=r"No route info|NO_PERMISSION"):
                 await trio.to_thread.run_sync(anonymous.send_sync, message)
         finally:
             await trio.to_thread.run_sync(anonymous.shutdown)
