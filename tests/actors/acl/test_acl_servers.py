@@ -13,7 +13,7 @@ import pytest
 import trio
 
 import boltmq
-from actors.acl import AccessValidator
+from actors.acl import AccessValidator, AclConfigError
 from actors.registry.config import RegistryConfig
 from actors.registry.service import open_registry
 from client import Admin, Message, MQClientError, Producer, PullConsumer
@@ -215,3 +215,21 @@ async def test_registry_acl(tmp_path: Path) -> None:
                             PRODUCER)  # fmt: skip
         assert answer.code == ResponseCode.NO_PERMISSION
         assert answer.remark is not None and "Need admin permission" in answer.remark
+
+
+async def test_missing_file_stops_the_start(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere" / "plain_acl.yml"
+    config = RegistryConfig(
+        listen_port=0, bind_address="127.0.0.1", kv_config_path=None,
+        acl_enable=True, plain_acl_file=str(missing),
+    )  # fmt: skip
+    with pytest.raises(ExceptionGroup) as failed:  # the registry starts in a nursery
+        async with open_registry(config):
+            pass
+    assert failed.group_contains(AclConfigError, match=f"{missing} does not exist")
+    properties = {"aclEnable": "true", "plainAclFile": str(missing)}
+    assert RegistryConfig.from_properties(properties).acl_enable is True
+    with pytest.raises(ExceptionGroup) as failed:  # the broker starts in a nursery
+        async with boltmq.embedded(tmp_path / "data", acl_enable=True, plain_acl_file=str(missing)):
+            pass
+    assert failed.group_contains(AclConfigError, match=f"{missing} does not exist")
