@@ -14,6 +14,9 @@ import trio
 
 import boltmq
 from actors.acl import AccessValidator
+from protocol import RemotingCommand, RequestCode
+from protocol.acl import calculate_signature, request_content
+from protocol.connection import Connection
 
 from .cpp_client import rocketmq
 from .test_cpp_client import Inbox, text, unique, wait_for
@@ -63,6 +66,15 @@ async def test_cpp_client_with_session_credentials(
         assert "refused SEND_MESSAGE from 127.0.0.1:" in caplog.text
         assert "No accessKey is configured" in caplog.text
 
+        # Keep the C++ client's signed requests as they arrive, then check them as usual.
+        seen: list[RemotingCommand] = []
+
+        def capture(connection: Connection, request: RemotingCommand) -> RemotingCommand | None:
+            seen.append(request)
+            return validator.guard(connection, request)
+
+        cluster.broker.dispatcher.install_guard(capture)
+
         producer = rocketmq.Producer(unique("PG"))
         producer.set_namesrv_addr(namesrv)
         producer.set_session_credentials("cppclient", "cpp-secret-key", "ALIYUN")
@@ -77,6 +89,16 @@ async def test_cpp_client_with_session_credentials(
                 assert result.status == rocketmq.SendStatus.OK
         finally:
             await trio.to_thread.run_sync(producer.shutdown)
+
+        # The bytes it signs: every ext field but Signature, OnsChannel included, then the body.
+        sends = [r for r in seen if r.code == RequestCode.SEND_MESSAGE and r.ext_fields]
+        assert sends, "no SEND_MESSAGE from the C++ producer was seen"
+        fields = sends[0].ext_fields
+        assert fields is not None
+        assert fields["AccessKey"] == "cppclient" and fields["OnsChannel"] == "ALIYUN"
+        content = request_content(fields, sends[0].body)
+        assert content.startswith(b"cppclient")  # "AccessKey" sorts first
+        assert fields["Signature"] == calculate_signature(content, "cpp-secret-key")
 
         inbox = Inbox()
         consumer = rocketmq.PushConsumer(group)
