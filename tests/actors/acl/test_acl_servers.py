@@ -16,9 +16,19 @@ import boltmq
 from actors.acl import AccessValidator, AclConfigError
 from actors.registry.config import RegistryConfig
 from actors.registry.service import open_registry
-from client import Admin, Message, MQClientError, Producer, PullConsumer
+from client import (
+    Admin,
+    ConsumeConcurrentlyStatus,
+    Message,
+    MQClientError,
+    Producer,
+    PullConsumer,
+    PushConsumer,
+)
 from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from protocol.acl import SessionCredentials
+from protocol.bodies import ConsumeFromWhere
+from protocol.message import MessageExt
 
 ACL = """
 accounts:
@@ -36,6 +46,7 @@ accounts:
     admin: true
 """
 
+FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 PRODUCER = SessionCredentials("producer1", "producer-secret")
 ADMIN = SessionCredentials("adminuser", "admin-secret")
 
@@ -165,6 +176,9 @@ async def test_project_client_with_credentials(tmp_path: Path) -> None:
                 await anonymous.send(Message("AclTopic", b"no"))
             assert "No accessKey is configured" in str(unsigned.value)
 
+        validator = cluster.broker.acl
+        assert validator is not None
+        refused_before = validator.statistics().refused
         async with PullConsumer("AclGroup", namesrv_addr=namesrv, **keys) as consumer:
             await consumer.subscribe("AclTopic")
             got: list[bytes] = []
@@ -173,6 +187,25 @@ async def test_project_client_with_credentials(tmp_path: Path) -> None:
                     got += [m.body for m in await consumer.poll(timeout=1)]
             assert sorted(got) == [b"m0", b"m1", b"m2", b"m3"]
             await consumer.commit()
+
+        # A push consumer: signed heartbeats (SUB on the group and topic), pulls, offsets.
+        pushed: list[bytes] = []
+
+        async def listener(messages: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+            pushed.extend(m.body for m in messages)
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+        push = PushConsumer(
+            "AclGroup", listener, namesrv_addr=namesrv, consume_from_where=FIRST,
+            offset_store_dir=tmp_path / "offsets", instance_name="push", **keys,
+        )  # fmt: skip
+        push.subscribe("AclTopic")
+        async with push:
+            async with Producer("PG", namesrv_addr=namesrv, **keys) as producer:
+                await producer.send(Message("AclTopic", b"pushed"))
+            await wait_for(lambda: b"pushed" in pushed, "the pushed message consumed", 60)
+        # Consumers with credentials were never refused (heartbeats, pulls, offsets).
+        assert validator.statistics().refused == refused_before
 
         async with Admin(
             namesrv_addr=namesrv, access_key="adminuser", secret_key="admin-secret"
