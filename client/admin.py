@@ -72,11 +72,14 @@ class Admin:
         namesrv_addr: str | Sequence[str] | None = None,
         instance: ClientInstance | None = None,
         timeout: float = 5.0,
+        tls_ca_file: str | None = None,
     ) -> None:
         if instance is None and namesrv_addr is None:
             raise ValueError("give namesrv_addr (or a ClientInstance to share)")
         self._own_instance = instance is None
-        self.instance = instance or ClientInstance(namesrv_addr or "", timeout=timeout)
+        self.instance = instance or ClientInstance(
+            namesrv_addr or "", timeout=timeout, tls_ca_file=tls_ca_file
+        )
         self.timeout = timeout
 
     async def __aenter__(self) -> Admin:

@@ -57,6 +57,7 @@ from protocol.headers import (
     encode_header,
 )
 from protocol.message import MessageExt, MessageFormatError, decode_record
+from protocol.websocket_client import split_websocket_url
 
 log = logging.getLogger("boltmq.client")
 
@@ -75,11 +76,19 @@ def local_ip() -> str:
 
 
 def parse_namesrv_addr(namesrv_addr: str | Sequence[str]) -> list[str]:
-    """``"a:9876;b:9876"`` (RocketMQ's form) or a list -> addresses, blanks dropped."""
+    """``"a:9876;b:9876"`` (RocketMQ's form, or ``ws://a:9877/``) or a list -> addresses.
+
+    Blanks are dropped; a malformed websocket address raises ValueError saying what is wrong.
+    """
     parts = namesrv_addr.split(";") if isinstance(namesrv_addr, str) else list(namesrv_addr)
     addresses = [p.strip() for p in parts if p.strip()]
     if not addresses:
-        raise ValueError("namesrv_addr names no registry: give 'host:port[;host:port...]'")
+        raise ValueError(
+            "namesrv_addr names no registry: give 'host:port[;host:port...]' or 'ws://host:port/'"
+        )
+    for address in addresses:
+        if "://" in address:
+            split_websocket_url(address)
     return addresses
 
 
@@ -150,6 +159,7 @@ class ClientInstance:
         timeout: float = 3.0,
         poll_name_server_interval: float = 30.0,
         heartbeat_broker_interval: float = 30.0,
+        tls_ca_file: str | None = None,
     ) -> None:
         self.registries = parse_namesrv_addr(namesrv_addr)
         name = instance_name or f"{next(_instance_counter)}"
@@ -157,7 +167,9 @@ class ClientInstance:
         self.timeout = timeout
         self.poll_name_server_interval = poll_name_server_interval
         self.heartbeat_broker_interval = heartbeat_broker_interval
-        self.remoting = RemotingClient()
+        # Registries named ws:// answer routes with the brokers' ws:// addresses, so the
+        # same pool reaches brokers over websocket too; tls_ca_file verifies wss:// peers.
+        self.remoting = RemotingClient(tls_ca_file=tls_ca_file)
         self.routes: dict[str, TopicRouteData] = {}
         self.broker_addrs: dict[str, dict[int, str]] = {}
         self.producer_groups: set[str] = set()

@@ -139,6 +139,7 @@ class Producer:
         max_message_size: int = 4 * 1024 * 1024,
         send_latency_fault_enable: bool = False,
         max_async_in_flight: int = 10000,
+        tls_ca_file: str | None = None,
     ) -> None:
         if instance is None and namesrv_addr is None:
             raise ValueError("give namesrv_addr (or a ClientInstance to share)")
@@ -146,7 +147,7 @@ class Producer:
             raise ValueError(f"max_async_in_flight must be at least 1, not {max_async_in_flight}")
         self.group = group
         self._own_instance = instance is None
-        self.instance = instance or ClientInstance(namesrv_addr or "")
+        self.instance = instance or ClientInstance(namesrv_addr or "", tls_ca_file=tls_ca_file)
         self.send_msg_timeout = send_msg_timeout
         self.retry_times_when_send_failed = retry_times_when_send_failed
         self.compress_msg_body_over_howmuch = compress_msg_body_over_howmuch

@@ -123,6 +123,7 @@ class PushConsumer(PullMessageService):
         offset_store_dir: str | Path = "~/.boltmq_offsets",
         shutdown_timeout: float = 5.0,
         timeout: float = 3.0,
+        tls_ca_file: str | None = None,
     ) -> None:
         if instance is None and namesrv_addr is None:
             raise ValueError("give namesrv_addr (or a ClientInstance to share)")
@@ -137,8 +138,9 @@ class PushConsumer(PullMessageService):
         )
         self._own_instance = instance is None
         self.instance = instance or ClientInstance(
-            namesrv_addr or "", instance_name=instance_name, timeout=timeout
-        )
+            namesrv_addr or "", instance_name=instance_name, timeout=timeout,
+            tls_ca_file=tls_ca_file,
+        )  # fmt: skip
         self.orderly = orderly
         self.message_model = message_model
         self.consume_from_where = consume_from_where
