@@ -142,7 +142,7 @@ async def test_websocket_route_names_only_websocket_addresses(
     # Over TCP the same registry still answers with the TCP addresses of both brokers.
     over_tcp = await route(client, tcp, "Orders")
     assert over_tcp is not None
-    assert [b["brokerAddrs"] for b in over_tcp["brokerDatas"]] == [  # type: ignore[attr-defined]
+    assert [b["brokerAddrs"] for b in over_tcp["brokerDatas"]] == [
         {"0": BROKER_A, "1": BROKER_A_SLAVE},
         {"0": BROKER_B},
     ]
@@ -194,4 +194,4 @@ async def test_a_dropped_broker_leaves_the_websocket_route(
     assert (await _invoke(client, ws_registry.address, unregister)).code == ResponseCode.SUCCESS
     over_ws = await route(client, ws, "Orders")
     assert over_ws is not None
-    assert over_ws["brokerDatas"][0]["brokerAddrs"] == {"0": WS_A}  # type: ignore[index]
+    assert over_ws["brokerDatas"][0]["brokerAddrs"] == {"0": WS_A}
