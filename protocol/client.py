@@ -43,7 +43,10 @@ class RemotingClient:
         self.dispatcher = dispatcher or Dispatcher()
         #: PEM file of the CAs that ``wss://`` peers are verified against (system CAs if None).
         self.tls_ca_file = tls_ca_file
-        self._ssl_context: ssl.SSLContext | None = None
+        # A CA file that cannot be read fails here, not at the first connection.
+        self._ssl_context: ssl.SSLContext | None = (
+            None if tls_ca_file is None else client_ssl_context(tls_ca_file)
+        )
         self.connect_timeout = connect_timeout
         self.frame_limit = frame_limit
         self.backoff_initial = backoff_initial
