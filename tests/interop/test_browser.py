@@ -244,6 +244,41 @@ def test_cpp_messages_appear_on_the_page_and_its_group_commits_offsets(
     assert anyio.run(committed, backend="trio") == 10
 
 
+CLOSE_AND_RECONNECT = """
+const [namesrv, topic, done] = arguments;
+(async () => {
+  const m = await import("/boltmq.js");
+  const client = new m.BoltMQClient(namesrv);
+  const queue = (await client.subscribeQueues(topic))[0];
+  const broker = await client.brokerAddress(topic, queue.brokerName);
+  const conn = await client.connection(broker);
+  // A text message is a protocol fault: the broker closes the socket before the next frame.
+  conn.ws.send("not a frame");
+  const request = m.request(m.RequestCode.GET_MAX_OFFSET, { topic, queueId: queue.queueId });
+  let error = null;
+  try { await conn.invoke(request, 20000); } catch (e) { error = e.message; }
+  const offset = await client.maxOffset(topic, queue.brokerName, queue.queueId);  // reconnects
+  client.close();
+  done({ broker, error, offset });
+})().catch((e) => done({ fatal: String(e) }));
+"""
+
+
+def test_the_js_client_fails_calls_when_the_broker_closes_then_reconnects(
+    driver: Any, page_url: str, cluster_process: RunningCluster, unique: Unique
+) -> None:
+    topic = unique("BrowserClose")
+    anyio.run(create_topic, cluster_process.namesrv, topic, backend="trio")
+    open_page(driver, page_url, topic)
+    driver.set_script_timeout(WAIT)
+    outcome = driver.execute_async_script(CLOSE_AND_RECONNECT, cluster_process.ws_namesrv, topic)
+    assert "fatal" not in outcome, outcome
+    assert outcome["broker"] == cluster_process.ws_broker
+    assert outcome["error"].startswith(f"connection to {cluster_process.ws_broker} closed: ")
+    assert "the server closed the websocket (code 1000" in outcome["error"]
+    assert outcome["offset"] == 0
+
+
 def test_chromium_is_where_the_test_set_up_puts_it() -> None:
     # A machine where the install step ran has both; this names what is missing otherwise.
     if shutil.which("apt-get") is None or os.geteuid() != 0:
