@@ -156,7 +156,9 @@ def test_the_server_calls_the_client_back_over_the_same_websocket(
 def test_nothing_listening_fails_fast_with_the_address(backend: str) -> None:
     async def test() -> None:
         async with RemotingClient() as client:
-            with pytest.raises(ConnectionClosedError, match=re.escape("cannot connect to ws://127.0.0.1:1/")):
+            with pytest.raises(
+                ConnectionClosedError, match=re.escape("cannot connect to ws://127.0.0.1:1/")
+            ):
                 await client.invoke("ws://127.0.0.1:1/", RemotingCommand.request(ECHO))
 
     run(backend, test)
