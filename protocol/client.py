@@ -94,6 +94,9 @@ class RemotingClient:
                 with anyio.fail_after(self.connect_timeout):
                     transport = await self._open(address)
             except (OSError, TimeoutError, ValueError) as exc:
+                if isinstance(exc, TimeoutError) and not str(exc):
+                    what = "websocket upgrade" if "://" in address else "connection"
+                    exc = TimeoutError(f"no {what} within {self.connect_timeout:g}s")
                 count += 1
                 delay = min(self.backoff_max, self.backoff_initial * 2 ** (count - 1))
                 self._failures[address] = (count, anyio.current_time() + delay)
