@@ -410,6 +410,7 @@ export class BoltMQClient {
   async send(topic, body, { tags, keys, properties = {}, queue, producerGroup } = {}) {
     if (!topic) throw new RemotingError("send needs a topic");
     let target = queue;
+    let routeTopic = topic;
     if (!target) {
       let queues;
       try {
@@ -420,6 +421,7 @@ export class BoltMQClient {
       }
       if (!queues.length) {
         const fallback = await this.publishQueues("TBW102");
+        routeTopic = "TBW102";
         queues = fallback.map((q) => ({ ...q, queueId: q.queueId % 4 })).filter((q, i, all) =>
           all.findIndex((o) => o.brokerName === q.brokerName && o.queueId === q.queueId) === i);
         if (!queues.length) throw new RemotingError(`no broker takes messages for ${topic}`);
@@ -433,7 +435,7 @@ export class BoltMQClient {
       a: producerGroup || this.producerGroup, b: topic, c: "TBW102", d: 4, e: target.queueId,
       f: 0, g: Date.now(), h: 0, i: propertiesToString(props), j: 0, k: false,
     };
-    const address = await this.brokerAddress(topic, target.brokerName);
+    const address = await this.brokerAddress(routeTopic, target.brokerName);
     const answer = await this.invoke(address, request(RequestCode.SEND_MESSAGE_V2, fields, body));
     const status = SEND_STATUS[answer.code];
     if (!status) throw new RemotingError(`send to ${target.brokerName}: ${answer.remark || "code " + answer.code}`, answer.code);

@@ -279,6 +279,43 @@ def test_the_js_client_fails_calls_when_the_broker_closes_then_reconnects(
     assert outcome["offset"] == 0
 
 
+NEW_TOPIC = """
+const [namesrv, topic, done] = arguments;
+(async () => {
+  const m = await import("/boltmq.js");
+  const client = new m.BoltMQClient(namesrv);
+  // No route yet: the send goes by TBW102's route and the broker creates the topic.
+  const sent = await client.send(topic, new Uint8Array([0, 1, 2, 255]), { tags: "Bin" });
+  let pulled = null;
+  for (let i = 0; i < 100 && !pulled; i++) {
+    try {
+      pulled = await client.pull(topic, sent.brokerName, sent.queueId, sent.queueOffset,
+                                 { suspendMs: 1000 });
+    } catch (e) {
+      if (e.code !== m.ResponseCode.TOPIC_NOT_EXIST) throw e;
+      await new Promise((r) => setTimeout(r, 100));  // the broker registers the topic shortly
+    }
+  }
+  const [message] = pulled.messages;
+  client.close();
+  done({ status: sent.status, pulled: pulled.status, body: Array.from(message.body),
+         tags: message.tags, msgId: message.msgId === sent.msgId,
+         offsetMsgId: message.offsetMsgId === sent.offsetMsgId });
+})().catch((e) => done({ fatal: String(e) }));
+"""
+
+
+def test_the_js_client_sends_bytes_to_a_new_topic_and_pulls_them_back(
+    driver: Any, page_url: str, cluster_process: RunningCluster, unique: Unique
+) -> None:
+    open_page(driver, page_url, "unused")
+    driver.set_script_timeout(WAIT)
+    topic = unique("BrowserNew")
+    outcome = driver.execute_async_script(NEW_TOPIC, cluster_process.ws_namesrv, topic)
+    assert outcome == {"status": "SEND_OK", "pulled": "FOUND", "body": [0, 1, 2, 255],
+                       "tags": "Bin", "msgId": True, "offsetMsgId": True}  # fmt: skip
+
+
 def test_chromium_is_where_the_test_set_up_puts_it() -> None:
     # A machine where the install step ran has both; this names what is missing otherwise.
     if shutil.which("apt-get") is None or os.geteuid() != 0:
