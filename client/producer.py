@@ -216,7 +216,7 @@ class Producer:
         timeout: float | None = None,
     ) -> SendResult:
         """Send and wait for the broker's answer; retried on another broker after a failure."""
-        result, _ = await self._send_message(message, create_uniq_id(), 0, queue, timeout)
+        result, _ = await self._send_message(message, client_id(message), 0, queue, timeout)
         return result
 
     async def send_async(
@@ -261,7 +261,7 @@ class Producer:
         self._check(message)
         body, sys_flag = self._body(message)
         props = message.wire_properties()
-        props[MessageConst.UNIQ_KEY] = create_uniq_id()
+        props[MessageConst.UNIQ_KEY] = client_id(message)
         target = queue or await self._select(message.topic, None)
         header = self._header(message.topic, target, sys_flag, message.flag,
                               properties_to_string(props), batch=False)  # fmt: skip
@@ -291,7 +291,7 @@ class Producer:
             if message.delay_level > 0:
                 raise ValueError("a batch cannot carry delayed messages")
             props = message.wire_properties()
-            uniq_id = create_uniq_id()
+            uniq_id = client_id(message)
             props[MessageConst.UNIQ_KEY] = uniq_id
             ids.append(uniq_id)
             elements.append(BatchElement(message.flag, message.body, properties_to_string(props)))
@@ -531,3 +531,9 @@ class Producer:
     async def _select(self, topic: str, avoid_broker: str | None) -> MessageQueue:
         queues = await self._publish_queues(topic)
         return self.fault_strategy.select(queues, next(self._counter), avoid_broker)
+
+
+def client_id(message: Message) -> str:
+    """The message's client id (UNIQ_KEY): the one it carries (a copy keeps its original's,
+    as RocketMQ's producers keep a set id), else a new one."""
+    return message.properties.get(MessageConst.UNIQ_KEY) or create_uniq_id()
