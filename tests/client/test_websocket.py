@@ -61,14 +61,14 @@ async def test_a_group_with_a_tcp_and_a_websocket_member_shares_the_queues(
 
     async with over_tcp, over_ws:
         # The broker tells both members of the group change, each over its own transport.
-        await wait_until(lambda: blocks() == [[0, 1, 2, 3], [4, 5, 6, 7]])
+        await wait_until(lambda: blocks() == [[0, 1, 2, 3], [4, 5, 6, 7]], timeout=30)
         assert all(a.startswith("ws://") for a in over_ws.instance.remoting.addresses())
         assert not any(a.startswith("ws://") for a in over_tcp.instance.remoting.addresses())
         async with Producer(unique("PG"), namesrv_addr=cluster.process.ws_namesrv) as producer:
             sent = {(await producer.send(Message(topic, f"m{i}".encode()))).msg_id
                     for i in range(40)}  # fmt: skip
         every = lambda: [m.msg_id for m in got["tcp"] + got["ws"]]  # noqa: E731
-        await wait_until(lambda: set(every()) >= sent)
+        await wait_until(lambda: set(every()) >= sent, timeout=30)
         owned = {
             transport: {q.queue_id for q in member.assignment() if q.topic == topic}
             for transport, member in (("tcp", over_tcp), ("ws", over_ws))
