@@ -92,6 +92,7 @@ class Admin:
         namesrv_addr: str | Sequence[str] | None = None,
         instance: ClientInstance | None = None,
         timeout: float = 5.0,
+        tls_ca_file: str | None = None,
         access_key: str | None = None,
         secret_key: str | None = None,
         security_token: str | None = None,
@@ -102,6 +103,7 @@ class Admin:
         self.instance = instance or ClientInstance(
             namesrv_addr or "",
             timeout=timeout,
+            tls_ca_file=tls_ca_file,
             access_key=access_key,
             secret_key=secret_key,
             security_token=security_token,

@@ -61,6 +61,7 @@ from protocol.headers import (
     encode_header,
 )
 from protocol.message import MessageExt, MessageFormatError, decode_record
+from protocol.websocket_client import split_websocket_url
 
 log = logging.getLogger("boltmq.client")
 
@@ -79,11 +80,19 @@ def local_ip() -> str:
 
 
 def parse_namesrv_addr(namesrv_addr: str | Sequence[str]) -> list[str]:
-    """``"a:9876;b:9876"`` (RocketMQ's form) or a list -> addresses, blanks dropped."""
+    """``"a:9876;b:9876"`` (RocketMQ's form, or ``ws://a:9877/``) or a list -> addresses.
+
+    Blanks are dropped; a malformed websocket address raises ValueError saying what is wrong.
+    """
     parts = namesrv_addr.split(";") if isinstance(namesrv_addr, str) else list(namesrv_addr)
     addresses = [p.strip() for p in parts if p.strip()]
     if not addresses:
-        raise ValueError("namesrv_addr names no registry: give 'host:port[;host:port...]'")
+        raise ValueError(
+            "namesrv_addr names no registry: give 'host:port[;host:port...]' or 'ws://host:port/'"
+        )
+    for address in addresses:
+        if "://" in address:
+            split_websocket_url(address)
     return addresses
 
 
@@ -157,6 +166,7 @@ class ClientInstance:
         timeout: float = 3.0,
         poll_name_server_interval: float = 30.0,
         heartbeat_broker_interval: float = 30.0,
+        tls_ca_file: str | None = None,
         access_key: str | None = None,
         secret_key: str | None = None,
         security_token: str | None = None,
@@ -167,10 +177,14 @@ class ClientInstance:
         self.timeout = timeout
         self.poll_name_server_interval = poll_name_server_interval
         self.heartbeat_broker_interval = heartbeat_broker_interval
-        # ACL: every request to registries and brokers is signed with these (docs/security.md).
+        # Registries named ws:// answer routes with the brokers' ws:// addresses, so the
+        # same pool reaches brokers over websocket too; tls_ca_file verifies wss:// peers.
+        # ACL: every request to registries and brokers is signed with the credentials
+        # (docs/security.md).
         self.credentials = SessionCredentials.from_options(access_key, secret_key, security_token)
         self.remoting = RemotingClient(
-            rpc_hook=self.credentials.sign if self.credentials is not None else None
+            tls_ca_file=tls_ca_file,
+            rpc_hook=self.credentials.sign if self.credentials is not None else None,
         )
         self.routes: dict[str, TopicRouteData] = {}
         self.broker_addrs: dict[str, dict[int, str]] = {}

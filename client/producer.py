@@ -139,6 +139,7 @@ class Producer:
         max_message_size: int = 4 * 1024 * 1024,
         send_latency_fault_enable: bool = False,
         max_async_in_flight: int = 10000,
+        tls_ca_file: str | None = None,
         access_key: str | None = None,
         secret_key: str | None = None,
         security_token: str | None = None,
@@ -151,6 +152,7 @@ class Producer:
         self._own_instance = instance is None
         self.instance = instance or ClientInstance(
             namesrv_addr or "",
+            tls_ca_file=tls_ca_file,
             access_key=access_key,
             secret_key=secret_key,
             security_token=security_token,

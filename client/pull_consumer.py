@@ -74,6 +74,7 @@ class PullConsumer:
         pull_batch_size: int = 32,
         auto_commit: bool = True,
         timeout: float = 3.0,
+        tls_ca_file: str | None = None,
         access_key: str | None = None,
         secret_key: str | None = None,
         security_token: str | None = None,
@@ -84,6 +85,7 @@ class PullConsumer:
         self._own_instance = instance is None
         self.instance = instance or ClientInstance(
             namesrv_addr or "",
+            tls_ca_file=tls_ca_file,
             access_key=access_key,
             secret_key=secret_key,
             security_token=security_token,

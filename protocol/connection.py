@@ -200,6 +200,11 @@ class Connection:
     # ----------------------------------------------------------------- lifetime
 
     @property
+    def over_websocket(self) -> bool:
+        """True when the peer came over websocket (its transport carries one frame a message)."""
+        return self.transport.message_framed
+
+    @property
     def closed(self) -> bool:
         """True once the connection stopped; sends fail from then on."""
         return self._closed

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import attrs
 
+from protocol.transport import format_address
 from storage import BrokerRole, FlushDiskType, MessageStoreConfig
 from supervisors.config import ConfigError, build_config, config_properties, load_config
 
@@ -37,6 +38,9 @@ class BrokerConfig:
     ha_listen_port: int = attrs.field(default=0, validator=_port)
     # 0 = off.
     websocket_listen_port: int = attrs.field(default=0, validator=_port)
+    # PEM certificate chain and key: the websocket listener then speaks wss:// (TLS).
+    websocket_tls_cert_path: str = ""
+    websocket_tls_key_path: str = ""
     # Also listen on listenPort - 2 (the "VIP" port older Java producers send to).
     fast_port_enable: bool = True
     bind_address: str = "0.0.0.0"
@@ -117,6 +121,14 @@ class BrokerConfig:
     def broker_addr(self) -> str:
         """``brokerIP1:listenPort``: the address registries hand to clients."""
         return f"{self.broker_ip1}:{self.listen_port}"
+
+    @property
+    def websocket_addr(self) -> str | None:
+        """``ws://brokerIP1:websocketListenPort/`` (``wss://`` with TLS); None when off."""
+        if not self.websocket_listen_port:
+            return None
+        scheme = "wss" if self.websocket_tls_cert_path else "ws"
+        return f"{scheme}://{format_address(self.broker_ip1, self.websocket_listen_port)}/"
 
     @property
     def ha_addr(self) -> str:

@@ -24,8 +24,10 @@ So a shutdown unregisters, stops serving, writes the tables and flushes the stor
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 
 import attrs
 import trio
@@ -49,6 +51,7 @@ from protocol.acl import SessionCredentials
 from protocol.client import RemotingClient
 from protocol.connection import Connection, Dispatcher
 from protocol.server import RemotingServer, ServerConfig, ServerStatistics
+from protocol.tls import server_ssl_context
 from storage import FileMessageStore, MessageStore, StoreStatistics
 from supervisors.actor import ActorStatistics
 from supervisors.supervisor import ChildSpec, Supervisor, SupervisorStatistics
@@ -115,6 +118,7 @@ class Broker:
         self.before_start: Callable[[], object] | None = None
         self._listeners: list[trio.SocketListener] = []
         self._fast_listeners: list[trio.SocketListener] = []
+        self._websocket_tls: ssl.SSLContext | None = None
 
     # -- addresses -------------------------------------------------------------------------
 
@@ -142,6 +146,10 @@ class Broker:
             except OSError as exc:
                 log.warning("fast port %d not available (%s); serving on %d only",
                             config.listen_port - 2, exc, config.listen_port)  # fmt: skip
+        # A bad certificate fails the start, before any listener, with the setting named.
+        self._websocket_tls = server_ssl_context(
+            config.websocket_tls_cert_path, config.websocket_tls_key_path
+        )
         # MsgIds carry the broker's address, which an ephemeral listen port fixes only now.
         self.store.config.store_host = (config.broker_ip1, config.listen_port)
         await trio.to_thread.run_sync(self._load_tables)
@@ -208,7 +216,10 @@ class Broker:
                 await nursery.start(self.server.serve_listeners, self._fast_listeners)
             if self.config.websocket_listen_port:
                 self.websocket_port = await nursery.start(
-                    self.server.serve_websocket,
+                    partial(
+                        self.server.serve_websocket,
+                        ssl_context=self._websocket_tls,
+                    ),
                     self.config.websocket_listen_port,
                     self.config.bind_address or "0.0.0.0",
                 )

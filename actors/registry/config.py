@@ -25,6 +25,9 @@ class RegistryConfig:
     listen_port: int = attrs.field(default=9876, validator=_port)
     bind_address: str = "0.0.0.0"
     websocket_listen_port: int = attrs.field(default=0, validator=_port)  # 0 = off
+    # PEM certificate chain and key: the websocket listener then speaks wss:// (TLS).
+    websocket_tls_cert_path: str = ""
+    websocket_tls_key_path: str = ""
     kv_config_path: str | None = str(DEFAULT_HOME / "kvConfig.json")  # None = memory only
     scan_not_active_broker_interval: int = attrs.field(default=10_000, validator=_positive)  # ms
     broker_expired_millis: int = attrs.field(default=120_000, validator=_positive)
@@ -71,6 +74,8 @@ KEYS = {
     "listenPort": "listen_port",
     "bindAddress": "bind_address",
     "websocketListenPort": "websocket_listen_port",
+    "websocketTlsCertPath": "websocket_tls_cert_path",
+    "websocketTlsKeyPath": "websocket_tls_key_path",
     "kvConfigPath": "kv_config_path",
     "scanNotActiveBrokerInterval": "scan_not_active_broker_interval",
     "brokerExpiredMillis": "broker_expired_millis",

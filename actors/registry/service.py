@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 
 import attrs
 import trio
@@ -16,6 +17,7 @@ from actors.registry.handlers import BROKER_CONNECTION, register_handlers
 from actors.registry.kv_config import KVConfig
 from protocol.connection import Connection, Dispatcher
 from protocol.server import RemotingServer, ServerConfig, ServerStatistics
+from protocol.tls import server_ssl_context
 
 log = logging.getLogger("boltmq.registry")
 
@@ -69,8 +71,11 @@ class Registry:
 
     @property
     def websocket_address(self) -> str | None:
-        """``ws://host:port/`` of the websocket listener, when one runs."""
-        return None if not self.websocket_port else f"ws://{self.host}:{self.websocket_port}/"
+        """``ws://host:port/`` (``wss://`` with TLS) of the websocket listener, when one runs."""
+        if not self.websocket_port:
+            return None
+        scheme = "wss" if self.config.websocket_tls_cert_path else "ws"
+        return f"{scheme}://{self.host}:{self.websocket_port}/"
 
     async def run(
         self, *, task_status: trio.TaskStatus[Registry] = trio.TASK_STATUS_IGNORED
@@ -81,6 +86,10 @@ class Registry:
         """
         if not self._loaded:
             await self.load()
+        # A bad certificate fails the start, before any listener, with the setting named.
+        tls = server_ssl_context(
+            self.config.websocket_tls_cert_path, self.config.websocket_tls_key_path
+        )
         if self.config.acl_enable:
             # Before listening: a missing or bad plain_acl.yml stops the start.
             self.acl = AccessValidator(self.config.plain_acl_file)
@@ -94,7 +103,7 @@ class Registry:
             self.port = await nursery.start(self.server.serve_tcp, self.config.listen_port, bind)
             if self.config.websocket_listen_port:
                 self.websocket_port = await nursery.start(
-                    self.server.serve_websocket,
+                    partial(self.server.serve_websocket, ssl_context=tls),
                     self.config.websocket_listen_port,
                     self.config.bind_address or "0.0.0.0",
                 )

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import attrs
 
-from boltmq.cli import admin, bench, broker, registry
+from boltmq.cli import admin, bench, broker, registry, web
 from boltmq.cli._run import (
     EXIT_USAGE,
     LOG_LEVELS,
@@ -57,6 +57,7 @@ COMMANDS: dict[str, Command] = {
     "cluster": Command(broker.CLUSTER_HELP, broker.CLUSTER_EXAMPLE, broker.setup_cluster),
     "bench": Command(bench.HELP, bench.EXAMPLE, bench.command),
     "admin": Command(admin.HELP, admin.EXAMPLE, admin.setup),
+    "web": Command(web.HELP, web.EXAMPLE, web.setup),
 }
 
 

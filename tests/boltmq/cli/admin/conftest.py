@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.client.helpers import cluster, unique
+from tests.client.helpers import cluster, cluster_process, unique
 
-__all__ = ["cluster", "restore_logging", "unique"]
+__all__ = ["cluster", "cluster_process", "restore_logging", "unique"]
 
 
 @pytest.fixture(autouse=True)
