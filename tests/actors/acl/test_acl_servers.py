@@ -6,6 +6,7 @@ Rules: loopback only, ephemeral ports, real files in ``tmp_path``, a deadline on
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Callable
 from pathlib import Path
 
@@ -266,3 +267,26 @@ async def test_missing_file_stops_the_start(tmp_path: Path) -> None:
         async with boltmq.embedded(tmp_path / "data", acl_enable=True, plain_acl_file=str(missing)):
             pass
     assert failed.group_contains(AclConfigError, match=f"{missing} does not exist")
+
+
+async def test_websocket_listener_is_checked_too(tmp_path: Path) -> None:
+    acl_file = tmp_path / "plain_acl.yml"
+    write_acl(acl_file, ACL)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        ws_port = int(probe.getsockname()[1])
+    async with (
+        boltmq.embedded(
+            tmp_path / "data", acl_enable=True, plain_acl_file=str(acl_file),
+            websocket_listen_port=ws_port,
+        ),
+        RemotingClient() as plain,
+        RemotingClient(rpc_hook=PRODUCER.sign) as signing,
+    ):  # fmt: skip
+        address = f"ws://127.0.0.1:{ws_port}/"
+        send = RequestCode.SEND_MESSAGE_V2
+        answer = await call(plain, address, send, send_fields("AclTopic"))
+        assert answer.code == ResponseCode.NO_PERMISSION
+        assert answer.remark is not None and "No accessKey" in answer.remark
+        answer = await call(signing, address, send, send_fields("AclTopic"))
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
