@@ -35,9 +35,11 @@ __all__ = [
     "Account",
     "AclTable",
     "Perm",
+    "check_permission",
     "load_plain_acl",
     "parse_perm",
     "parse_plain_acl",
+    "retry_topic",
 ]
 
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"

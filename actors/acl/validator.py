@@ -10,7 +10,13 @@ from __future__ import annotations
 
 import hmac
 
-from actors.acl.accounts import AclTable, Perm, check_permission, retry_topic
+from actors.acl.accounts import (
+    RETRY_GROUP_TOPIC_PREFIX,
+    AclTable,
+    Perm,
+    check_permission,
+    retry_topic,
+)
 from protocol.acl import ACCESS_KEY, SIGNATURE, calculate_signature, request_content
 from protocol.bodies import HeartbeatData
 from protocol.codes import RequestCode
@@ -133,6 +139,6 @@ def _perm_name(perm: Perm) -> str:
 
 
 def _resource_name(resource: str) -> str:
-    if resource.startswith("%RETRY%"):
-        return f"group {resource[len('%RETRY%') :]}"
+    if resource.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        return f"group {resource.removeprefix(RETRY_GROUP_TOPIC_PREFIX)}"
     return f"topic {resource}"
