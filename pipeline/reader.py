@@ -10,12 +10,12 @@ messages than fit in a worker's memory), so its loop runs in a thread beside Spa
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any
 
 import trio
 from anyio.from_thread import start_blocking_portal
-from pyspark.sql.datasource import DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSourceReader, EqualTo, Filter, In, InputPartition
 
 from pipeline.options import ReadOptions
 from pipeline.planning import QueueRange, plan_ranges
@@ -23,14 +23,29 @@ from pipeline.queue_reader import QueueRangeReader
 
 
 class BoltMQReader(DataSourceReader):
-    """Reads the queues of ``options.topics`` between startingOffsets and endingOffsets."""
+    """Reads the queues of ``options.topics`` between startingOffsets and endingOffsets (or
+    the timestamps), keeping the messages of subExpression's and pushed-down filters' tags."""
 
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
+        #: The tags the read keeps: subExpression's, narrowed by each pushed filter.
+        self.tags: frozenset[str] | None = options.tags
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        """Take ``tags = 'T'`` and ``tags IN (...)``: the broker filters by tag (its consume
+        queue keeps each message's tag hash code) and `read` checks each tag again. Every
+        other filter is left to Spark."""
+        for condition in filters:
+            wanted = _tags_of(condition)
+            if wanted is None:
+                yield condition
+            else:
+                self.tags = wanted if self.tags is None else self.tags & wanted
 
     def partitions(self) -> Sequence[InputPartition]:
         """One `QueueRange` per queue with messages in range (more with minPartitions)."""
-        ranges: list[QueueRange] = trio.run(plan_ranges, self.options)
+        ranges: list[QueueRange] = [] if self.tags == frozenset() else trio.run(
+            plan_ranges, self.options)  # fmt: skip
         # Spark takes an empty list for "not implemented" and reads one InputPartition(None)
         # instead; say so plainly, and `read` reads nothing from it.
         return ranges or [InputPartition(None)]
@@ -43,20 +58,36 @@ class BoltMQReader(DataSourceReader):
         return read_range(
             partition, namesrv_addr=options.namesrv_addr,
             pull_batch_size=options.pull_batch_size,
-            fail_on_data_loss=options.fail_on_data_loss,
+            fail_on_data_loss=options.fail_on_data_loss, tags=self.tags,
         )  # fmt: skip
 
 
+def _tags_of(condition: Filter) -> frozenset[str] | None:
+    """The tags an EqualTo / In filter on column ``tags`` keeps; None for any other filter
+    (or a value a TAG expression cannot carry)."""
+    if not isinstance(condition, (EqualTo, In)) or tuple(condition.attribute) != ("tags",):
+        return None
+    values = (condition.value,) if isinstance(condition, EqualTo) else tuple(condition.value)
+    if not all(isinstance(v, str) and v and "||" not in v and v != "*" for v in values):
+        return None
+    return frozenset(values)
+
+
 def read_range(
-    partition: InputPartition, *, namesrv_addr: str, pull_batch_size: int, fail_on_data_loss: bool
+    partition: InputPartition,
+    *,
+    namesrv_addr: str,
+    pull_batch_size: int,
+    fail_on_data_loss: bool,
+    tags: Collection[str] | None = None,
 ) -> Iterator[tuple[Any, ...]]:
     """The rows of one `QueueRange`, pull by pull, in queue-offset order (batch and streaming
-    reads alike)."""
+    reads alike); with ``tags``, only messages with one of those tags."""
     if not isinstance(partition, QueueRange):
         raise TypeError(f"boltmq cannot read partition {partition!r}")
     reader = QueueRangeReader(
         partition, namesrv_addr=namesrv_addr, pull_batch_size=pull_batch_size,
-        fail_on_data_loss=fail_on_data_loss,
+        fail_on_data_loss=fail_on_data_loss, tags=tags,
     )  # fmt: skip
     # Closing the generator early (a limit() satisfied) leaves both blocks: the client's
     # connections close and the loop thread ends.

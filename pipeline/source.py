@@ -104,7 +104,16 @@ def use_current_python(spark: SparkSession | None = None) -> None:
         context.pythonExec = os.environ["PYSPARK_PYTHON"]
 
 
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+"""Spark's switch for Python data sources' pushFilters; a batch read needs it on."""
+
+
 def register(spark: SparkSession) -> None:
-    """Register the ``boltmq`` format with ``spark`` (and `use_current_python`)."""
+    """Register the ``boltmq`` format with ``spark`` (and `use_current_python`), and turn on
+    filter pushdown to Python data sources unless the session says otherwise: the batch
+    reader takes filters on ``tags`` (Spark refuses a reader with pushFilters while the
+    switch is off)."""
     use_current_python(spark)
+    if spark.conf.get(PUSHDOWN_CONF, None) in (None, ""):
+        spark.conf.set(PUSHDOWN_CONF, "true")
     spark.dataSource.register(BoltMQDataSource)
