@@ -36,7 +36,7 @@ from pipeline.schema import message_row
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
 from protocol.headers import PullMessageResponseHeader, decode_header
-from protocol.message import Buffer, MessageConst, decode_records
+from protocol.message import Buffer, MessageConst, MessageExt, decode_records
 
 log = logging.getLogger("boltmq.pipeline")
 
@@ -87,6 +87,14 @@ class QueueRangeReader:
 
     async def next_rows(self) -> list[tuple[Any, ...]] | None:
         """The rows of the next pull that returns messages; None once the range is read."""
+        messages = await self.next_messages()
+        if messages is None:
+            return None
+        broker_name = self.range.broker_name
+        return [message_row(message, broker_name) for message in messages]
+
+    async def next_messages(self) -> list[MessageExt] | None:
+        """The messages of the next pull that returns any; None once the range is read."""
         part = self.range
         retry_until: float | None = None
         while self.offset < part.end:
@@ -103,9 +111,9 @@ class QueueRangeReader:
             progressed = False
             if code == ResponseCode.SUCCESS and response.body:
                 before = self.offset
-                rows = self._rows(response.body, answer.min_offset)
-                if rows:
-                    return rows
+                messages = self._messages(response.body, answer.min_offset)
+                if messages:
+                    return messages
                 progressed = self.offset > before  # only other tags with the same hash code
             moved_to = min(answer.next_begin_offset, part.end)
             if moved_to > self.offset:
@@ -136,10 +144,10 @@ class QueueRangeReader:
             self.offset = part.end
         return None
 
-    def _rows(self, body: Buffer, min_offset: int) -> list[tuple[Any, ...]]:
+    def _messages(self, body: Buffer, min_offset: int) -> list[MessageExt]:
         part = self.range
         tags = self.tags
-        rows = []
+        kept = []
         for message in decode_records(body):
             offset = message.queue_offset
             if offset < self.offset:
@@ -155,8 +163,8 @@ class QueueRangeReader:
             self.offset = offset + 1
             if tags is not None and message.properties.get(MessageConst.TAGS) not in tags:
                 continue  # another tag with the same hash code
-            rows.append(message_row(message, part.broker_name))
-        return rows
+            kept.append(message)
+        return kept
 
     async def _pull(self, offset: int, count: int) -> RemotingCommand:
         part = self.range

@@ -11,15 +11,20 @@ messages than fit in a worker's memory), so its loop runs in a thread beside Spa
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Sequence
-from typing import Any
 
+import pyarrow as pa
 import trio
 from anyio.from_thread import start_blocking_portal
 from pyspark.sql.datasource import DataSourceReader, EqualTo, Filter, In, InputPartition
 
+from pipeline.arrow_rows import record_batch
 from pipeline.options import ReadOptions
 from pipeline.planning import QueueRange, plan_ranges
 from pipeline.queue_reader import QueueRangeReader
+from protocol.message import MessageExt
+
+ARROW_BATCH_ROWS = 1024
+"""Messages per Arrow record batch a task hands Spark (32 pulls of the default size)."""
 
 
 class BoltMQReader(DataSourceReader):
@@ -50,8 +55,8 @@ class BoltMQReader(DataSourceReader):
         # instead; say so plainly, and `read` reads nothing from it.
         return ranges or [InputPartition(None)]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        """The rows of one `QueueRange`, pull by pull, in queue-offset order."""
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """The rows of one `QueueRange` in queue-offset order, as Arrow record batches."""
         if not isinstance(partition, QueueRange) and partition.value is None:
             return iter(())  # nothing in range (see `partitions`)
         options = self.options
@@ -80,9 +85,10 @@ def read_range(
     pull_batch_size: int,
     fail_on_data_loss: bool,
     tags: Collection[str] | None = None,
-) -> Iterator[tuple[Any, ...]]:
-    """The rows of one `QueueRange`, pull by pull, in queue-offset order (batch and streaming
-    reads alike); with ``tags``, only messages with one of those tags."""
+) -> Iterator[pa.RecordBatch]:
+    """The rows of one `QueueRange` in queue-offset order, as Arrow record batches of up to
+    ARROW_BATCH_ROWS messages (batch and streaming reads alike); with ``tags``, only messages
+    with one of those tags."""
     if not isinstance(partition, QueueRange):
         raise TypeError(f"boltmq cannot read partition {partition!r}")
     reader = QueueRangeReader(
@@ -95,5 +101,11 @@ def read_range(
         start_blocking_portal("trio") as portal,
         portal.wrap_async_context_manager(reader),
     ):
-        while (rows := portal.call(reader.next_rows)) is not None:
-            yield from rows
+        pending: list[MessageExt] = []
+        while (messages := portal.call(reader.next_messages)) is not None:
+            pending += messages
+            if len(pending) >= ARROW_BATCH_ROWS:
+                yield record_batch(pending, partition.broker_name)
+                pending = []
+        if pending:
+            yield record_batch(pending, partition.broker_name)

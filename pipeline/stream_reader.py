@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
 
+import pyarrow as pa
 import trio
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
@@ -136,8 +136,8 @@ class BoltMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         none for an empty batch."""
         return trio.run(ranges_between, self.options, from_json(start), from_json(end))
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        """The rows of one `QueueRange`, pull by pull, in queue-offset order."""
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """The rows of one `QueueRange` in queue-offset order, as Arrow record batches."""
         options = self.options
         return read_range(
             partition, namesrv_addr=options.namesrv_addr,
