@@ -15,13 +15,18 @@ Modules, one concern each:
   `WriteOptions`).
 - ``schema``: the row schema (`SCHEMA`) and one message as one row.
 - ``planning``: on the driver, queues and offsets to `QueueRange` partitions.
-- ``queue_reader``: on an executor, the pulls of one range.
+- ``timestamps``: on the driver, startingTimestamp / endingTimestamp as offsets.
+- ``queue_reader``: on an executor, the pulls of one range (``pulls``: one PULL_MESSAGE,
+  with the read's tags as its subscription).
+- ``arrow_rows``: pulled messages as Arrow record batches of the row schema.
 - ``sender``: on an executor, one write task's batched sends.
 - ``stream_planning``: on the driver, a streaming query's offsets per micro-batch, the
   ranges between two, and the consumer group's commits.
 - ``reader`` / ``stream_reader`` / ``writer``: Spark's reader, stream reader and writer
   classes over those.
 - ``errors``: `OptionError`, `DataLossError`, `WriteError`.
+- ``jobs``: Spark jobs on the data source (stats, export, replay), for spark-submit and
+  ``boltmq pipeline``.
 
 Needs the ``pipeline`` extra (pyspark, pyarrow) on the driver and on every executor. Reaches
 BoltMQ through client/ only: importing it never loads the store or the servers.
