@@ -111,7 +111,8 @@ def session() -> object:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     pipeline.use_current_python()
     spark = (SparkSession.builder.master("local[2]").appName("boltmq-read-bench")
-             .config("spark.ui.enabled", "false").getOrCreate())  # fmt: skip
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false").getOrCreate())  # fmt: skip
     spark.sparkContext.setLogLevel("ERROR")
     pipeline.register(spark)
     return spark
