@@ -1,0 +1,291 @@
+"""The dedup index: a send whose ``BOLTMQ_DEDUP_KEY`` was stored within the window is not
+stored again (BoltMQ's own property; Apache brokers ignore it and store duplicates).
+
+A key is scoped by topic: (topic, key) names one message. The send handler asks the index
+before it appends (`DedupIndex.lookup`), reserves a new key (`reserve`) so that a second send
+of the same key that arrives while the first is being stored is refused (SYSTEM_BUSY, the
+producer sends again) rather than appended too, and `record`\\ s the stored message's offset
+msg id, queue id and queue offset once the store has it, or `release`\\ s the key when the put
+failed. A key seen again is answered SEND_OK with the original message's msg id, queue and
+queue offset, and nothing is appended.
+
+The window is bounded by time (``dedupWindowSeconds``) and by number of keys
+(``dedupMaxKeys``): the oldest key goes first when either is passed, so memory is bounded
+(about 300 bytes a key with 40-character keys; docs/pipeline.md has the measure).
+
+Ownership: the index is plain state changed only by synchronous code on the broker's trio
+thread (the send handler, which the connection reader calls inline, and the store writer's
+completion callback), never across an await, so no check-then-act can interleave; the fast
+path gains two dict operations and no await. At start, `DedupService.run` rebuilds it from the
+commit log's tail before the broker serves (the commit log is the durable record: under
+SYNC_FLUSH an acknowledged key is on disk), so nothing new is written and nothing new can be
+corrupted; a restart of that child scans again.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+
+from protocol.message import (
+    BLANK_MAGIC_CODE,
+    MAGIC_CODE,
+    MessageConst,
+    MessageExt,
+    MessageFormatError,
+    decode_record,
+    peek_record_header,
+)
+
+if TYPE_CHECKING:
+    from storage import MessageStore
+
+log = logging.getLogger("boltmq.broker.dedup")
+
+DEDUP_KEY = MessageConst.DEDUP_KEY
+"""The property a send carries its dedup key in."""
+
+DedupKey = tuple[str, str]
+"""(topic, dedup key)."""
+
+
+def wall_ms() -> int:
+    """Milliseconds since the epoch: store timestamps are wall-clock, so the window is too."""
+    return time.time_ns() // 1_000_000
+
+
+@attrs.frozen
+class StoredMessage:
+    """Where the first message with a key went: what a duplicate is answered with."""
+
+    msg_id: str
+    queue_id: int
+    queue_offset: int
+
+
+@attrs.frozen
+class DedupStatistics:
+    """The index's counters at one moment."""
+
+    keys: int
+    reserved: int
+    max_keys: int
+    window_ms: int
+    duplicates: int
+    busy: int
+    expired: int
+    evicted: int
+    rebuilt_keys: int
+
+
+class KeyInFlight(Exception):
+    """A send of this key is being stored right now; the caller should send again."""
+
+
+@attrs.define(slots=True)
+class _Entry:
+    at_ms: int
+    stored: StoredMessage | None  # None: reserved, the put is in flight
+
+
+class DedupIndex:
+    """Keys seen within the window and where their message was stored; plain state, no I/O."""
+
+    def __init__(
+        self, window_ms: int, max_keys: int, clock: Callable[[], int] = wall_ms
+    ) -> None:
+        if window_ms <= 0 or max_keys < 0:
+            raise ValueError("the dedup window must be > 0 ms and max keys >= 0")
+        self.window_ms = window_ms
+        self.max_keys = max_keys
+        self._clock = clock
+        # Insertion order is age order: keys are added with the clock's time, and a rebuild
+        # adds them oldest first.
+        self._entries: collections.OrderedDict[DedupKey, _Entry] = collections.OrderedDict()
+        self._reserved = 0
+        self.duplicates = 0
+        self.busy = 0
+        self.expired = 0
+        self.evicted = 0
+        self.rebuilt_keys = 0
+
+    @property
+    def enabled(self) -> bool:
+        """Whether keys are kept at all (``dedupMaxKeys=0`` turns deduplication off)."""
+        return self.max_keys > 0
+
+    def now_ms(self) -> int:
+        """The index's clock, in ms."""
+        return self._clock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def lookup(self, topic: str, key: str) -> StoredMessage | None:
+        """The stored message for a key seen within the window, else None.
+
+        Raises `KeyInFlight` when a send of the key is being stored.
+        """
+        entry = self._entries.get((topic, key))
+        if entry is None:
+            return None
+        if entry.at_ms < self._clock() - self.window_ms and entry.stored is not None:
+            self._expire()
+            return None
+        if entry.stored is None:
+            self.busy += 1
+            raise KeyInFlight(f"a message with dedup key {key!r} of topic {topic} is being stored")
+        self.duplicates += 1
+        return entry.stored
+
+    def reserve(self, topic: str, key: str) -> None:
+        """Mark a new key as being stored (after a `lookup` that found nothing)."""
+        self._expire()
+        self._entries[(topic, key)] = _Entry(self._clock(), None)
+        self._entries.move_to_end((topic, key))
+        self._reserved += 1
+        self._bound()
+
+    def record(self, topic: str, key: str, stored: StoredMessage) -> None:
+        """The reserved key's message is stored: later sends of the key are duplicates."""
+        entry = self._entries.get((topic, key))
+        if entry is not None and entry.stored is None:
+            self._reserved -= 1
+            entry.stored = stored
+
+    def release(self, topic: str, key: str) -> None:
+        """The reserved key's put failed: forget the key, a new send may store it."""
+        entry = self._entries.get((topic, key))
+        if entry is not None and entry.stored is None:
+            self._reserved -= 1
+            del self._entries[(topic, key)]
+
+    def add_stored(self, topic: str, key: str, at_ms: int, stored: StoredMessage) -> bool:
+        """A key found in the commit log (oldest first); the first record of a key wins.
+
+        Returns whether the key is new to the index.
+        """
+        if (topic, key) in self._entries or at_ms < self._clock() - self.window_ms:
+            return False
+        self._entries[(topic, key)] = _Entry(at_ms, stored)
+        self.rebuilt_keys += 1
+        self._bound()
+        return True
+
+    def statistics(self) -> DedupStatistics:
+        """Counters at one moment."""
+        return DedupStatistics(
+            keys=len(self._entries), reserved=self._reserved, max_keys=self.max_keys,
+            window_ms=self.window_ms, duplicates=self.duplicates, busy=self.busy,
+            expired=self.expired, evicted=self.evicted, rebuilt_keys=self.rebuilt_keys,
+        )  # fmt: skip
+
+    def _expire(self) -> None:
+        """Drop keys older than the window from the old end (reserved ones stay until done)."""
+        cutoff = self._clock() - self.window_ms
+        entries = self._entries
+        while entries:
+            oldest_key = next(iter(entries))
+            oldest = entries[oldest_key]
+            if oldest.at_ms >= cutoff or oldest.stored is None:
+                return
+            del entries[oldest_key]
+            self.expired += 1
+
+    def _bound(self) -> None:
+        entries = self._entries
+        while len(entries) > self.max_keys:
+            _, dropped = entries.popitem(last=False)
+            if dropped.stored is None:
+                self._reserved -= 1
+            self.evicted += 1
+
+
+class DedupService:
+    """The broker's dedup index and its rebuild from the commit log (a supervisor child)."""
+
+    def __init__(self, index: DedupIndex, store: MessageStore) -> None:
+        self.index = index
+        self.store = store
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Rebuild the index from the commit log's tail, report ready, then idle.
+
+        Started after the store and before the listeners, so no send is served before the
+        keys already stored are known.
+        """
+        if self.index.enabled:
+            started = time.monotonic()
+            scanned, found = await trio.to_thread.run_sync(self.rebuild)
+            log.info(
+                "dedup index: %d key(s) within the last %d s rebuilt from %d record(s) of the "
+                "commit log in %.2f s", found, self.index.window_ms // 1000, scanned,
+                time.monotonic() - started,
+            )  # fmt: skip
+        task_status.started()
+        await trio.sleep_forever()
+
+    def rebuild(self) -> tuple[int, int]:
+        """Add every key of the records stored within the window; (records scanned, keys)."""
+        scanned = found = 0
+        for message in self._recent_records():
+            scanned += 1
+            key = message.properties.get(DEDUP_KEY)
+            if key is None:
+                continue
+            # A delayed or half message was stored under a system topic first; it names its
+            # real topic, which is what its sender's key is scoped by.
+            topic = message.properties.get(MessageConst.REAL_TOPIC) or message.topic
+            stored = StoredMessage(message.offset_msg_id, message.queue_id, message.queue_offset)
+            if self.index.add_stored(topic, key, message.store_timestamp, stored):
+                found += 1
+        return scanned, found
+
+    def _recent_records(self) -> Iterator[MessageExt]:
+        """Records stored within the window, oldest first, bodies not read."""
+        store = self.store
+        file_size = store.config.mapped_file_size_commit_log
+        cutoff = self.index.now_ms() - self.index.window_ms
+        offset = store.get_min_phy_offset()
+        end = store.get_max_phy_offset()
+        # Skip whole files whose successor's first record is already older than the window.
+        first = offset - offset % file_size
+        while first + file_size < end:
+            data = store.get_commit_log_data(first + file_size)
+            if data is None or _first_store_time(data) >= cutoff:
+                break
+            first += file_size
+        offset = max(offset, first)
+        while offset < end:
+            data = store.get_commit_log_data(offset)
+            if data is None:
+                offset += file_size - offset % file_size
+                continue
+            pos = 0
+            while pos + 8 <= len(data):
+                size, magic = peek_record_header(data, pos)
+                if magic == BLANK_MAGIC_CODE or magic != MAGIC_CODE or size <= 0:
+                    break
+                try:
+                    message = decode_record(data, pos, read_body=False)
+                except MessageFormatError as exc:
+                    log.warning("dedup index rebuild stops at commit-log offset %d: %s",
+                                offset + pos, exc)  # fmt: skip
+                    return
+                if message.store_timestamp >= cutoff:
+                    yield message
+                pos += size
+            offset += file_size - offset % file_size
+
+
+def _first_store_time(data: memoryview) -> int:
+    try:
+        return decode_record(data, 0, read_body=False).store_timestamp
+    except MessageFormatError:
+        return 0
