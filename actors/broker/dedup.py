@@ -97,9 +97,7 @@ class _Entry:
 class DedupIndex:
     """Keys seen within the window and where their message was stored; plain state, no I/O."""
 
-    def __init__(
-        self, window_ms: int, max_keys: int, clock: Callable[[], int] = wall_ms
-    ) -> None:
+    def __init__(self, window_ms: int, max_keys: int, clock: Callable[[], int] = wall_ms) -> None:
         if window_ms <= 0 or max_keys < 0:
             raise ValueError("the dedup window must be > 0 ms and max keys >= 0")
         self.window_ms = window_ms
