@@ -9,6 +9,7 @@ from pathlib import Path
 import trio
 
 import boltmq
+from actors.broker.dedup import DedupIndex, DedupService, StoredMessage
 from boltmq import EmbeddedCluster
 from protocol import RemotingClient, RemotingCommand, ResponseCode
 from protocol.message import BatchElement, MessageConst, encode_batch, properties_to_string
@@ -119,3 +120,27 @@ async def test_dedup_max_keys_zero_stores_duplicates(tmp_path: Path,
             answer_of(await call(client, cluster.broker_address, send_request(
                 "DedupOff", b"x", properties={KEY: "k"})))  # fmt: skip
         assert max_offset(cluster, "DedupOff") == 2
+
+
+async def test_the_rebuild_reads_only_the_window_over_several_commit_log_files(
+    cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    broker = cluster.broker_address
+    body = b"x" * 2000  # 256 KiB files: about 120 records each, so 600 span five files
+    answers = []
+    for n in range(600):
+        request = send_request("DedupScan", body, properties={KEY: f"k{n}"})
+        answers.append(answer_of(await call(client, broker, request)))
+    store = cluster.broker.store
+    assert store.get_max_phy_offset() > 4 * SMALL_FILES["mapped_file_size_commit_log"]
+    # A window that starts at record 450's store time, on a clock standing at the last one's.
+    times = [store.get_message_store_timestamp("DedupScan", 0, n) for n in range(600)]
+    start, now = times[450], times[599]
+    assert now > start  # 150 round trips take more than a millisecond
+    inside = sum(1 for t in times if t >= start)
+    index = DedupIndex(window_ms=now - start, max_keys=10_000, clock=lambda: now)
+    scanned, found = DedupService(index, store).rebuild()
+    assert found == inside
+    assert scanned < 600  # whole files older than the window were skipped
+    assert index.lookup("DedupScan", "k599") == StoredMessage(answers[599][0], 0, 599)
+    assert index.lookup("DedupScan", f"k{600 - inside - 1}") is None
