@@ -8,7 +8,7 @@ import time
 import pytest
 from pyspark.sql import SparkSession
 
-from .helpers import ClusterData, create_topic, read, run, wait_for
+from .helpers import ClusterData, create_topic, queue_offsets, read, run, wait_for
 from .test_write import write_fails
 
 pytestmark = pytest.mark.timeout(300)
@@ -29,7 +29,8 @@ def test_delayed_and_timed_rows_arrive_after_their_time(
      .mode("append").option("namesrvAddr", data.namesrv).option("topic", topic).save())  # fmt: skip
 
     def delivered() -> bool:
-        return read(spark, data.namesrv, topic=topic).count() == len(rows)
+        offsets = run(queue_offsets, data.namesrv, topic)
+        return sum(high for _, high in offsets.values()) == len(rows)
 
     wait_for(delivered, "the delayed and timed rows to be delivered", timeout=120)
     found = {bytes(r["body"]): r for r in read(spark, data.namesrv, topic=topic).collect()}
