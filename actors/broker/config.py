@@ -91,7 +91,7 @@ class BrokerConfig:
     # The dedup index (actors.broker.dedup): a send whose BOLTMQ_DEDUP_KEY property this broker
     # stored for the same topic within the last dedupWindowSeconds is answered with the first
     # message's result and not stored again; at most dedupMaxKeys keys are kept (the oldest go
-    # first; about 300 bytes each), 0 turns deduplication off.
+    # first; about 410 bytes each: 1,000,000 keys take about 400 MiB), 0 turns it off.
     dedup_window_seconds: int = attrs.field(default=3600, validator=_positive)
     dedup_max_keys: int = attrs.field(default=1_000_000, validator=attrs.validators.ge(0))
     # Store settings (RocketMQ keeps the historical "maped" spelling in the key).
