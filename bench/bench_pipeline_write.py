@@ -11,7 +11,8 @@ bodies:
    without a dedup key per message (rounds alternate), and the index alone in this process:
    a lookup, reserve and record per key, and the memory a key takes (tracemalloc).
 
-    python -m bench pipeline-write [--messages 200000] [--seconds 3] [--rounds 2] [--quick]
+    python -m bench pipeline-write [--quick]
+    python -m bench.bench_pipeline_write [--messages 200000] [--seconds 3] [--rounds 2] [--no-spark]
 
 Needs the ``pipeline`` extra (pyspark, pyarrow) and Java 17 for part 2.
 """

@@ -52,6 +52,7 @@ log = logging.getLogger("boltmq.broker.dedup")
 DEDUP_KEY = MessageConst.DEDUP_KEY
 """The property a send carries its dedup key in."""
 
+
 def wall_ms() -> int:
     """Milliseconds since the epoch: store timestamps are wall-clock, so the window is too."""
     return time.time_ns() // 1_000_000
@@ -228,7 +229,14 @@ class DedupService:
         """
         if self.index.enabled:
             started = time.monotonic()
-            scanned, found = await trio.to_thread.run_sync(self.rebuild)
+            try:
+                scanned, found = await trio.to_thread.run_sync(self.rebuild)
+            except Exception:  # serve anyway: a broker without its old keys beats none
+                log.exception(
+                    "dedup index: the rebuild from the commit log failed; keys stored before "
+                    "this start are not known, so a re-sent message stored then is stored again"
+                )
+                scanned = found = 0
             log.info(
                 "dedup index: %d key(s) within the last %d s rebuilt from %d record(s) of the "
                 "commit log in %.2f s", found, self.index.window_ms // 1000, scanned,
