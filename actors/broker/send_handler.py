@@ -362,37 +362,36 @@ class SendHandler:
         if not any(keys):
             return elements, done, None
         index = self._dedup
-        originals: list[StoredMessage | int | None] = []
         first_of: dict[str, int] = {}
+        repeats: dict[int, int] = {}  # the same key twice in one batch: stored once
         for position, key in enumerate(keys):
-            if key is None:
-                originals.append(None)
-            elif key in first_of:  # the same key twice in one batch: stored once
-                originals.append(first_of[key])
-            else:
-                first_of[key] = position
-                originals.append(self._lookup(topic, key))
+            if key is not None and (earlier := first_of.setdefault(key, position)) != position:
+                keys[position] = None
+                repeats[position] = earlier
+        try:
+            found = index.lookup_batch(topic, keys)
+        except KeyInFlight as busy:
+            raise SendRefused(ResponseCode.SYSTEM_BUSY, f"{busy}; send it again") from None
+        originals: list[StoredMessage | int | None] = list(found)
+        for position, earlier in repeats.items():
+            originals[position] = earlier
         fresh = [p for p, o in enumerate(originals) if o is None]
         if not fresh:
             ids = [_original(originals, p).msg_id for p in range(len(elements))]
             first = _original(originals, 0)
             return elements, done, self._ok(request, ResponseCode.SUCCESS, ",".join(ids),
                                             first.queue_id, first.queue_offset)  # fmt: skip
-        new_keys = [(k, keys[p]) for k, p in enumerate(fresh) if keys[p] is not None]
-        for _, key in new_keys:
-            assert key is not None
-            index.reserve(topic, key)
+        new_keys = [(k, key) for k, p in enumerate(fresh) if (key := keys[p]) is not None]
+        index.reserve_batch(topic, [key for _, key in new_keys])
         if len(fresh) < len(elements):
             merge.originals = originals
 
         def stored(result: PutMessageResult) -> None:
-            ids = result.msg_ids
-            for k, key in new_keys:
-                assert key is not None
-                if result.ok and k < len(ids):
-                    index.record(topic, key, StoredMessage(ids[k], queue_id,
-                                                           result.queue_offset + k))  # fmt: skip
-                elif not result.ok:
+            if result.ok:
+                index.record_batch(topic, new_keys, result.msg_ids, queue_id,
+                                   result.queue_offset)  # fmt: skip
+            else:
+                for _, key in new_keys:
                     index.release(topic, key)
             done(result)
 
@@ -403,10 +402,15 @@ _DEDUP_MARK = DEDUP_KEY + "\x01"
 
 
 def _dedup_key(properties: str) -> str | None:
-    # A substring test first: most batches carry no key, and splitting costs more.
-    if _DEDUP_MARK not in properties:
+    # Sliced out rather than parsed: most batches carry no key, and splitting costs more.
+    start = properties.find(_DEDUP_MARK)
+    if start < 0:
         return None
-    return string_to_properties(properties).get(DEDUP_KEY) or None
+    if start and properties[start - 1] != "\x02":  # the mark inside another value
+        return string_to_properties(properties).get(DEDUP_KEY) or None
+    start += len(_DEDUP_MARK)
+    end = properties.find("\x02", start)
+    return (properties[start:end] if end >= 0 else properties[start:]) or None
 
 
 def _original(originals: list[StoredMessage | int | None], position: int) -> StoredMessage:
