@@ -8,8 +8,10 @@ bodies:
 2. ``df.write.format("boltmq")`` on local[2]: the same messages from a DataFrame of two
    partitions, without and with ``exactlyOnce`` (rounds alternate the order).
 3. The broker's dedup cost: batches of 32 sent straight over the remoting client, with and
-   without a dedup key per message (rounds alternate), and the index alone in this process:
-   a lookup, reserve and record per key, and the memory a key takes (tracemalloc).
+   without a dedup key per message (rounds alternate): msgs/s, and the broker process's CPU
+   time per message (from /proc, which a busy machine disturbs less than a rate); and the
+   index alone in this process: a lookup, reserve and record per key, and the memory a key
+   takes (tracemalloc).
 
     python -m bench pipeline-write [--quick]
     python -m bench.bench_pipeline_write [--messages 200000] [--seconds 3] [--rounds 2] [--no-spark]
@@ -85,6 +87,12 @@ class Cluster:
         # Keep reading its log so that a full pipe never blocks it.
         threading.Thread(target=_drain, args=(self._proc.stderr,), daemon=True).start()
         return self
+
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) the cluster process has used so far (Linux /proc)."""
+        assert self._proc is not None
+        fields = Path(f"/proc/{self._proc.pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def __exit__(self, *exc_info: object) -> None:
         if self._proc is not None:
@@ -234,18 +242,25 @@ def index_cost(keys: int) -> tuple[float, float]:
     return took / keys * 1e6, (after - before + strings) / keys
 
 
-async def dedup_rates(broker: str, seconds: float, rounds: int) -> dict[str, list[float]]:
-    """Broker msgs/s without and with dedup keys, rounds alternating the order."""
+async def dedup_rates(
+    cluster: Cluster, seconds: float, rounds: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Broker msgs/s and its CPU µs per message, without and with dedup keys, rounds
+    alternating the order."""
     rates: dict[str, list[float]] = {"without keys": [], "with keys": []}
-    await broker_rate(broker, 0.3, False, 99)  # create the topic, warm the connection
+    cpu: dict[str, list[float]] = {"without keys": [], "with keys": []}
+    await broker_rate(cluster.broker, 0.3, False, 99)  # create the topic, warm the connection
     for n in range(rounds):
         order = [False, True] if n % 2 == 0 else [True, False]
         for keyed in order:
             label = "with keys" if keyed else "without keys"
-            rates[label].append(await broker_rate(broker, seconds, keyed, n))
-            print(f"  broker round {n + 1} {label:>12}: {rates[label][-1]:>9,.0f} msgs/s",
-                  flush=True)  # fmt: skip
-    return rates
+            before = cluster.cpu_seconds()
+            rate = await broker_rate(cluster.broker, seconds, keyed, n)
+            rates[label].append(rate)
+            cpu[label].append((cluster.cpu_seconds() - before) / (rate * seconds) * 1e6)
+            print(f"  broker round {n + 1} {label:>12}: {rate:>9,.0f} msgs/s, "
+                  f"{cpu[label][-1]:5.1f} us broker CPU per message", flush=True)  # fmt: skip
+    return rates, cpu
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -281,7 +296,7 @@ def main(argv: list[str] | None = None) -> None:
         sink: dict[str, list[float]] = {}
         if not args.no_spark:
             sink = spark_rates(cluster.namesrv, messages, args.rounds)
-        broker = trio.run(dedup_rates, cluster.broker, seconds, args.rounds)
+        broker, cpu = trio.run(dedup_rates, cluster, seconds, args.rounds)
     for kind, values in sink.items():
         rate = statistics.median(values)
         print(f"  spark sink local[2], {kind:>12} (median): {rate:>9,.0f} msgs/s "
@@ -291,9 +306,12 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  exactly-once sink cost: {(1 / once - 1 / plain) * 1e6:+.1f} us per message "
               f"({once / plain:.2f} of the plain rate)")  # fmt: skip
     without, keyed = (statistics.median(broker[k]) for k in ("without keys", "with keys"))
-    print(f"  broker batches of 32, without keys (median): {without:>9,.0f} msgs/s")
-    print(f"  broker batches of 32, with keys    (median): {keyed:>9,.0f} msgs/s   "
-          f"{(1 / keyed - 1 / without) * 1e6:+.1f} us per message")  # fmt: skip
+    cpu_without, cpu_keyed = (statistics.median(cpu[k]) for k in ("without keys", "with keys"))
+    print(f"  broker batches of 32, without keys (median): {without:>9,.0f} msgs/s, "
+          f"{cpu_without:5.1f} us CPU per message")  # fmt: skip
+    print(f"  broker batches of 32, with keys    (median): {keyed:>9,.0f} msgs/s, "
+          f"{cpu_keyed:5.1f} us CPU per message: {cpu_keyed - cpu_without:+.1f} us per "
+          f"message ({(1 / keyed - 1 / without) * 1e6:+.1f} us by the rates)")  # fmt: skip
     per_key_us, per_key_bytes = index_cost(20_000 if args.quick else 200_000)
     print(f"  dedup index alone: {per_key_us:.2f} us per new key (lookup, reserve, record), "
           f"{per_key_bytes:,.0f} bytes per key (50-character keys)")  # fmt: skip

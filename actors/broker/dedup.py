@@ -171,62 +171,72 @@ class DedupIndex:
             self._reserved -= 1
             del self._entries[name]
 
-    def lookup_batch(self, topic: str, keys: list[str | None]) -> list[StoredMessage | None]:
-        """`lookup` of each key of a batch (None for a message without one), in one call:
-        the batch path runs once per message, so the per-call overhead counts."""
+    def lookup_batch(
+        self, topic: str, keys: list[str | None]
+    ) -> tuple[list[StoredMessage | None], list[str | None]]:
+        """`lookup` of each key of a batch (None for a message without one) in one call,
+        and the index's name of each key, for `reserve_batch` and `record_batch`: the batch
+        path runs once per message, so the per-call overhead counts."""
         entries = self._entries
         found: list[StoredMessage | None] = []
+        names = [None if key is None else f"{topic}\x01{key}" for key in keys]
         cutoff = -1
-        for key in keys:
-            entry = None if key is None else entries.get(f"{topic}\x01{key}")
-            if entry is None:
+        for name in names:
+            entry = None if name is None else entries.get(name)
+            if name is None or entry is None:
                 found.append(None)
                 continue
-            assert key is not None
             at_ms, msg_id, queue_id, queue_offset = entry
             if msg_id is None:
                 self.busy += 1
+                key = keys[len(found)]
                 raise KeyInFlight(
                     f"a message with dedup key {key!r} of topic {topic} is being stored"
                 )
             if cutoff < 0:
                 cutoff = self._clock() - self.window_ms
             if at_ms < cutoff:
+                del entries[name]  # expired: reserved again at the young end
+                self.expired += 1
                 found.append(None)
                 continue
             self.duplicates += 1
             found.append(StoredMessage(msg_id, queue_id, queue_offset))
-        return found
+        return found, names
 
-    def reserve_batch(self, topic: str, keys: list[str]) -> None:
-        """`reserve` of every key of a batch (none of them seen, none repeated)."""
+    def reserve_batch(self, names: list[str]) -> None:
+        """`reserve` of keys `lookup_batch` just found new (by their names; none repeated)."""
         entries = self._entries
         now = self._clock()
         if entries and entries[next(iter(entries))][0] < now - self.window_ms:
             self._expire()
         reserved = (now, None, 0, 0)
-        for key in keys:
-            name = f"{topic}\x01{key}"
-            if name in entries:  # an expired key not yet dropped: it goes to the young end
-                del entries[name]
+        for name in names:
             entries[name] = reserved
-        self._reserved += len(keys)
+        self._reserved += len(names)
         if len(entries) > self.max_keys:
             self._bound()
 
     def record_batch(
-        self, topic: str, keys: list[tuple[int, str]], msg_ids: list[str], queue_id: int,
-        first_offset: int,
-    ) -> None:  # fmt: skip
-        """`record` of a batch's reserved keys: (k, key) for the k-th message stored, which
+        self, names: list[tuple[int, str]], msg_ids: list[str], queue_id: int, first_offset: int
+    ) -> None:
+        """`record` of a batch's reserved keys: (k, name) for the k-th message stored, which
         has ``msg_ids[k]`` and queue offset ``first_offset + k``."""
         entries = self._entries
-        for k, key in keys:
-            name = f"{topic}\x01{key}"
+        for k, name in names:
             entry = entries.get(name)
             if entry is not None and entry[1] is None:
                 self._reserved -= 1
                 entries[name] = (entry[0], msg_ids[k], queue_id, first_offset + k)
+
+    def release_batch(self, names: list[tuple[int, str]]) -> None:
+        """`release` of a batch's reserved keys (its put failed)."""
+        entries = self._entries
+        for _, name in names:
+            entry = entries.get(name)
+            if entry is not None and entry[1] is None:
+                self._reserved -= 1
+                del entries[name]
 
     def add_stored(self, topic: str, key: str, at_ms: int, stored: StoredMessage) -> bool:
         """A key found in the commit log (oldest first); the first record of a key wins.

@@ -369,7 +369,7 @@ class SendHandler:
                 keys[position] = None
                 repeats[position] = earlier
         try:
-            found = index.lookup_batch(topic, keys)
+            found, names = index.lookup_batch(topic, keys)
         except KeyInFlight as busy:
             raise SendRefused(ResponseCode.SYSTEM_BUSY, f"{busy}; send it again") from None
         originals: list[StoredMessage | int | None] = list(found)
@@ -381,18 +381,17 @@ class SendHandler:
             first = _original(originals, 0)
             return elements, done, self._ok(request, ResponseCode.SUCCESS, ",".join(ids),
                                             first.queue_id, first.queue_offset)  # fmt: skip
-        new_keys = [(k, key) for k, p in enumerate(fresh) if (key := keys[p]) is not None]
-        index.reserve_batch(topic, [key for _, key in new_keys])
+        # (k, name) of the k-th message stored now, for those with a key.
+        new_names = [(k, name) for k, p in enumerate(fresh) if (name := names[p]) is not None]
+        index.reserve_batch([name for _, name in new_names])
         if len(fresh) < len(elements):
             merge.originals = originals
 
         def stored(result: PutMessageResult) -> None:
             if result.ok:
-                index.record_batch(topic, new_keys, result.msg_ids, queue_id,
-                                   result.queue_offset)  # fmt: skip
+                index.record_batch(new_names, result.msg_ids, queue_id, result.queue_offset)
             else:
-                for _, key in new_keys:
-                    index.release(topic, key)
+                index.release_batch(new_names)
             done(result)
 
         return [elements[p] for p in fresh], stored, None

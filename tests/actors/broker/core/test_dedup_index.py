@@ -77,3 +77,25 @@ def test_a_bad_window_is_refused() -> None:
     with pytest.raises(ValueError, match="window must be > 0 ms"):
         DedupIndex(window_ms=0, max_keys=1)
     assert not DedupIndex(window_ms=1, max_keys=0).enabled
+
+
+def test_the_batch_calls_agree_with_the_single_ones() -> None:
+    now = [10_000]
+    index = DedupIndex(window_ms=1_000, max_keys=10, clock=lambda: now[0])
+    index.reserve("T", "old")
+    index.record("T", "old", stored(1))
+    now[0] += 2_000  # "old" has expired
+    index.reserve("T", "busy")
+    found, names = index.lookup_batch("T", ["a", None, "old"])
+    assert found == [None, None, None] and names == ["T\x01a", None, "T\x01old"]
+    index.reserve_batch(["T\x01a", "T\x01old"])
+    with pytest.raises(KeyInFlight):
+        index.lookup_batch("T", ["b", "a"])
+    index.record_batch([(0, "T\x01a"), (1, "T\x01old")], ["ID-A", "ID-OLD"], 2, 40)
+    assert index.lookup_batch("T", ["old", "a"])[0] == [
+        StoredMessage("ID-OLD", 2, 41), StoredMessage("ID-A", 2, 40),
+    ]  # fmt: skip
+    index.reserve_batch(["T\x01c"])
+    index.release_batch([(0, "T\x01c")])
+    assert index.lookup("T", "c") is None
+    assert index.statistics().reserved == 1  # "busy"
