@@ -20,7 +20,8 @@ completion callback), never across an await, so no check-then-act can interleave
 path gains two dict operations and no await. At start, `DedupService.run` rebuilds it from the
 commit log's tail before the broker serves (the commit log is the durable record: under
 SYNC_FLUSH an acknowledged key is on disk), so nothing new is written and nothing new can be
-corrupted; a restart of that child scans again.
+corrupted. It scans once per broker start (in a worker thread, while nothing else touches the
+index); a restart of the child keeps the index it has.
 """
 
 from __future__ import annotations
@@ -287,6 +288,7 @@ class DedupService:
     def __init__(self, index: DedupIndex, store: MessageStore) -> None:
         self.index = index
         self.store = store
+        self._rebuilt = False
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Rebuild the index from the commit log's tail, report ready, then idle.
@@ -294,7 +296,8 @@ class DedupService:
         Started after the store and before the listeners, so no send is served before the
         keys already stored are known.
         """
-        if self.index.enabled:
+        if self.index.enabled and not self._rebuilt:
+            self._rebuilt = True  # a restarted child must not scan while sends are served
             started = time.monotonic()
             try:
                 scanned, found = await trio.to_thread.run_sync(self.rebuild)
