@@ -7,7 +7,7 @@ client's pull consumer, from the first offset) and a Spark session on local[2] r
 with ``spark.read.format("boltmq")`` (``count`` and the sum of body lengths, so every body is
 pulled and handed to Spark). Figures: msgs/s and MB/s (10^6 bytes of bodies) of each.
 
-    python -m bench pipeline [--messages 200000] [--rounds 3] [--quick]
+    python -m bench pipeline-read [--messages 200000] [--rounds 3] [--quick]
 
 The three processes (broker, consumer or Spark's JVM and Python workers) share the machine's
 cpus, so compare the figures of one run only; the load average is printed with each round.
@@ -121,7 +121,7 @@ def session() -> object:
 def main(argv: list[str] | None = None) -> None:
     """Run the benchmark and print its figures."""
     parser = argparse.ArgumentParser(
-        prog="python -m bench pipeline", description=__doc__,
+        prog="python -m bench pipeline-read", description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
     parser.add_argument("--messages", type=int, default=200_000, help="messages stored")

@@ -20,6 +20,8 @@ Modules, one concern each:
   with the read's tags as its subscription).
 - ``arrow_rows``: pulled messages as Arrow record batches of the row schema.
 - ``sender``: on an executor, one write task's batched sends.
+- ``stream_writer``: `BoltMQStreamWriter`, a micro-batch's sends (exactly once with
+  ``exactlyOnce``: dedup keys from the query and batch ids).
 - ``stream_planning``: on the driver, a streaming query's offsets per micro-batch, the
   ranges between two, and the consumer group's commits.
 - ``reader`` / ``stream_reader`` / ``writer``: Spark's reader, stream reader and writer
@@ -38,6 +40,7 @@ from pipeline.planning import QueueRange
 from pipeline.schema import SCHEMA
 from pipeline.source import BoltMQDataSource, register, use_current_python
 from pipeline.stream_reader import BoltMQStreamReader
+from pipeline.stream_writer import BoltMQStreamWriter
 from pipeline.writer import BoltMQCommitMessage
 
 __all__ = [
@@ -46,6 +49,7 @@ __all__ = [
     "BoltMQDataSource",
     "BoltMQSourceError",
     "BoltMQStreamReader",
+    "BoltMQStreamWriter",
     "DataLossError",
     "OptionError",
     "QueueRange",

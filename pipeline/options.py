@@ -39,8 +39,8 @@ STREAM_OPTIONS = (
     "minPartitions", "pullBatchSize", "failOnDataLoss",
 )  # fmt: skip
 """Every option a streaming read takes, in the order the docs list them."""
-WRITE_OPTIONS = ("namesrvAddr", "topic")
-"""Every option a write takes."""
+WRITE_OPTIONS = ("namesrvAddr", "topic", "exactlyOnce", "writeId")
+"""Every option a write (batch or streaming) takes."""
 
 _BATCH_READ = ("batch read", READ_OPTIONS)
 _STREAM_READ = ("streaming read", STREAM_OPTIONS)
@@ -49,6 +49,7 @@ _WRITE = ("write", WRITE_OPTIONS)
 _VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 _TOPIC_MAX_LENGTH = 127  # RocketMQ's limit, which brokers enforce on every send
 _GROUP_MAX_LENGTH = 255  # RocketMQ's limit on a consumer group's name
+_WRITE_ID_MAX_LENGTH = 64  # a dedup key carries it on every message: kept short
 
 QueueKey = tuple[str, str, int]
 """(topic, broker name, queue id): one queue of a topic."""
@@ -119,10 +120,17 @@ class StreamOptions:
 
 @attrs.frozen
 class WriteOptions:
-    """A batch write's checked options; ``topic`` None means each row's topic column."""
+    """A write's checked options; ``topic`` None means each row's topic column.
+
+    ``exactly_once`` gives every message a dedup key a BoltMQ broker stores only once;
+    ``write_id`` names the write in those keys (required for a batch write with exactlyOnce;
+    a streaming write uses the query's id when it is not given).
+    """
 
     namesrv_addr: str
     topic: str | None = None
+    exactly_once: bool = False
+    write_id: str | None = None
 
 
 def read_options(options: Mapping[str, str]) -> ReadOptions:
@@ -194,11 +202,28 @@ def check_read_options(options: Mapping[str, str]) -> None:
         read_options(options)
 
 
-def write_options(options: Mapping[str, str]) -> WriteOptions:
-    """Check a write's options; OptionError names the first one that is wrong."""
+def write_options(options: Mapping[str, str], streaming: bool = False) -> WriteOptions:
+    """Check a write's options; OptionError names the first one that is wrong.
+
+    A batch write with ``exactlyOnce=true`` needs ``writeId``, the same on every run of the
+    same job (a streaming write has its query's id); ``writeId`` without exactlyOnce is
+    refused, since it would do nothing.
+    """
     given = _by_name(options, _WRITE)
     topic = _topic_name("topic", given["topic"]) if "topic" in given else None
-    return WriteOptions(namesrv_addr=_namesrv_addr(given), topic=topic)
+    exactly_once = _boolean("exactlyOnce", given.get("exactlyOnce", "false"))
+    write_id = None
+    if "writeId" in given:
+        if not exactly_once:
+            raise OptionError("option writeId applies with exactlyOnce=true only; set both")
+        write_id = _name("writeId", given["writeId"], _WRITE_ID_MAX_LENGTH, "a write id")
+    elif exactly_once and not streaming:
+        raise OptionError(
+            "option exactlyOnce=true needs option writeId: a name for this write that stays the "
+            "same when the job runs again (its messages' dedup keys are made from it)"
+        )
+    return WriteOptions(namesrv_addr=_namesrv_addr(given), topic=topic,
+                        exactly_once=exactly_once, write_id=write_id)  # fmt: skip
 
 
 # -- single options ------------------------------------------------------------------------------
