@@ -22,7 +22,7 @@ from pipeline.jobs.export import export
 from pipeline.jobs.replay import default_write_id, replay
 from pipeline.jobs.stats import COLUMNS, HOUR_MS, stats
 
-from .helpers import ClusterData, create_topic, read, rows_by_key, run
+from .helpers import ClusterData, create_topic, queue_offsets, read, rows_by_key, run
 
 # Room for the run's first Spark job and cluster start on a busy machine.
 pytestmark = pytest.mark.timeout(300)
@@ -104,7 +104,7 @@ def test_stats_counts_the_traffic_exactly(
     assert empty == 0
 
 
-def test_export_then_replay_brings_the_same_messages_back(
+def test_export_then_replay_exactly_once_brings_the_same_messages_back(
     spark: SparkSession, data: ClusterData, tmp_path: Path
 ) -> None:
     source, target = "JobsExport", "JobsReplayed"
@@ -120,11 +120,11 @@ def test_export_then_replay_brings_the_same_messages_back(
     only_a = tmp_path / "only-a"
     assert export(spark, namesrv_addr=data.namesrv, topics=[source], output=str(only_a),
                   sub_expression="TagA") == 10  # fmt: skip
-    # Replayed without exactlyOnce here: the brokers' dedup index arrives with the write
-    # side's exactly-once branch.
-    sent = replay(spark, namesrv_addr=data.namesrv, input_path=str(out), topic=target,
-                  exactly_once=False)  # fmt: skip
-    assert sent == 30
+    # Exactly once (the default), twice with the same write id: the second run stores
+    # nothing new.
+    for _ in range(2):
+        sent = replay(spark, namesrv_addr=data.namesrv, input_path=str(out), topic=target)
+        assert sent == 30
 
     def messages(topic: str) -> Counter[tuple[Any, ...]]:
         return Counter(
@@ -133,6 +133,11 @@ def test_export_then_replay_brings_the_same_messages_back(
         )
 
     assert messages(target) == messages(source)
+    assert sum(n for (_, n) in run(queue_offsets, data.namesrv, target).values()) == 30
+    # Without exactlyOnce every run stores its rows: the 10 TagA rows once more.
+    replay(spark, namesrv_addr=data.namesrv, input_path=str(only_a), topic=target,
+           exactly_once=False)  # fmt: skip
+    assert sum(n for (_, n) in run(queue_offsets, data.namesrv, target).values()) == 40
     assert default_write_id(str(out), target) == default_write_id(str(out), target)
     assert default_write_id(str(out), target) != default_write_id(str(out), source)
 
