@@ -24,7 +24,9 @@ from pipeline.queue_reader import QueueRangeReader
 from protocol.message import MessageExt
 
 ARROW_BATCH_ROWS = 1024
-"""Messages per Arrow record batch a task hands Spark (32 pulls of the default size)."""
+"""Messages per Arrow record batch a task hands Spark (32 pulls of the default size)..."""
+ARROW_BATCH_BYTES = 16 << 20
+"""... or fewer once their bodies (as stored) reach this: large messages stay in bounds."""
 
 
 class BoltMQReader(DataSourceReader):
@@ -87,8 +89,8 @@ def read_range(
     tags: Collection[str] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The rows of one `QueueRange` in queue-offset order, as Arrow record batches of up to
-    ARROW_BATCH_ROWS messages (batch and streaming reads alike); with ``tags``, only messages
-    with one of those tags."""
+    ARROW_BATCH_ROWS messages or ARROW_BATCH_BYTES (batch and streaming reads alike); with
+    ``tags``, only messages with one of those tags."""
     if not isinstance(partition, QueueRange):
         raise TypeError(f"boltmq cannot read partition {partition!r}")
     reader = QueueRangeReader(
@@ -102,10 +104,12 @@ def read_range(
         portal.wrap_async_context_manager(reader),
     ):
         pending: list[MessageExt] = []
+        size = 0
         while (messages := portal.call(reader.next_messages)) is not None:
             pending += messages
-            if len(pending) >= ARROW_BATCH_ROWS:
+            size += sum(len(m.body) for m in messages)
+            if len(pending) >= ARROW_BATCH_ROWS or size >= ARROW_BATCH_BYTES:
                 yield record_batch(pending, partition.broker_name)
-                pending = []
+                pending, size = [], 0
         if pending:
             yield record_batch(pending, partition.broker_name)
