@@ -13,11 +13,13 @@ import pytest
 import trio
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.datasource import EqualTo, In, IsNull
 
 from client import Admin, Message, Producer
 from pipeline.options import read_options
 from pipeline.planning import QueueRange, plan_ranges
 from pipeline.queue_reader import QueueRangeReader
+from pipeline.reader import BoltMQReader
 from protocol.bodies import MessageQueue
 from protocol.message import tag_hash_code
 
@@ -229,3 +231,23 @@ async def pull_all(
         while (batch := await reader.next_rows()) is not None:
             rows += batch
     return rows, reader.pulled
+
+
+def test_push_filters_takes_only_what_a_tag_expression_can_carry() -> None:
+    reader = BoltMQReader(read_options({"namesrvAddr": "h:1", "topic": "T",
+                                        "subExpression": "A || B || C"}))  # fmt: skip
+    kept = [
+        EqualTo(("tags",), "A"),
+        In(("tags",), ("A", "B")),
+        EqualTo(("keys",), "A"),  # another column
+        In(("tags",), ("A", None)),  # null is no tag
+        EqualTo(("tags",), "A||B"),  # not one tag
+        IsNull(("tags",)),
+    ]
+    left = list(reader.pushFilters(kept))
+    assert left == kept[2:] and all(a is b for a, b in zip(left, kept[2:], strict=True))
+    assert reader.tags == frozenset({"A"})
+    reader = BoltMQReader(read_options({"namesrvAddr": "h:1", "topic": "T"}))
+    assert list(reader.pushFilters([EqualTo(("tags",), "X"), EqualTo(("tags",), "Y")])) == []
+    assert reader.tags == frozenset()  # X and Y at once: nothing, and no pull is made
+    assert [type(p).__name__ for p in reader.partitions()] == ["InputPartition"]
