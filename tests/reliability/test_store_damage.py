@@ -125,4 +125,3 @@ async def test_a_flipped_byte_in_the_middle_stops_the_start_with_its_offset(
             assert decode_records(answer.body or b"")[0].body == b"after the repair"
     finally:
         await broker.stop()
-
