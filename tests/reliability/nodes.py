@@ -89,18 +89,29 @@ class Node:
     a clean stop (SIGTERM). The same directory, config and store are used by every start.
     """
 
-    def __init__(self, kind: str, directory: Path, settings: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        kind: str,
+        directory: Path,
+        settings: dict[str, Any],
+        *,
+        host: str = "127.0.0.1",
+        prefix: tuple[str, ...] = (),
+    ) -> None:
         self.kind = kind
         self.directory = directory
         self.settings = dict(settings)
         self.port = int(settings["listenPort"])
+        self.host = host
+        #: Put before the command line (``ip netns exec NAME`` runs the node in a namespace).
+        self.prefix = prefix
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = directory / "node.log"
 
     @property
     def address(self) -> str:
-        """``127.0.0.1:<listenPort>``."""
-        return f"127.0.0.1:{self.port}"
+        """``<host>:<listenPort>`` (host 127.0.0.1 unless the node runs elsewhere)."""
+        return f"{self.host}:{self.port}"
 
     @property
     def pid(self) -> int:
@@ -125,7 +136,7 @@ class Node:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "boltmq.cli", self.kind, "-c", str(conf)],
+                [*self.prefix, sys.executable, "-m", "boltmq.cli", self.kind, "-c", str(conf)],
                 cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
             )  # fmt: skip
         return self.process
@@ -180,7 +191,9 @@ class Node:
         raise AssertionError(f"no VmRSS for pid {self.pid}")
 
 
-def registry_node(root: Path, name: str = "registry", port: int | None = None) -> Node:
+def registry_node(
+    root: Path, name: str = "registry", port: int | None = None, bind: str = "127.0.0.1"
+) -> Node:
     """A registry under ``root/name``."""
     directory = root / name
     return Node(
@@ -188,13 +201,21 @@ def registry_node(root: Path, name: str = "registry", port: int | None = None) -
         directory,
         {
             "listenPort": port or free_port(),
-            "bindAddress": "127.0.0.1",
+            "bindAddress": bind,
             "kvConfigPath": directory / "kvConfig.json",
         },
     )
 
 
-def broker_node(root: Path, name: str, namesrv: str, **settings: Any) -> Node:
+def broker_node(
+    root: Path,
+    name: str,
+    namesrv: str,
+    *,
+    host: str = "127.0.0.1",
+    prefix: tuple[str, ...] = (),
+    **settings: Any,
+) -> Node:
     """A broker under ``root/name`` on a free port pair (listen, HA) unless given."""
     port = settings.pop("listenPort", None) or free_port_pair()
     merged: dict[str, Any] = {
@@ -205,7 +226,7 @@ def broker_node(root: Path, name: str, namesrv: str, **settings: Any) -> Node:
         "storePathRootDir": root / name / "store",
         **settings,
     }
-    return Node("broker", root / name, merged)
+    return Node("broker", root / name, merged, host=host, prefix=prefix)
 
 
 async def call(client: RemotingClient, address: str, request: RemotingCommand) -> RemotingCommand:

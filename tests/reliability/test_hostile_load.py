@@ -44,6 +44,12 @@ def raise_fd_limit(needed: int) -> None:
         pytest.skip(f"cannot raise the open-file limit to {needed}: {exc}")
 
 
+@pytest.fixture
+def many_files() -> None:
+    """The open-file limit raised for the idle connections (skipped, saying why, if not)."""
+    raise_fd_limit(IDLE_CONNECTIONS + 2048)
+
+
 async def served(client: RemotingClient, broker: Node) -> None:
     """A good client's send and pull both answered (within the call deadline)."""
     answer = await call(client, broker.address, send_request(TOPIC, b"good", queue_id=1))
@@ -57,10 +63,10 @@ def log_lines(broker: Node) -> int:
     return broker.log_text().count("\n")
 
 
+@pytest.mark.usefixtures("many_files")
 async def test_hostile_clients_leave_memory_bounded_and_good_clients_served(
     tmp_path: Path,
 ) -> None:
-    raise_fd_limit(IDLE_CONNECTIONS + 2048)
     broker = broker_node(tmp_path, "broker", "", maxHeldPulls=MAX_HELD_PULLS)
     await broker.start()
     try:
