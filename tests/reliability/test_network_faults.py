@@ -1,11 +1,13 @@
-"""Network faults between a master and its slave, made by the test with a network namespace
-and a veth pair (root only; skipped with the reason where the machine does not allow it).
+"""Network faults between a master and its slave and between a client and a broker, made by
+the test with a network namespace and a veth pair (root only; skipped with the reason where
+the machine does not allow it).
 
 The slave runs in a namespace of its own, reachable over the veth pair. Taking the host end
 of the pair down partitions it: a SYNC_MASTER then answers FLUSH_SLAVE_TIMEOUT after
 slaveTimeout (the message is stored on the master), never hangs; when the link comes back
-the slave catches up to the master's commit log. Delay and loss (tc netem) need the
-sch_netem kernel module; without it that test is skipped saying so.
+the slave catches up to the master's commit log. A producer cut off from its broker the same
+way gets an error within its send timeout, and sends again once the link is back. Delay and
+loss (tc netem) need the sch_netem kernel module; without it that test is skipped saying so.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import attrs
 import pytest
 import trio
 
+from boltmq import Message, MQClientError, Producer, SendStatus
 from protocol import RemotingClient
 from protocol.codes import ResponseCode
 from tests.actors.broker.helpers import send_request
@@ -172,4 +175,39 @@ async def test_delay_and_loss_between_master_and_slave(tmp_path: Path, slow_link
             await wait_until(caught_up, 90, "the slave catching up over a slow, lossy link")
     finally:
         for node in (slave, master, registry):
+            await node.stop()
+
+
+async def test_a_client_cut_off_from_its_broker_gets_errors_not_hangs_and_recovers(
+    tmp_path: Path, link: Link
+) -> None:
+    registry = registry_node(tmp_path, bind="0.0.0.0")
+    await registry.start()
+    broker = broker_node(
+        tmp_path, "broker-a-0", f"{link.host_ip}:{registry.port}", host=link.namespace_ip,
+        prefix=link.prefix(), bindAddress="0.0.0.0", brokerIP1=link.namespace_ip,
+    )  # fmt: skip
+    await broker.start()
+    try:
+        async with Producer(
+            "CutProducer", namesrv_addr=registry.address, send_msg_timeout=2.0,
+            retry_times_when_send_failed=0,
+        ) as producer:  # fmt: skip
+
+            async def send_ok() -> bool:
+                try:
+                    result = await producer.send(Message(TOPIC, b"through"))
+                except Exception:
+                    return False
+                return result.status is SendStatus.SEND_OK
+
+            await wait_until(send_ok, 60, "a send through the link")
+            assert run("ip", "link", "set", link.host_end, "down").returncode == 0
+            for _ in range(3):
+                with trio.fail_after(20), pytest.raises(MQClientError):  # an error, not a hang
+                    await producer.send(Message(TOPIC, b"cut"))
+            assert run("ip", "link", "set", link.host_end, "up").returncode == 0
+            await wait_until(send_ok, 60, "sends through the link once it is back")
+    finally:
+        for node in (broker, registry):
             await node.stop()
