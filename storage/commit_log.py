@@ -190,6 +190,8 @@ class CommitLog:
             self.files.truncate_dirty(end)
         for mapped in self.files.files:
             mapped.flushed_position = mapped.wrote_position
+            # What recovery found written has its disk blocks; only the rest needs reserving.
+            mapped.reserved_position = mapped.wrote_position
         self.committed_offset = self.flushed_offset = end
         if last is None:
             last = self.last_record_offset()

@@ -10,6 +10,7 @@ one log (the commit log, or one consume queue).
 from __future__ import annotations
 
 import ctypes
+import errno
 import logging
 import mmap
 import os
@@ -142,18 +143,19 @@ class MappedFile:
         start = self.reserved_position
         chunk = min(self.file_size, max(end, start + RESERVE_CHUNK))
         try:
-            free = os.fstatvfs(self._fd)
-            if free.f_bavail * free.f_frsize < chunk - start + DISK_FREE_FLOOR:
+            stat = os.fstatvfs(self._fd)
+            available = stat.f_bavail * stat.f_frsize
+            if available < chunk - start + DISK_FREE_FLOOR:
                 chunk = end  # no room for a whole chunk: just what this write needs
-                if free.f_bavail * free.f_frsize < end - start + DISK_FREE_FLOOR:
-                    raise DiskFullError(28, f"{free.f_bavail * free.f_frsize} bytes free")
+                if available < end - start + DISK_FREE_FLOOR:
+                    raise DiskFullError(errno.ENOSPC, f"{available} bytes free")
             os.posix_fallocate(self._fd, start, chunk - start)
         except DiskFullError:
             raise
         except OSError as exc:
-            if exc.errno != 28:  # ENOSPC
+            if exc.errno != errno.ENOSPC:
                 raise
-            raise DiskFullError(28, str(exc)) from exc
+            raise DiskFullError(errno.ENOSPC, str(exc)) from exc
         self.reserved_position = chunk
 
     def append_through_file(self, data: bytes | bytearray | memoryview) -> int:
@@ -174,6 +176,7 @@ class MappedFile:
             done += os.pwrite(self._fd, view[done:], pos + done)
         self.wrote_position = end
         self.prefaulted_position = max(self.prefaulted_position, end)
+        self.reserved_position = max(self.reserved_position, end)  # written: blocks exist
         return pos
 
     def prefault(self, end: int) -> None:
