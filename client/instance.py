@@ -411,14 +411,20 @@ class ClientInstance:
         )
 
     async def send_heartbeat_to_all_brokers(self) -> None:
-        """HEART_BEAT to every known master; a broker that does not answer is logged, not fatal."""
+        """HEART_BEAT to every known master, and to slaves too when a consumer group is
+        registered (as RocketMQ's clients do: a consumer that turns to a slave when its
+        master is down finds its group's members there); a broker that does not answer is
+        logged, not fatal."""
         if not self.producer_groups and not self.consumers:
             return
         body = self.heartbeat_data().to_json()
-        for name, addrs in list(self.broker_addrs.items()):
-            address = addrs.get(MASTER_ID)
-            if address is None:
-                continue
+        targets = [
+            (name, address)
+            for name, addrs in list(self.broker_addrs.items())
+            for broker_id, address in sorted(addrs.items())
+            if broker_id == MASTER_ID or self.consumers
+        ]
+        for name, address in targets:
             request = RemotingCommand.request(RequestCode.HEART_BEAT, body=body)
             try:
                 response = await self.invoke_broker(address, request)

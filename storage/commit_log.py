@@ -36,7 +36,7 @@ from storage.dispatch import (
     DispatchBatch,
     read_dispatch_batch,
 )
-from storage.mapped_file import MappedFile, MappedFileQueue
+from storage.mapped_file import DiskFullError, MappedFile, MappedFileQueue
 from storage.store_config import MessageStoreConfig, StoreCorruptionError
 
 log = logging.getLogger("boltmq.storage")
@@ -91,6 +91,8 @@ class CommitLog:
         self.topic_queue_table: dict[tuple[str, int], int] = {}
         self.last_store_timestamp = 0
         self.flushed_store_timestamp = 0
+        #: The last put found no disk space (cleared by the next that finds some).
+        self.disk_full = False
 
     # -- loading and recovery --------------------------------------------------------------
 
@@ -188,6 +190,8 @@ class CommitLog:
             self.files.truncate_dirty(end)
         for mapped in self.files.files:
             mapped.flushed_position = mapped.wrote_position
+            # What recovery found written has its disk blocks; only the rest needs reserving.
+            mapped.reserved_position = mapped.wrote_position
         self.committed_offset = self.flushed_offset = end
         if last is None:
             last = self.last_record_offset()
@@ -222,6 +226,8 @@ class CommitLog:
         if mapped.remaining < size + 8:
             self._write_blank(mapped)
             mapped = self.files.writable_file()
+        # Before any state changes: a full disk refuses the put and leaves no gap.
+        self._reserve(mapped, mapped.wrote_position + size + 8)
         phys = mapped.file_from_offset + mapped.wrote_position
         starts = put.record_starts
         count = len(starts)
@@ -241,7 +247,25 @@ class CommitLog:
             phys, size, queue_offset, count, store_timestamp, [phys + s for s in starts]
         )
 
+    def _reserve(self, mapped: MappedFile, end: int) -> None:
+        """`MappedFile.reserve`, with one log line when the disk fills and one when a put
+        finds room again (not one per refused put)."""
+        try:
+            mapped.reserve(end)
+        except DiskFullError as exc:
+            if not self.disk_full:
+                self.disk_full = True
+                log.error("commit log %s: the disk is full (%s); sends are refused with "
+                          "SERVICE_NOT_AVAILABLE until space is freed", self.files.directory,
+                          exc.strerror)  # fmt: skip
+            raise
+        if self.disk_full:
+            self.disk_full = False
+            log.warning("commit log %s: disk space is back; sends are stored again",
+                        self.files.directory)  # fmt: skip
+
     def _write_blank(self, mapped: MappedFile) -> None:
+        self._reserve(mapped, mapped.wrote_position + 8)
         remaining = mapped.remaining
         mapped.append(BLANK_RECORD.pack(remaining, BLANK_MAGIC_CODE))
         mapped.wrote_position = mapped.file_size

@@ -28,6 +28,7 @@ from storage._hash import tags_code as hash_tags
 from storage._record import TRANSACTION_PREPARED, TRANSACTION_ROLLBACK, transaction_type
 from storage.commit_log import CommitLog, EncodedPut, MessageTooLargeForFile
 from storage.consume_queue import CQ_STORE_UNIT_SIZE, ENTRY
+from storage.mapped_file import DiskFullError
 from storage.results import MessageExtBrokerInner, PutMessageResult, PutMessageStatus
 from storage.store_config import SCHEDULE_TOPIC, schedule_tags_code
 
@@ -181,7 +182,13 @@ def append_puts(
             data = put.data
             size = len(data)
             sys_flag = put.sys_flag
-            if pos + size > room or sys_flag & _NOT_IN_QUEUE_BIT or len(put.record_starts) != 1:
+            if (
+                pos + size > room
+                or mapped is None
+                or pos + size + 8 > mapped.reserved_position
+                or sys_flag & _NOT_IN_QUEUE_BIT
+                or len(put.record_starts) != 1
+            ):
                 if mapped is not None:
                     mapped.wrote_position = pos
                 result = append_one(commit_log, put, group, msg_id_prefix, index_enabled)
@@ -254,6 +261,7 @@ def append_put(
     if (
         mapped is None
         or mapped.wrote_position + size > mapped.file_size - 8
+        or mapped.wrote_position + size + 8 > mapped.reserved_position
         or sys_flag & _NOT_IN_QUEUE_BIT
         or len(put.record_starts) != 1
     ):
@@ -370,6 +378,8 @@ def append_message(
     pos = mapped.wrote_position
     if size > max_message_size or pos + size > mapped.file_size - 8:
         return None
+    if pos + size + 8 > mapped.reserved_position:
+        return None  # the slow path reserves disk space first
     queue_id = msg.queue_id
     key = (topic, queue_id)
     table = commit_log.topic_queue_table
@@ -417,6 +427,12 @@ def append_one(
         appended = commit_log.append(put, now)
     except MessageTooLargeForFile as exc:
         return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=str(exc))
+    except DiskFullError as exc:
+        return PutMessageResult(
+            PutMessageStatus.SERVICE_NOT_AVAILABLE,
+            remark=f"the broker's disk is full ({commit_log.files.directory}: {exc.strerror}); "
+            "the message was not stored: free disk space, sends are taken again at once",
+        )
     except OSError as exc:
         return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, remark=str(exc))
     group.wrote += appended.wrote_bytes

@@ -10,6 +10,7 @@ one log (the commit log, or one consume queue).
 from __future__ import annotations
 
 import ctypes
+import errno
 import logging
 import mmap
 import os
@@ -23,6 +24,15 @@ _PAGE = mmap.PAGESIZE
 _MADV_POPULATE_WRITE = 23
 # No readahead on faults (absent where the platform has no madvise).
 _MADV_RANDOM: int | None = getattr(mmap, "MADV_RANDOM", None)
+#: Disk space a commit-log file reserves ahead of its write position (`MappedFile.reserve`).
+RESERVE_CHUNK = 1 << 20
+#: Free space a reservation leaves for the consume queues, index and config files, which
+#: are written through sparse maps without a reservation of their own.
+DISK_FREE_FLOOR = 2 << 20
+
+
+class DiskFullError(OSError):
+    """No disk space for the next part of a commit-log file: the put is refused."""
 
 
 def _load_libc() -> ctypes.CDLL | None:
@@ -54,6 +64,7 @@ class MappedFile:
         "flushed_position",
         "path",
         "prefaulted_position",
+        "reserved_position",
         "view",
         "wrote_position",
     )
@@ -85,6 +96,9 @@ class MappedFile:
         self.wrote_position = 0
         self.flushed_position = 0
         self.prefaulted_position = 0
+        # Bytes below this have disk blocks (fallocate): a write through the map there can
+        # never fault for want of space, which on a full disk kills the process (SIGBUS).
+        self.reserved_position = 0
         anchor = ctypes.c_char.from_buffer(self._map)
         self._address = ctypes.addressof(anchor)
         del anchor  # releases the buffer export, so the map can still be closed
@@ -118,6 +132,32 @@ class MappedFile:
         self.wrote_position = end
         return pos
 
+    def reserve(self, end: int) -> None:
+        """Give the file disk blocks up to ``end`` (a chunk ahead), before a write through
+        the map; raises `DiskFullError` when the disk cannot hold them and still keep
+        ``DISK_FREE_FLOOR`` free. Files are sparse, so without this a full disk is met as a
+        SIGBUS in the middle of a copy instead of an error before it."""
+        if end <= self.reserved_position:
+            return
+        end = min(self.file_size, end)
+        start = self.reserved_position
+        chunk = min(self.file_size, max(end, start + RESERVE_CHUNK))
+        try:
+            stat = os.fstatvfs(self._fd)
+            available = stat.f_bavail * stat.f_frsize
+            if available < chunk - start + DISK_FREE_FLOOR:
+                chunk = end  # no room for a whole chunk: just what this write needs
+                if available < end - start + DISK_FREE_FLOOR:
+                    raise DiskFullError(errno.ENOSPC, f"{available} bytes free")
+            os.posix_fallocate(self._fd, start, chunk - start)
+        except DiskFullError:
+            raise
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
+            raise DiskFullError(errno.ENOSPC, str(exc)) from exc
+        self.reserved_position = chunk
+
     def append_through_file(self, data: bytes | bytearray | memoryview) -> int:
         """`append` with a write to the file instead of a copy into the map.
 
@@ -136,6 +176,7 @@ class MappedFile:
             done += os.pwrite(self._fd, view[done:], pos + done)
         self.wrote_position = end
         self.prefaulted_position = max(self.prefaulted_position, end)
+        self.reserved_position = max(self.reserved_position, end)  # written: blocks exist
         return pos
 
     def prefault(self, end: int) -> None:

@@ -136,7 +136,11 @@ class StoreCorruptionError(StoreError):
     """A record in the middle of a store file is damaged (valid records follow it)."""
 
     def __init__(self, path: Path, offset: int, reason: str) -> None:
-        super().__init__(f"corrupt store file {path} at offset {offset}: {reason}")
+        super().__init__(
+            f"corrupt store file {path} at offset {offset}: {reason}; valid records follow it, "
+            "so the store does not open rather than drop them (nothing was changed on disk): "
+            "restore the file from the slave's store or a backup (see docs/reliability.md)"
+        )
         self.path = path
         self.offset = offset
         self.reason = reason

@@ -222,15 +222,22 @@ class PullHandler:
             )
         topic_config = broker.topics.select(header.topic)
         if topic_config is None:
-            return request.response(
-                ResponseCode.TOPIC_NOT_EXIST,
-                f"topic {header.topic} does not exist on broker {config.broker_name}",
-            )
-        if not topic_config.perm & PERM_READ:
+            # A slave learns a new topic at its next config sync, up to 10 s after the
+            # master made it; a queue it already holds replicated messages of is served at
+            # once, so consumers that turn to the slave when the master dies find them.
+            if not (
+                config.is_slave
+                and broker.store.get_max_offset_in_queue(header.topic, header.queue_id) > 0
+            ):
+                return request.response(
+                    ResponseCode.TOPIC_NOT_EXIST,
+                    f"topic {header.topic} does not exist on broker {config.broker_name}",
+                )
+        elif not topic_config.perm & PERM_READ:
             return request.response(
                 ResponseCode.NO_PERMISSION, f"topic {header.topic} does not allow reads"
             )
-        if not 0 <= header.queue_id < topic_config.read_queue_nums:
+        elif not 0 <= header.queue_id < topic_config.read_queue_nums:
             return request.response(
                 ResponseCode.SYSTEM_ERROR,
                 f"queue id {header.queue_id} is out of range: topic {header.topic} has "

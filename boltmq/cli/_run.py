@@ -16,7 +16,8 @@ from typing import Any
 
 import trio
 
-from supervisors.supervisor import ChildSpec, Supervisor
+from storage import StoreError
+from supervisors.supervisor import ChildSpec, Supervisor, SupervisorEscalation
 
 log = logging.getLogger("boltmq")
 
@@ -78,10 +79,32 @@ def run_until_signalled(main: Callable[..., Awaitable[object]], *args: Any) -> i
             error = error.exceptions[0]
         if not isinstance(error, Exception):
             raise
+        root = _root_cause(error)
+        if isinstance(root, StoreError):
+            # The store's own refusal (corruption, a locked directory) already says what is
+            # wrong and what to do; a traceback would only bury that line.
+            log.critical("failed: %s", root)
+            return 1
         log.critical("failed: %s", error, exc_info=error)
         return 1
     log.info("stopped")
     return 0
+
+
+def _root_cause(error: BaseException) -> BaseException:
+    """The failure under supervisor escalations, single-exception groups and causes."""
+    seen: set[int] = set()
+    while id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, SupervisorEscalation):
+            error = error.cause
+        elif isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+            error = error.exceptions[0]
+        elif error.__cause__ is not None:
+            error = error.__cause__
+        else:
+            break
+    return error
 
 
 def serve(name: str, children: Sequence[ChildSpec]) -> int:

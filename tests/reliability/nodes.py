@@ -1,0 +1,264 @@
+"""Registries and brokers as real OS processes that a test kills, stops and starts again.
+
+Rules of this suite: loopback only, free ports picked per test, stores in ``tmp_path`` with
+small files and short intervals (set through broker.conf keys), and a deadline around every
+wait (`wait_until`). A node's output goes to ``<dir>/node.log``, so no pipe has to be drained.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from protocol import RemotingClient, RemotingCommand
+from protocol.codes import RequestCode, ResponseCode
+from protocol.headers import GetMaxOffsetRequestHeader, encode_header
+from protocol.message import MessageExt, decode_records
+from tests.actors.broker.helpers import pull_request
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: Broker settings every test of the suite starts from: small files, short intervals.
+SMALL_BROKER: dict[str, Any] = {
+    "bindAddress": "127.0.0.1",
+    "fastPortEnable": "false",
+    "mapedFileSizeCommitLog": 1 << 20,
+    "mapedFileSizeConsumeQueue": 20 * 4096,
+    "maxHashSlotNum": 4096,
+    "maxIndexNum": 16384,
+    "flushIntervalCommitLog": 200,
+    "flushIntervalConsumeQueue": 200,
+    "flushConsumerOffsetInterval": 500,
+    "registerNameServerPeriod": 1000,
+}
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def free_port_pair() -> int:
+    """A loopback port p with p + 1 free too (a broker's listen and HA ports)."""
+    for _ in range(100):
+        with socket.socket() as first:
+            first.bind(("127.0.0.1", 0))
+            port = int(first.getsockname()[1])
+            with socket.socket() as second:
+                try:
+                    second.bind(("127.0.0.1", port + 1))
+                except OSError:
+                    continue
+                return port
+    raise RuntimeError("no two adjacent free loopback ports")
+
+
+async def wait_until(
+    condition: Callable[[], Awaitable[bool]] | Callable[[], bool],
+    timeout: float = 30.0,
+    what: str = "condition",
+) -> None:
+    """Poll ``condition`` (plain or async) until it holds; fail after ``timeout`` s."""
+    try:
+        with trio.fail_after(timeout):
+            while True:
+                result = condition()
+                if not isinstance(result, bool):
+                    result = await result
+                if result:
+                    return
+                await trio.sleep(0.05)
+    except trio.TooSlowError:
+        raise AssertionError(f"{what} did not hold within {timeout} s") from None
+
+
+class Node:
+    """One ``python -m boltmq.cli <kind> -c <dir>/<kind>.conf`` process.
+
+    `start` returns once the node answers on its port; `kill` is a crash (SIGKILL), `stop`
+    a clean stop (SIGTERM). The same directory, config and store are used by every start.
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        directory: Path,
+        settings: dict[str, Any],
+        *,
+        host: str = "127.0.0.1",
+        prefix: tuple[str, ...] = (),
+    ) -> None:
+        self.kind = kind
+        self.directory = directory
+        self.settings = dict(settings)
+        self.port = int(settings["listenPort"])
+        self.host = host
+        #: Put before the command line (``ip netns exec NAME`` runs the node in a namespace).
+        self.prefix = prefix
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log_path = directory / "node.log"
+
+    @property
+    def address(self) -> str:
+        """``<host>:<listenPort>`` (host 127.0.0.1 unless the node runs elsewhere)."""
+        return f"{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        """The running process's id."""
+        assert self.process is not None, f"{self.kind} {self.address} is not running"
+        return self.process.pid
+
+    @property
+    def store(self) -> Path:
+        """A broker's store root."""
+        return Path(self.settings["storePathRootDir"])
+
+    def log_text(self) -> str:
+        """Everything the node has logged, over all its runs."""
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def launch(self) -> subprocess.Popen[bytes]:
+        """Start the process without waiting for it to answer."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        conf = self.directory / f"{self.kind}.conf"
+        conf.write_text("".join(f"{k}={v}\n" for k, v in self.settings.items()))
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [*self.prefix, sys.executable, "-m", "boltmq.cli", self.kind, "-c", str(conf)],
+                cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+            )  # fmt: skip
+        return self.process
+
+    async def start(self, timeout: float = 60.0) -> None:
+        """Start and wait until this run logs that it is ready (a broker binds its port
+        before its store has recovered, so an answering port is not enough)."""
+        seen = len(self.log_text())
+        process = self.launch()
+        ready = "ready on" if self.kind == "broker" else "registry ready"
+
+        def up() -> bool:
+            if process.poll() is not None:
+                raise AssertionError(
+                    f"{self.kind} {self.address} exited with {process.returncode}:\n"
+                    + self.log_text()[-3000:]
+                )
+            return ready in self.log_text()[seen:]
+
+        await wait_until(up, timeout, f"{self.kind} {self.address} ready")
+
+    async def wait_exit(self, timeout: float = 30.0) -> int:
+        """Wait for the process to end; its return code."""
+        process = self.process
+        assert process is not None
+        await wait_until(lambda: process.poll() is not None, timeout, f"{self.kind} exit")
+        return int(process.returncode)
+
+    async def kill(self) -> None:
+        """SIGKILL, as a crash or a power cut of the process would."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            await self.wait_exit()
+
+    async def stop(self) -> None:
+        """SIGTERM (a clean stop); SIGKILL when it takes longer than 30 s."""
+        process = self.process
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            await self.wait_exit(30)
+        except AssertionError:
+            process.kill()
+            await self.wait_exit(10)
+
+    def rss_kib(self) -> int:
+        """The process's resident memory in KiB (VmRSS)."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        raise AssertionError(f"no VmRSS for pid {self.pid}")
+
+
+def registry_node(
+    root: Path, name: str = "registry", port: int | None = None, bind: str = "127.0.0.1"
+) -> Node:
+    """A registry under ``root/name``."""
+    directory = root / name
+    return Node(
+        "registry",
+        directory,
+        {
+            "listenPort": port or free_port(),
+            "bindAddress": bind,
+            "kvConfigPath": directory / "kvConfig.json",
+        },
+    )
+
+
+def broker_node(
+    root: Path,
+    name: str,
+    namesrv: str,
+    *,
+    host: str = "127.0.0.1",
+    prefix: tuple[str, ...] = (),
+    **settings: Any,
+) -> Node:
+    """A broker under ``root/name`` on a free port pair (listen, HA) unless given."""
+    port = settings.pop("listenPort", None) or free_port_pair()
+    merged: dict[str, Any] = {
+        **SMALL_BROKER,
+        "listenPort": port,
+        "haListenPort": port + 1,
+        "namesrvAddr": namesrv,
+        "storePathRootDir": root / name / "store",
+        **settings,
+    }
+    return Node("broker", root / name, merged, host=host, prefix=prefix)
+
+
+async def call(client: RemotingClient, address: str, request: RemotingCommand) -> RemotingCommand:
+    """One request with a deadline."""
+    with trio.fail_after(20):
+        return await client.invoke(address, request, 15)
+
+
+async def max_offset(client: RemotingClient, broker: str, topic: str, queue_id: int) -> int:
+    """GET_MAX_OFFSET of one queue (-1 when the broker refuses)."""
+    header = GetMaxOffsetRequestHeader(topic=topic, queue_id=queue_id)
+    answer = await call(
+        client, broker, RemotingCommand.request(RequestCode.GET_MAX_OFFSET, encode_header(header))
+    )
+    if answer.code != ResponseCode.SUCCESS:
+        return -1
+    return int((answer.ext_fields or {})["offset"])
+
+
+async def read_queue(
+    client: RemotingClient, broker: str, topic: str, queue_id: int, group: str = "ReadBack"
+) -> list[MessageExt]:
+    """Every message of one queue from offset 0 up to its max offset, by plain pulls."""
+    end = await max_offset(client, broker, topic, queue_id)
+    messages: list[MessageExt] = []
+    offset = 0
+    while offset < end:
+        request = pull_request(topic, offset, group=group, queue_id=queue_id, max_msgs=32)
+        answer = await call(client, broker, request)
+        assert answer.code == ResponseCode.SUCCESS, (queue_id, offset, answer.code, answer.remark)
+        got = decode_records(answer.body or b"")
+        assert got, (queue_id, offset)
+        messages.extend(got)
+        offset = int((answer.ext_fields or {})["nextBeginOffset"])
+    return messages
