@@ -249,17 +249,23 @@ async def dedup_rates(
     alternating the order."""
     rates: dict[str, list[float]] = {"without keys": [], "with keys": []}
     cpu: dict[str, list[float]] = {"without keys": [], "with keys": []}
+    client_cpu: dict[str, list[float]] = {"without keys": [], "with keys": []}
     await broker_rate(cluster.broker, 0.3, False, 99)  # create the topic, warm the connection
     for n in range(rounds):
         order = [False, True] if n % 2 == 0 else [True, False]
         for keyed in order:
             label = "with keys" if keyed else "without keys"
-            before = cluster.cpu_seconds()
+            before, client_before = cluster.cpu_seconds(), time.process_time()
             rate = await broker_rate(cluster.broker, seconds, keyed, n)
             rates[label].append(rate)
             cpu[label].append((cluster.cpu_seconds() - before) / (rate * seconds) * 1e6)
-            print(f"  broker round {n + 1} {label:>12}: {rate:>9,.0f} msgs/s, "
-                  f"{cpu[label][-1]:5.1f} us broker CPU per message", flush=True)  # fmt: skip
+            client_cpu[label].append((time.process_time() - client_before) / (rate * seconds) * 1e6)
+            print(f"  broker round {n + 1} {label:>12}: {rate:>9,.0f} msgs/s, CPU per message: "
+                  f"broker {cpu[label][-1]:5.1f} us, sender {client_cpu[label][-1]:5.1f} us",
+                  flush=True)  # fmt: skip
+    for label, values in client_cpu.items():
+        print(f"  sender CPU per message, {label} (median): {statistics.median(values):5.1f} us "
+              "(the load generator shares the cpus)")  # fmt: skip
     return rates, cpu
 
 

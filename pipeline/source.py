@@ -81,7 +81,7 @@ class BoltMQDataSource(DataSource):
         if overwrite:
             raise OptionError(
                 "boltmq cannot rewrite a topic in the complete output mode: messages are only "
-                'ever appended; use outputMode("append") or "update"'
+                'ever appended; use outputMode("append")'
             )
         return BoltMQStreamWriter(options, check_columns(schema, options))
 

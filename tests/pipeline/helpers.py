@@ -177,7 +177,8 @@ class ClusterThread:
 async def wait_for_brokers(namesrv: str, names: set[str]) -> None:
     """Until the registry lists every broker of ``names``."""
     async with Admin(namesrv_addr=namesrv) as admin:
-        with trio.fail_after(60):
+        # Generous: brokers start in processes of their own on a machine that may be busy.
+        with trio.fail_after(180):
             while not names <= set((await admin.cluster_info()).broker_addr_table):
                 await trio.sleep(0.1)
 

@@ -152,3 +152,32 @@ def test_exactly_once_options_are_checked() -> None:
         write_options({**namesrv, "exactlyOnce": "yes"})
     with pytest.raises(OptionError, match="option writeId: 'job:7' is not a write id"):
         write_options({**namesrv, "exactlyOnce": "true", "writeId": "job:7"})
+
+
+def test_a_stream_write_refuses_the_complete_mode_and_unknown_options(
+    spark: SparkSession, data: ClusterData, tmp_path: Path
+) -> None:
+    df = (
+        spark.readStream.format("boltmq").option("namesrvAddr", data.namesrv)
+        .option("topic", "PipeOrders").option("startingOffsets", "earliest").load()
+    )  # fmt: skip
+
+    def fails(frame: DataFrame, mode: str, **options: str) -> str:
+        writer = (frame.writeStream.format("boltmq").outputMode(mode)
+                  .option("namesrvAddr", data.namesrv).option("topic", "PipeEOAnywhere")
+                  .option("checkpointLocation", str(tmp_path / mode / str(len(options))))
+                  .trigger(availableNow=True))  # fmt: skip
+        for key, value in options.items():
+            writer = writer.option(key, value)
+        with pytest.raises(Exception) as caught:
+            query = writer.start()
+            query.awaitTermination(120)
+        return str(caught.value)
+
+    counts = df.groupBy("tags").count().select(F.col("tags").cast("binary").alias("body"))
+    text = fails(counts, "complete")
+    assert "boltmq cannot rewrite a topic in the complete output mode" in text
+    text = fails(df.select("body"), "append", exactlyonce="maybe")
+    assert "option exactlyOnce must be true or false, not 'maybe'" in text
+    text = fails(df.select("body"), "append", startingOffsets="earliest")
+    assert "option startingOffsets applies to reads only" in text
