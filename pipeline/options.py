@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.parse
 from collections.abc import Mapping
 
 import attrs
@@ -350,15 +351,24 @@ def _namesrv_addr(given: Mapping[str, str]) -> str:
         )
     for part in value.split(";"):
         part = part.strip()
-        if not part:
-            continue
-        host, _, port = part.rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        if part and not _registry_address(part):
             raise OptionError(
-                f"option namesrvAddr: {part!r} is not host:port (in {value!r}; separate "
-                "several registries with ';')"
+                f"option namesrvAddr: {part!r} is not host:port or ws://host:port/ (in "
+                f"{value!r}; separate several registries with ';')"
             )
     return value.strip()
+
+
+def _registry_address(part: str) -> bool:
+    # A websocket registry (ws:// or wss://) makes the client reach the brokers over websocket.
+    if part.startswith(("ws://", "wss://")):
+        try:
+            url = urllib.parse.urlsplit(part)
+            return bool(url.hostname) and url.port is not None
+        except ValueError:
+            return False
+    host, _, port = part.rpartition(":")
+    return bool(host) and port.isdigit() and 0 < int(port) < 65536
 
 
 def _topic_name(option: str, name: str) -> str:

@@ -31,6 +31,7 @@ from boltmq.launcher import RunningCluster
 from client import Admin, Message, Producer
 from protocol.bodies import MessageQueue
 from tests.actors.broker.ha.helpers import free_port_pair
+from tests.client.helpers import free_port
 
 T = TypeVar("T")
 
@@ -94,6 +95,7 @@ def write_spec(root: Path) -> Path:
     if len({registry, *ports.values()}) < 4:
         pytest.fail(f"free ports collided: {ports}")
     hours = ";".join(f"{h:02d}" for h in range(24))
+    registry_websocket = free_port()
     nodes = "".join(
         f"""
 [[broker.{name}.node]]
@@ -101,6 +103,7 @@ brokerId = 0
 brokerRole = "ASYNC_MASTER"
 listenPort = {port}
 haListenPort = {port + 1}
+websocketListenPort = {free_port()}
 """
         for name, port in ports.items()
     )
@@ -113,6 +116,7 @@ bindAddress = "127.0.0.1"
 mapedFileSizeCommitLog = {1 << 20}
 [[registry]]
 listenPort = {registry}
+websocketListenPort = {registry_websocket}
 bindAddress = "127.0.0.1"
 {nodes}"""
     # broker-r: 64 KiB files, none kept (fileReservedTime 0, every hour a delete hour), and
@@ -296,6 +300,8 @@ class ClusterData:
     """What the session cluster holds for the tests."""
 
     namesrv: str
+    #: The same registry over websocket (ws://host:port/).
+    namesrv_websocket: str
     orders: list[Sent]
     events: list[Sent]
     #: time.monotonic() when the last of AGED's messages was stored.
@@ -319,6 +325,8 @@ def start_cluster(root: Path) -> Iterator[ClusterData]:
         aged_sent_at = time.monotonic()
         orders = run(send_layout, namesrv, ORDERS, ORDERS_LAYOUT)
         events = run(send_layout, namesrv, EVENTS, EVENTS_LAYOUT)
-        yield ClusterData(namesrv, orders, events, aged_sent_at)
+        [registry] = cluster.spec.registries
+        websocket = f"ws://127.0.0.1:{registry.properties['websocketListenPort']}/"
+        yield ClusterData(namesrv, websocket, orders, events, aged_sent_at)
     finally:
         thread.stop()

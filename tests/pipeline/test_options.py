@@ -48,6 +48,8 @@ def test_defaults_and_spark_s_lower_cased_names() -> None:
     assert options.starting.default == LATEST and options.ending.default == LATEST
     assert (options.min_partitions, options.pull_batch_size) == (8, 5)
     assert options.fail_on_data_loss is False
+    websocket = "ws://127.0.0.1:9877/;wss://registry.example:443/"
+    assert read_options({**BASE, "namesrvAddr": websocket}).namesrv_addr == websocket
     assert write_options({"namesrvaddr": "h:1"}) == WriteOptions("h:1", None)
     assert write_options({**BASE}).topic == "Orders"
 
@@ -73,6 +75,7 @@ def test_json_offsets() -> None:
         ({"path": "x"}, "unknown boltmq option 'path' (boltmq takes no path"),
         ({"namesrvaddr": " "}, "option namesrvAddr is required"),
         ({"namesrvaddr": "localhost"}, "option namesrvAddr: 'localhost' is not host:port"),
+        ({"namesrvaddr": "ws://localhost/"}, "option namesrvAddr: 'ws://localhost/' is not"),
         ({"topics": "A"}, "give either topic or topics, not both"),
         ({"topic": "bad topic"}, "option topic: 'bad topic' is not a topic name"),
         ({"topic": None, "topics": "A,,A"}, "option topics names a topic twice"),
