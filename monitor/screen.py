@@ -42,6 +42,8 @@ class Drill:
     kind: str  # "group" or "topic"
     name: str
     topic: str | None = None
+    #: The view's filter, put back on the way out.
+    parent_filter: str = ""
 
 
 @attrs.define
@@ -89,6 +91,7 @@ class Screen:
             self._drill_in()
         elif key == ESC:
             if self.drill is not None:
+                self.filter_text = self.drill.parent_filter
                 self.drill, self.selected = None, 0
             else:
                 self.filter_text = ""
@@ -150,7 +153,7 @@ class Screen:
         return f"{self.drill.kind} queues" if self.drill else self.view
 
     def _switch(self, view: str) -> None:
-        self.view, self.drill, self.selected = view, None, 0
+        self.view, self.drill, self.selected, self.filter_text = view, None, 0, ""
 
     def _prompt_key(self, key: str) -> None:
         if key == ESC:
@@ -182,10 +185,10 @@ class Screen:
             return
         row = snapshot_rows[min(self.selected, len(snapshot_rows) - 1)]
         if isinstance(row, GroupRow):
-            self.drill = Drill("group", row.group, row.topic)
+            self.drill = Drill("group", row.group, row.topic, self.filter_text)
         elif isinstance(row, TopicRow):
-            self.drill = Drill("topic", row.topic)
-        self.selected = 0
+            self.drill = Drill("topic", row.topic, None, self.filter_text)
+        self.selected, self.filter_text = 0, ""
 
     def _last_rows(self) -> list[Any]:
         snapshot = self.model.current

@@ -27,6 +27,7 @@ SYSTEM_TOPICS = frozenset(
     }
 )
 SYSTEM_TOPIC_PREFIXES = ("RMQ_SYS_", "rmq_sys_", "%RETRY%", "%DLQ%")
+SYSTEM_TOPIC_SUFFIXES = ("_REPLY_TOPIC",)
 #: RocketMQ's own consumer and tool groups.
 SYSTEM_GROUPS = frozenset(
     {
@@ -50,6 +51,7 @@ def is_system_topic(topic: str, broker_and_cluster_names: set[str] | frozenset[s
     return (
         topic in SYSTEM_TOPICS
         or topic.startswith(SYSTEM_TOPIC_PREFIXES)
+        or topic.endswith(SYSTEM_TOPIC_SUFFIXES)
         or topic in broker_and_cluster_names
     )
 

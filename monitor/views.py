@@ -107,7 +107,7 @@ BROKER_COLUMNS: list[Column[BrokerRow]] = [
     Column(
         "in, last minute",
         lambda r: sum(r.sparkline[-60:]),
-        lambda r: sparkline(r.sparkline[-30:]),
+        lambda r: sparkline(r.sparkline[-20:]),
         "left",
     ),
     Column("store", lambda r: r.store_bytes or 0, lambda r: size(r.store_bytes)),

@@ -11,12 +11,11 @@ import os
 import sys
 from collections.abc import Callable
 
+from boltmq.cli._run import run_until_signalled
 from client.instance import parse_namesrv_addr
 from monitor.app import Settings, print_snapshot, run_screen, take_snapshot
 from monitor.collector import DETAIL_BUDGET
 from monitor.model import Thresholds
-
-from boltmq.cli._run import run_until_signalled
 
 HELP = "live terminal view of a cluster: brokers, topics, groups and lag, clients, alerts"
 EXAMPLE = """\
@@ -39,8 +38,7 @@ def setup(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int
         "--namesrv",
         default=os.environ.get("NAMESRV_ADDR", "127.0.0.1:9876"),
         metavar="ADDR[;ADDR]",
-        help="the registries, host:port or ws://host:port/ (default $NAMESRV_ADDR or "
-        "%(default)s)",
+        help="the registries, host:port or ws://host:port/ (default $NAMESRV_ADDR or %(default)s)",
     )
     parser.add_argument(
         "--interval",
@@ -49,9 +47,7 @@ def setup(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int
         metavar="S",
         help="seconds between refreshes (default %(default)s)",
     )
-    parser.add_argument(
-        "--once", action="store_true", help="print one snapshot as tables and exit"
-    )
+    parser.add_argument("--once", action="store_true", help="print one snapshot as tables and exit")
     parser.add_argument("--json", action="store_true", help="print one snapshot as JSON and exit")
     parser.add_argument(
         "--fail-on-alert",
@@ -85,8 +81,7 @@ def setup(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int
         type=_positive_float,
         default=defaults.catch_up_seconds,
         metavar="S",
-        help="a group whose time to catch up exceeds S seconds is marked red "
-        "(default %(default)s)",
+        help="a group whose time to catch up exceeds S seconds is marked red (default %(default)s)",
     )
     parser.add_argument(
         "--slave-lag-bytes",
