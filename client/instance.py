@@ -27,12 +27,14 @@ from client.message import MQClientError
 from protocol.bodies import (
     PERM_READ,
     PERM_WRITE,
+    BodyError,
     ConsumeMessageDirectlyResult,
     ConsumerData,
     ConsumerRunningInfo,
     HeartbeatData,
     MessageQueue,
     ProducerData,
+    ResetOffsetBody,
     TopicRouteData,
 )
 from protocol.client import RemotingClient
@@ -50,6 +52,7 @@ from protocol.headers import (
     NotifyConsumerIdsChangedRequestHeader,
     QueryConsumerOffsetRequestHeader,
     QueryConsumerOffsetResponseHeader,
+    ResetOffsetRequestHeader,
     SearchOffsetRequestHeader,
     SearchOffsetResponseHeader,
     UnregisterClientRequestHeader,
@@ -138,6 +141,9 @@ class BrokerCallTarget(Protocol):
         """CONSUME_MESSAGE_DIRECTLY: hand one message to the listener, say how it went."""
         ...
 
+    def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """RESET_CONSUMER_CLIENT_OFFSET: restart these queues at these offsets."""
+
 
 class ClientInstance:
     """Registries, routes, broker addresses and heartbeats shared by producers and consumers."""
@@ -169,6 +175,7 @@ class ClientInstance:
         dispatcher.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._consumer_ids_changed)
         dispatcher.register(RequestCode.GET_CONSUMER_RUNNING_INFO, self._get_running_info)
         dispatcher.register(RequestCode.CONSUME_MESSAGE_DIRECTLY, self._consume_directly)
+        dispatcher.register(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._reset_offset)
         self._registry_index = 0
         self._task_group: anyio.abc.TaskGroup | None = None
         self._route_locks: dict[str, anyio.Lock] = {}
@@ -423,6 +430,22 @@ class ClientInstance:
             log.info("consumer ids of group %s changed (%s): rebalancing",
                      header.consumer_group, connection.peer)  # fmt: skip
             target.consumer_ids_changed()
+
+    def _reset_offset(self, connection: Connection, request: RemotingCommand) -> None:
+        # Oneway from a broker after an operator's offset reset (resetOffsetByTime).
+        header = decode_header(ResetOffsetRequestHeader, request.ext_fields)
+        target = self.call_targets.get(header.group)
+        if target is None or not request.body:
+            return
+        try:
+            offsets = ResetOffsetBody.from_json(request.body).offset_table
+        except BodyError as exc:
+            log.warning("offset reset of %s from %s not applied: %s",
+                        header.group, connection.peer, exc)  # fmt: skip
+            return
+        log.info("offsets of %s on %s reset by %s: %s", header.group, header.topic,
+                 connection.peer, {q.queue_id: o for q, o in offsets.items()})  # fmt: skip
+        target.reset_offset(header.topic, offsets)
 
     def _get_running_info(
         self, connection: Connection, request: RemotingCommand

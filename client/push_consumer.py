@@ -419,6 +419,24 @@ class PushConsumer(PullMessageService):
         """NOTIFY_CONSUMER_IDS_CHANGED from a broker: rebalance at once."""
         self._wake_rebalance()
 
+    def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """RESET_CONSUMER_CLIENT_OFFSET from a broker: restart the queues at the new offsets.
+
+        The broker has committed them already. Each queue held here stops pulling and its
+        local offset becomes the new one, so no commit undoes the reset; the rebalance woken
+        now drops the queue and starts it again from the broker's offset, as RocketMQ's
+        resetOffset does.
+        """
+        for queue, offset in offsets.items():
+            pq = self._process_queues.get(queue)
+            if pq is not None:
+                pq.dropped = True
+                if pq.pull_scope is not None:
+                    pq.pull_scope.cancel()
+                pq.arrived.set()
+            self.offset_store.update(queue, offset)
+        self._wake_rebalance()
+
     def running_info(self, jstack: bool) -> ConsumerRunningInfo:
         """GET_CONSUMER_RUNNING_INFO: settings, subscriptions, queues and rates (since start)."""
         properties = {
