@@ -3,7 +3,10 @@
 A monitor refreshing every second cannot afford one request per topic or group, so it asks
 each broker for whole tables instead: runtime info, every topic config, every subscription
 group, every consumer offset. `BrokerReads` sends them to one address and counts every request
-it makes (``requests``), so a caller can report and bound its cost per refresh.
+it makes (``requests``), so a caller can report and bound its cost per refresh. The reads
+`Admin` already has (runtime info, topic and group tables) go through it; the ones here are
+those it lacks in a one-address form (a given registry's cluster info, every consumer
+offset, one broker's stats of one topic or group, one broker's view of a group's consumers).
 
     reads = BrokerReads(instance)
     info = await reads.runtime_info("127.0.0.1:10911")
@@ -12,6 +15,7 @@ it makes (``requests``), so a caller can report and bound its cost per refresh.
 
 from __future__ import annotations
 
+from client.admin import Admin
 from client.instance import ClientInstance
 from client.message import MQClientError
 from protocol.bodies import (
@@ -19,7 +23,6 @@ from protocol.bodies import (
     ConsumerConnection,
     ConsumerOffsetSerializeWrapper,
     ConsumeStats,
-    KVTable,
     SubscriptionGroupWrapper,
     TopicConfigSerializeWrapper,
     TopicStatsTable,
@@ -39,6 +42,7 @@ class BrokerReads:
 
     def __init__(self, instance: ClientInstance, *, timeout: float = 3.0) -> None:
         self.instance = instance
+        self.admin = Admin(instance=instance, timeout=timeout)
         self.timeout = timeout
         #: Requests sent so far (answered or not).
         self.requests = 0
@@ -52,19 +56,18 @@ class BrokerReads:
 
     async def runtime_info(self, address: str) -> dict[str, str]:
         """GET_BROKER_RUNTIME_INFO: the broker's key/value runtime table."""
-        body = await self._call(address, RequestCode.GET_BROKER_RUNTIME_INFO, None, "runtime info")
-        return KVTable.from_json(body).table
+        self.requests += 1
+        return await self.admin.broker_runtime_info(address)
 
     async def all_topic_config(self, address: str) -> TopicConfigSerializeWrapper:
         """GET_ALL_TOPIC_CONFIG: every topic the broker has, with its queue numbers."""
-        body = await self._call(address, RequestCode.GET_ALL_TOPIC_CONFIG, None, "topic config")
-        return TopicConfigSerializeWrapper.from_json(body)
+        self.requests += 1
+        return await self.admin.all_topic_config(address)
 
     async def all_group_config(self, address: str) -> SubscriptionGroupWrapper:
         """GET_ALL_SUBSCRIPTIONGROUP_CONFIG: every subscription group of the broker."""
-        code = RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG
-        body = await self._call(address, code, None, "group config")
-        return SubscriptionGroupWrapper.from_json(body)
+        self.requests += 1
+        return await self.admin.all_group_config(address)
 
     async def all_consumer_offset(self, address: str) -> dict[str, dict[int, int]]:
         """GET_ALL_CONSUMER_OFFSET: ``topic@group`` -> queue id -> committed offset."""
