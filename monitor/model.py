@@ -3,14 +3,15 @@
 Rates come from the difference of two samples over their own timestamps: a broker's in/out
 from its runtime totals, a topic's in from its queues' max offsets, a group's consume rate
 from its committed offsets. A group on a topic is *stalled* when it has lag and either no
-consumer online or no progress for ``stall_refreshes`` refreshes; *growing* when its lag rose
-at every one of those refreshes; *slow* when its time to catch up at the current net rate
-exceeds ``catch_up_seconds``. Alerts carry the wall-clock time their condition started and
+consumer online or no progress for ``stall_refreshes`` refreshes; *slow* when its time to catch
+up at the current net rate (consume rate minus the topic's in rate) exceeds
+``catch_up_seconds``; *growing* when its lag rose at every one of those refreshes. Alerts carry the wall-clock time their condition started and
 last while it holds.
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Mapping
 
@@ -329,7 +330,12 @@ class Model:
             growing = len(lag_history) > t.stall_refreshes and all(
                 b > a for a, b in zip(lag_history, list(lag_history)[1:], strict=False)
             )
-            slow = catch_up is not None and catch_up > t.catch_up_seconds and rate is not None
+            # Lag that only grows never catches up: that is "growing", not "slow".
+            slow = (
+                catch_up is not None
+                and math.isfinite(catch_up)
+                and catch_up > t.catch_up_seconds
+            )
             status, reason = "ok", ""
             if stalled:
                 status = "stalled"
