@@ -5,8 +5,8 @@ from its runtime totals, a topic's in from its queues' max offsets, a group's co
 from its committed offsets. A group on a topic is *stalled* when it has lag and either no
 consumer online or no progress for ``stall_refreshes`` refreshes; *slow* when its time to catch
 up at the current net rate (consume rate minus the topic's in rate) exceeds
-``catch_up_seconds``; *growing* when its lag rose at every one of those refreshes. Alerts carry the wall-clock time their condition started and
-last while it holds.
+``catch_up_seconds``; *growing* when its lag rose at every one of those refreshes. Alerts
+carry the wall-clock time their condition started and last while it holds.
 """
 
 from __future__ import annotations

@@ -35,11 +35,12 @@ def sample(
     slave_behind: int | None = None,
 ) -> Sample:
     """Refresh ``n`` (one a second): topic T on broker-a's 1 queue, group G consuming it."""
+    with_slave = slave_behind is not None
     info = ClusterInfo(
         broker_addr_table={
             name: BrokerData(cluster="C", broker_name=name,
                              broker_addrs={0: f"127.0.0.1:{10911 + i}"}
-                             | ({1: "127.0.0.1:10999"} if slave_behind is not None and i == 0 else {}))
+                             | ({1: "127.0.0.1:10999"} if with_slave and i == 0 else {}))
             for i, name in enumerate(brokers)
         },
         cluster_addr_table={"C": list(brokers)},
