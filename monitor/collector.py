@@ -203,7 +203,7 @@ class Collector:
         for group in groups:
             known_group = self.group_details.get(group)
             age = -1.0 if group in self.wanted else known_group.fetched if known_group else 0.0
-            cost = 1 + len(masters)
+            cost = 2 * len(masters)  # at most: members and consume stats at each master
             jobs.append((age, cost, partial(self._fetch_group, masters, group)))
         jobs.sort(key=lambda job: job[0])
         chosen: list[Callable[[], Awaitable[None]]] = []

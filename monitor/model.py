@@ -302,8 +302,12 @@ class Model:
         topic_by_name = {row.topic: row for row in topics}
         lags = _group_lags(sample)
         rows = []
-        offsets = _group_offsets(sample)
-        for key in sorted(offsets):
+        keys = set(_group_offsets(sample))
+        for name, online in sample.group_details.items():
+            if online.connection is not None and online.connection.connection_set:
+                # A group online that has committed nothing yet still gets its rows.
+                keys.update((name, topic) for topic in online.connection.subscription_table)
+        for key in sorted(keys):
             group, topic = key
             if topic.startswith((RETRY_PREFIX, DLQ_PREFIX)):
                 continue
@@ -332,9 +336,7 @@ class Model:
             )
             # Lag that only grows never catches up: that is "growing", not "slow".
             slow = (
-                catch_up is not None
-                and math.isfinite(catch_up)
-                and catch_up > t.catch_up_seconds
+                catch_up is not None and math.isfinite(catch_up) and catch_up > t.catch_up_seconds
             )
             status, reason = "ok", ""
             if stalled:
@@ -360,7 +362,7 @@ class Model:
                     ),
                     catch_up_s=catch_up,
                     retry_depth=lags.get((group, RETRY_PREFIX + group)),
-                    dlq_depth=_topic_messages(sample, DLQ_PREFIX + group),
+                    dlq_depth=_messages(topic_by_name.get(DLQ_PREFIX + group)),
                     status=status,
                     reason=reason,
                 )
@@ -402,8 +404,8 @@ class Model:
             subject = f"{group.group} on {group.topic}"
             if group.status in ("stalled", "growing", "slow"):
                 active[(f"group {group.status}", subject)] = f"lag {group.lag}: {group.reason}"
-        for name in sorted({g.group for g in groups}):
-            depth = _topic_messages(sample, DLQ_PREFIX + name)
+        depths = {g.group: g.dlq_depth for g in groups}
+        for name, depth in sorted(depths.items()):
             if depth is None:
                 continue
             baseline = self._dlq_baseline.setdefault(name, depth)
@@ -450,9 +452,8 @@ def _count(queues: Mapping[int, TopicOffset]) -> int:
     return sum(q.max_offset - q.min_offset for q in queues.values())
 
 
-def _topic_messages(sample: Sample, topic: str) -> int | None:
-    found = [stats for (_, name), stats in sample.topic_queues.items() if name == topic]
-    return sum(_count(s.queues) for s in found) if found else None
+def _messages(row: TopicRow | None) -> int | None:
+    return row.messages if row is not None and row.known else None
 
 
 def _group_offsets(sample: Sample) -> dict[tuple[str, str], int]:

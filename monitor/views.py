@@ -85,10 +85,16 @@ def size(value: int | None) -> str:
     return str(value)
 
 
-def sparkline(points: Sequence[float]) -> str:
-    """Block characters scaled to the highest point."""
+def sparkline(points: Sequence[float], width: int = 20) -> str:
+    """Block characters scaled to the highest point; more points than ``width`` are averaged
+    in runs, so a minute of refreshes fits."""
     if not points:
         return ""
+    if len(points) > width:
+        run = -(-len(points) // width)
+        points = [
+            sum(points[i : i + run]) / len(points[i : i + run]) for i in range(0, len(points), run)
+        ]
     top = max(points)
     if top <= 0:
         return _SPARKS[0] * len(points)
@@ -106,8 +112,8 @@ BROKER_COLUMNS: list[Column[BrokerRow]] = [
     Column("out/s", lambda r: r.out_tps or 0, lambda r: rate(r.out_tps)),
     Column(
         "in, last minute",
-        lambda r: sum(r.sparkline[-60:]),
-        lambda r: sparkline(r.sparkline[-20:]),
+        lambda r: sum(r.sparkline),
+        lambda r: sparkline(r.sparkline),
         "left",
     ),
     Column("store", lambda r: r.store_bytes or 0, lambda r: size(r.store_bytes)),

@@ -52,7 +52,7 @@ def sample(
             rows.append(BrokerSample(name, 0, address, "C", "connection refused"))
             continue
         topics = {"T": TopicConfig(topic_name="T", read_queue_nums=1, write_queue_nums=1)}
-        if dlq is not None:
+        if dlq is not None and i == 0:
             topics["%DLQ%G"] = TopicConfig(topic_name="%DLQ%G", write_queue_nums=1)
         runtime = {"msgPutTotalTodayNow": str(put_total), "msgGetTotalTodayNow": "0",
                    "bootTimestamp": str(T0 - 60_000), "brokerVersionDesc": "V4_9_8",
