@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Mapping
 
 import attrs
 
-from monitor.collector import BrokerSample, Sample
+from monitor import rows as derive
+from monitor.collector import Sample
 from monitor.snapshot import (
     Alert,
     BrokerRow,
-    ClientRow,
     GroupRow,
     Header,
     QueueRow,
@@ -30,7 +29,6 @@ from monitor.snapshot import (
     is_system_group,
     is_system_topic,
 )
-from protocol.bodies import OffsetWrapper, TopicOffset
 
 RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
@@ -88,7 +86,7 @@ class Model:
         brokers = self._broker_rows(sample)
         topics = self._topic_rows(sample)
         groups = self._group_rows(sample, topics)
-        clients = _client_rows(sample)
+        clients = derive.client_rows(sample)
         alerts = self._alerts(sample, brokers, groups)
         visible_topics = [t for t in topics if self.system or not t.system]
         visible_groups = [g for g in groups if self.system or not is_system_group(g.group)]
@@ -121,7 +119,7 @@ class Model:
             else []
         )
         rows: list[QueueRow] = []
-        for broker in _masters(sample):
+        for broker in derive.masters(sample):
             for key, committed in sorted(broker.consumer_offsets.items()):
                 queue_topic, _, key_group = key.partition("@")
                 if key_group != group or (topic is not None and queue_topic != topic):
@@ -157,7 +155,7 @@ class Model:
         for queue_rows in by_topic.values():
             ordered = sorted(queue_rows, key=lambda r: (r.broker_name, r.queue_id))
             for index, row in enumerate(ordered):
-                client = _averagely(index, len(ordered), clients) if clients else None
+                client = derive.averagely(index, len(ordered), clients) if clients else None
                 result.append(attrs.evolve(row, client=client))
         return result
 
@@ -202,11 +200,9 @@ class Model:
             seconds = sample.monotonic - self.previous.monotonic if self.previous else 0.0
             if seconds <= 0:
                 continue
-            put = _int(broker.runtime, "msgPutTotalTodayNow") - _int(
-                old.runtime, "msgPutTotalTodayNow"
-            )
-            get = _int(broker.runtime, "msgGetTotalTodayNow") - _int(
-                old.runtime, "msgGetTotalTodayNow"
+            put, get = (
+                derive.runtime_int(broker.runtime, name) - derive.runtime_int(old.runtime, name)
+                for name in ("msgPutTotalTodayNow", "msgGetTotalTodayNow")
             )
             rates = (max(put, 0) / seconds, max(get, 0) / seconds)
             self._broker_rates[key] = rates
@@ -220,12 +216,12 @@ class Model:
             old = self.previous.topic_queues.get(key)
             if old is None or now.fetched <= old.fetched:
                 continue
-            grown = _max_total(now.queues) - _max_total(old.queues)
+            grown = derive.max_total(now.queues) - derive.max_total(old.queues)
             self._topic_rates[key] = max(grown, 0) / (now.fetched - old.fetched)
 
     def _update_group_rates(self, sample: Sample) -> None:
-        totals = _group_offsets(sample)
-        before = _group_offsets(self.previous) if self.previous is not None else {}
+        totals = derive.group_offsets(sample)
+        before = derive.group_offsets(self.previous) if self.previous is not None else {}
         for key, total in totals.items():
             history = self._offset_history.setdefault(
                 key, deque(maxlen=self.thresholds.stall_refreshes + 1)
@@ -247,7 +243,7 @@ class Model:
             present.add(key)
             self._seen_brokers[key] = broker.address
             rows.append(
-                _broker_row(
+                derive.broker_row(
                     broker,
                     masters.get(broker.broker_name),
                     sample.wall_ms,
@@ -277,7 +273,7 @@ class Model:
             set(sample.cluster_info.cluster_addr_table) if sample.cluster_info else set()
         )
         found: dict[str, TopicRow] = {}
-        for broker in _masters(sample):
+        for broker in derive.masters(sample):
             for topic, config in broker.topics.items():
                 row = found.get(topic) or TopicRow(
                     topic=topic, system=is_system_topic(topic, names)
@@ -290,8 +286,8 @@ class Model:
                     brokers=[*row.brokers, broker.broker_name],
                     in_tps=row.in_tps if rate is None else (row.in_tps or 0.0) + rate,
                     out_tps=consume.get(topic),
-                    max_offset=row.max_offset + (_max_total(stats.queues) if stats else 0),
-                    messages=row.messages + (_count(stats.queues) if stats else 0),
+                    max_offset=row.max_offset + (derive.max_total(stats.queues) if stats else 0),
+                    messages=row.messages + (derive.count(stats.queues) if stats else 0),
                     known=row.known and stats is not None,
                 )
                 found[topic] = row
@@ -300,9 +296,9 @@ class Model:
     def _group_rows(self, sample: Sample, topics: list[TopicRow]) -> list[GroupRow]:
         t = self.thresholds
         topic_by_name = {row.topic: row for row in topics}
-        lags = _group_lags(sample)
+        lags = derive.group_lags(sample)
         rows = []
-        keys = set(_group_offsets(sample))
+        keys = set(derive.group_offsets(sample))
         for name, online in sample.group_details.items():
             if online.connection is not None and online.connection.connection_set:
                 # A group online that has committed nothing yet still gets its rows.
@@ -327,7 +323,7 @@ class Model:
             topic_row = topic_by_name.get(topic)
             in_rate = topic_row.in_tps if topic_row else None
             net = (rate or 0.0) - (in_rate or 0.0)
-            catch_up = None if not lag else lag / net if net > 0 else float("inf")
+            catch_up = None if not lag else lag / net if net > 0 else math.inf
             history = self._offset_history.get(key, deque())
             still = len(history) > t.stall_refreshes and len(set(history)) == 1
             stalled = bool(lag) and (members == 0 or still)
@@ -357,12 +353,12 @@ class Model:
                     members=members,
                     consume_tps=rate,
                     lag=lag,
-                    lag_latency_s=_lag_latency(
+                    lag_latency_s=derive.lag_latency(
                         detail.progress if detail else {}, topic, sample.wall_ms
                     ),
                     catch_up_s=catch_up,
                     retry_depth=lags.get((group, RETRY_PREFIX + group)),
-                    dlq_depth=_messages(topic_by_name.get(DLQ_PREFIX + group)),
+                    dlq_depth=derive.messages(topic_by_name.get(DLQ_PREFIX + group)),
                     status=status,
                     reason=reason,
                 )
@@ -421,162 +417,3 @@ class Model:
             since = self._alert_since.setdefault(key, sample.wall_ms)
             alerts.append(Alert(kind=key[0], subject=key[1], message=message, since_ms=since))
         return alerts
-
-
-# -- helpers ----------------------------------------------------------------------------------
-
-
-def _masters(sample: Sample) -> list[BrokerSample]:
-    return [b for b in sample.brokers if b.is_master and b.error is None]
-
-
-def _int(table: dict[str, str], key: str) -> int:
-    try:
-        return int(table.get(key, "0") or 0)
-    except ValueError:
-        return 0
-
-
-def _float(table: dict[str, str], key: str) -> float | None:
-    try:
-        return float(table[key])
-    except (KeyError, ValueError):
-        return None
-
-
-def _max_total(queues: Mapping[int, TopicOffset]) -> int:
-    return sum(q.max_offset for q in queues.values())
-
-
-def _count(queues: Mapping[int, TopicOffset]) -> int:
-    return sum(q.max_offset - q.min_offset for q in queues.values())
-
-
-def _messages(row: TopicRow | None) -> int | None:
-    return row.messages if row is not None and row.known else None
-
-
-def _group_offsets(sample: Sample) -> dict[tuple[str, str], int]:
-    totals: dict[tuple[str, str], int] = {}
-    for broker in _masters(sample):
-        for key, queues in broker.consumer_offsets.items():
-            topic, _, group = key.partition("@")
-            totals[(group, topic)] = totals.get((group, topic), 0) + sum(queues.values())
-    return totals
-
-
-def _group_lags(sample: Sample) -> dict[tuple[str, str], int]:
-    lags: dict[tuple[str, str], int] = {}
-    unknown: set[tuple[str, str]] = set()
-    for broker in _masters(sample):
-        for key, queues in broker.consumer_offsets.items():
-            topic, _, group = key.partition("@")
-            stats = sample.topic_queues.get((broker.broker_name, topic))
-            if stats is None:
-                unknown.add((group, topic))
-                continue
-            lag = 0
-            for queue_id, offset in stats.queues.items():
-                lag += max(0, offset.max_offset - queues.get(queue_id, offset.min_offset))
-            lags[(group, topic)] = lags.get((group, topic), 0) + lag
-    for part in unknown:
-        lags.pop(part, None)  # a part unknown: no lag rather than a wrong one
-    return lags
-
-
-def _lag_latency(
-    progress: Mapping[tuple[str, str, int], OffsetWrapper], topic: str, now_ms: int
-) -> float | None:
-    # The oldest unconsumed message was stored after the last consumed one: this is its age's
-    # upper bound, which is what RocketMQ's consume stats carry (lastTimestamp).
-    oldest = None
-    for (queue_topic, _, _), wrapper in progress.items():
-        if queue_topic != topic:
-            continue
-        behind = wrapper.broker_offset > wrapper.consumer_offset
-        stamp = wrapper.last_timestamp
-        if behind and stamp > 0:
-            oldest = stamp if oldest is None else min(oldest, stamp)
-    return None if oldest is None else max(now_ms - oldest, 0) / 1000
-
-
-def _averagely(index: int, count: int, clients: list[str]) -> str | None:
-    """The client AllocateMessageQueueAveragely gives queue ``index`` of ``count``."""
-    c = len(clients)
-    for position, client in enumerate(clients):
-        mod = count % c
-        if count <= c:
-            average = 1
-        elif mod > 0 and position < mod:
-            average = count // c + 1
-        else:
-            average = count // c
-        start = position * average if mod > 0 and position < mod else position * average + mod
-        if start <= index < start + min(average, count - start):
-            return client
-    return None
-
-
-def _broker_row(
-    broker: BrokerSample,
-    master: BrokerSample | None,
-    now_ms: int,
-    rates: tuple[float, float] | None,
-    history: list[float],
-) -> BrokerRow:
-    role = "MASTER" if broker.is_master else "SLAVE"
-    if broker.error is not None:
-        return BrokerRow(
-            broker_name=broker.broker_name,
-            broker_id=broker.broker_id,
-            address=broker.address,
-            role=role,
-            cluster=broker.cluster,
-            error=broker.error,
-        )
-    info = broker.runtime
-    boot = _int(info, "bootTimestamp")
-    earliest = _int(info, "earliestMessageTimeStamp")
-    repl_bytes: int | None = None
-    repl_seconds: float | None = None
-    if not broker.is_master:
-        repl_bytes = _int(info, "haMasterFallBehindBytes")
-        if master is not None and master.error is None:
-            repl_seconds = _float(master.runtime, "haSlaveFallBehindSeconds")
-    return BrokerRow(
-        broker_name=broker.broker_name,
-        broker_id=broker.broker_id,
-        address=broker.address,
-        role=role,
-        cluster=broker.cluster,
-        version=info.get("brokerVersionDesc"),
-        uptime_s=max(now_ms - boot, 0) / 1000 if boot else None,
-        in_tps=rates[0] if rates else None,
-        out_tps=rates[1] if rates else None,
-        sparkline=history,
-        store_bytes=_int(info, "commitLogMaxOffset") - _int(info, "commitLogMinOffset"),
-        disk_ratio=_float(info, "commitLogDiskRatio"),
-        retention_hours=max(now_ms - earliest, 0) / 3_600_000 if earliest > 0 else None,
-        put_latency=info.get("putMessageDistributeTime"),
-        repl_lag_bytes=repl_bytes,
-        repl_lag_seconds=repl_seconds,
-    )
-
-
-def _client_rows(sample: Sample) -> list[ClientRow]:
-    rows = []
-    for group, detail in sorted(sample.group_details.items()):
-        if detail.connection is None:
-            continue
-        for c in sorted(detail.connection.connection_set, key=lambda c: c.client_id):
-            rows.append(
-                ClientRow(
-                    kind="consumer",
-                    group=group,
-                    client_id=c.client_id,
-                    address=c.client_addr,
-                    language=c.language.name,
-                    version=c.version,
-                )
-            )
-    return rows

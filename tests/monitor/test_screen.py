@@ -156,6 +156,12 @@ async def drive(pane: Pane, cluster: boltmq.RunningCluster) -> None:
     pane.type("Orders")
     pane.keys("Enter")
     await pane.wait(lambda t: "MonOrders" in t and "MonStream" not in t, "the filtered rows")
+    # Enter on the one row left drills into the topic's queues.
+    pane.keys("Enter")
+    text = await pane.wait(lambda t: "topic MonOrders: queues" in t, "the topic's queues")
+    assert len([line for line in text.splitlines() if "broker-a" in line]) == TOPICS["MonOrders"][0]
+    pane.keys("Escape")
+    await pane.wait(lambda t: "MonOrders" in t and "MonStream" not in t, "the filter kept")
     pane.keys("Escape")
     await pane.wait(lambda t: "MonStream" in t, "the rows again after Esc")
     # :groups switches too; the stalled group's row says so and is red.

@@ -89,15 +89,19 @@ async def test_json_snapshot_after_known_traffic() -> None:
 
 async def test_once_prints_the_tables_without_colour() -> None:
     async with boltmq.embedded() as cluster:
-        await make_traffic(cluster.registry_address, cluster.broker_address)
-        done = await run_monitor("-n", cluster.registry_address, "--once", "--interval", "0.5")
-    assert done.returncode == 0, done.stderr.decode()
-    text = done.stdout.decode()
-    assert "\x1b[" not in text  # not a terminal: no colour codes
-    for title in ("brokers", "topics", "groups", "clients", "alerts"):
-        assert title in text
-    stalled_line = next(line for line in text.splitlines() if STALLED_GROUP in line)
-    assert "stalled" in stalled_line
+        address = cluster.registry_address
+        await make_traffic(address, cluster.broker_address)
+        done = await run_monitor("-n", address, "--once", "--interval", "0.5")
+        assert done.returncode == 0, done.stderr.decode()
+        text = done.stdout.decode()
+        assert "\x1b[" not in text  # not a terminal: no colour codes
+        for title in ("brokers", "topics", "groups", "clients", "alerts"):
+            assert title in text
+        stalled_line = next(line for line in text.splitlines() if STALLED_GROUP in line)
+        assert "stalled" in stalled_line
+        assert "TBW102" not in text
+        with_system = await run_monitor("-n", address, "--once", "--system", "--interval", "0.2")
+        assert "TBW102" in with_system.stdout.decode()
 
 
 async def test_registry_down_is_reported_not_raised() -> None:
