@@ -115,6 +115,7 @@ class Collector:
         self.group_details: dict[str, GroupDetail] = {}
         #: Keys fetched first at the next refresh whatever their age (a drill-down's subject).
         self.wanted: set[str] = set()
+        self.last_cluster_info: ClusterInfo | None = None
 
     async def sample(self) -> Sample:
         """Refresh once; never raises for a registry or broker that does not answer."""
@@ -131,7 +132,10 @@ class Collector:
                 registries[address] = _describe(exc)
 
         await _gather([partial(ask_registry, a) for a in self.instance.registries])
-        info = _merge(infos) if infos else None
+        # With every registry down the brokers last listed are still asked: they may well
+        # be serving, and the header shows the registries' state.
+        info = _merge(infos) if infos else self.last_cluster_info
+        self.last_cluster_info = info
         brokers = await self._sample_brokers(info)
         await self._fetch_details(brokers)
         self._forget_gone(brokers)

@@ -8,6 +8,7 @@ Loopback only, ephemeral ports; every wait has a deadline.
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 from typing import Any
 
@@ -15,6 +16,9 @@ import pytest
 import trio
 
 import boltmq
+from client.instance import ClientInstance
+from monitor.collector import Collector
+from monitor.model import Model
 
 from .helpers import (
     LIVE_GROUP,
@@ -121,3 +125,22 @@ async def test_bad_options_get_one_clear_line() -> None:
     done = await run_monitor("--interval", "zero", "--json")
     assert done.returncode == 2
     assert b"'zero' is not a number of seconds" in done.stderr
+
+
+async def test_brokers_keep_updating_while_no_registry_answers() -> None:
+    with socket.socket() as probe:  # a loopback port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{probe.getsockname()[1]}"
+    async with boltmq.embedded() as cluster:
+        await make_traffic(cluster.registry_address, cluster.broker_address)
+        async with ClientInstance(cluster.registry_address, timeout=5) as instance:
+            collector, model = Collector(instance, timeout=5), Model()
+            with trio.fail_after(60):
+                model.update(await collector.sample())
+                instance.registries[:] = [dead]  # the only registry goes away
+                snapshot = model.update(await collector.sample())
+    assert snapshot.header.registries[dead] is not None
+    assert [(b.broker_name, b.error) for b in snapshot.brokers] == [("broker-a", None)]
+    topics = {t.topic: t.messages for t in snapshot.topics}
+    assert topics[STALLED_TOPIC] == TOPICS[STALLED_TOPIC][1]
+    assert {a.kind for a in snapshot.alerts} == {"registry down", "group stalled"}
