@@ -86,11 +86,13 @@ async def run_screen(settings: Settings) -> None:
 
                 async def refresh() -> None:
                     while True:
+                        # A refresh every interval, however long the last one took.
+                        next_refresh = trio.current_time() + settings.interval
                         if not screen.paused:
                             collector.wanted = screen.wanted()
                             model.update(await collector.sample())
                             draw()
-                        with trio.move_on_after(settings.interval):
+                        with trio.move_on_at(next_refresh):
                             await changed.wait()
 
                 async def keys() -> None:

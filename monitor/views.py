@@ -294,9 +294,8 @@ def alerts_panel(alerts: Sequence[Alert]) -> RenderableType:
     return Panel(lines, title=f"alerts ({len(alerts)})", title_align="left", border_style="red")
 
 
-def snapshot_renderable(snapshot: Snapshot, *, system: bool = False) -> RenderableType:
+def snapshot_renderable(snapshot: Snapshot) -> RenderableType:
     """Every view one after the other (``--once``)."""
-    del system
     parts: list[RenderableType] = [header(snapshot.header)]
     for view in VIEWS:
         parts.append(table(view, rows_of(snapshot, view), COLUMNS[view]))
