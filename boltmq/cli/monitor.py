@@ -120,6 +120,9 @@ def _run(args: argparse.Namespace) -> int:
         ),
     )
     if args.once or args.json:
+        if getattr(args, "log_level", None) is None:
+            # A script reads stdout; stderr keeps only what went wrong (and the alerts).
+            logging.getLogger().setLevel(logging.WARNING)
         return _once(settings, as_json=args.json, fail_on_alert=args.fail_on_alert)
     if not sys.stdin.isatty() or not sys.stdout.isatty():
         raise SystemExit("boltmq monitor: the live view needs a terminal; use --once or --json")
