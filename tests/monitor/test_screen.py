@@ -30,10 +30,7 @@ from .helpers import (
     monitor_command,
 )
 
-pytestmark = [
-    pytest.mark.timeout(240),
-    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux (Debian package) not installed"),
-]
+pytestmark = pytest.mark.timeout(240)
 
 
 def free_port() -> int:
@@ -78,6 +75,8 @@ class Pane:
     """`boltmq monitor` in a tmux session of its own (its own server socket)."""
 
     def __init__(self, socket: Path, command: list[str]) -> None:
+        if shutil.which("tmux") is None:
+            pytest.fail("this test drives the screen in tmux: install it (apt-get install tmux)")
         self.socket = socket
         self.tmux("new-session", "-d", "-s", "mon", "-x", "200", "-y", "50",
                   f"cd {shlex.quote(str(ROOT))} && env -u COLUMNS -u LINES "
