@@ -72,7 +72,7 @@ haListenPort = {free_port()}
 
 
 class Pane:
-    """`boltmq monitor` in a tmux session of its own (its own server socket)."""
+    """`boltmq monitor` in a pane of a tmux server of its own (its own socket)."""
 
     def __init__(self, socket: Path, command: list[str]) -> None:
         if shutil.which("tmux") is None:
