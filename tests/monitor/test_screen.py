@@ -224,7 +224,6 @@ async def drive(pane: Pane, cluster: boltmq.RunningCluster) -> None:
         row = cells(line_with(t, "broker-b"))
         return (
             len(row) >= 4
-            and row[-1] != "│"
             and "V4_9_8" not in row
             and ("left the route" in row[-1] or "not answering" in t)
         )
