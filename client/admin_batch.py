@@ -1,0 +1,116 @@
+"""Whole-broker admin reads addressed to one broker, each one request, counted.
+
+A monitor refreshing every second cannot afford one request per topic or group, so it asks
+each broker for whole tables instead: runtime info, every topic config, every subscription
+group, every consumer offset. `BrokerReads` sends them to one address and counts every request
+it makes (``requests``), so a caller can report and bound its cost per refresh. The reads
+`Admin` already has (runtime info, topic and group tables) go through it; the ones here are
+those it lacks in a one-address form (a given registry's cluster info, every consumer
+offset, one broker's stats of one topic or group, one broker's view of a group's consumers).
+
+    reads = BrokerReads(instance)
+    info = await reads.runtime_info("127.0.0.1:10911")
+    print(reads.requests)
+"""
+
+from __future__ import annotations
+
+from client.admin import Admin
+from client.instance import ClientInstance
+from client.message import MQClientError
+from protocol.bodies import (
+    ClusterInfo,
+    ConsumerConnection,
+    ConsumerOffsetSerializeWrapper,
+    ConsumeStats,
+    SubscriptionGroupWrapper,
+    TopicConfigSerializeWrapper,
+    TopicStatsTable,
+)
+from protocol.codes import RequestCode, ResponseCode
+from protocol.command import RemotingCommand
+from protocol.headers import (
+    GetConsumerConnectionListRequestHeader,
+    GetConsumeStatsRequestHeader,
+    GetTopicStatsInfoRequestHeader,
+    encode_header,
+)
+
+
+class BrokerReads:
+    """Counted whole-table reads of one broker or registry at a time."""
+
+    def __init__(self, instance: ClientInstance, *, timeout: float = 3.0) -> None:
+        self.instance = instance
+        self.admin = Admin(instance=instance, timeout=timeout)
+        self.timeout = timeout
+        #: Requests sent so far (answered or not).
+        self.requests = 0
+
+    async def cluster_info(self, registry: str) -> ClusterInfo:
+        """GET_BROKER_CLUSTER_INFO at one registry (not round robin: its liveness is wanted)."""
+        request = RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO)
+        self.requests += 1
+        response = await self.instance.remoting.invoke(registry, request, self.timeout)
+        return ClusterInfo.from_json(_body(response, f"cluster info at registry {registry}"))
+
+    async def runtime_info(self, address: str) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO: the broker's key/value runtime table."""
+        self.requests += 1
+        return await self.admin.broker_runtime_info(address)
+
+    async def all_topic_config(self, address: str) -> TopicConfigSerializeWrapper:
+        """GET_ALL_TOPIC_CONFIG: every topic the broker has, with its queue numbers."""
+        self.requests += 1
+        return await self.admin.all_topic_config(address)
+
+    async def all_group_config(self, address: str) -> SubscriptionGroupWrapper:
+        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG: every subscription group of the broker."""
+        self.requests += 1
+        return await self.admin.all_group_config(address)
+
+    async def all_consumer_offset(self, address: str) -> dict[str, dict[int, int]]:
+        """GET_ALL_CONSUMER_OFFSET: ``topic@group`` -> queue id -> committed offset."""
+        code = RequestCode.GET_ALL_CONSUMER_OFFSET
+        body = await self._call(address, code, None, "consumer offsets")
+        return ConsumerOffsetSerializeWrapper.from_json(body).offset_table
+
+    async def topic_stats(self, address: str, topic: str) -> TopicStatsTable:
+        """GET_TOPIC_STATS_INFO of one topic at one broker."""
+        header = GetTopicStatsInfoRequestHeader(topic=topic)
+        code = RequestCode.GET_TOPIC_STATS_INFO
+        body = await self._call(address, code, header, f"stats of topic {topic}")
+        return TopicStatsTable.from_json(body)
+
+    async def consume_stats(self, address: str, group: str) -> ConsumeStats:
+        """GET_CONSUME_STATS of one group (every topic it has offsets for) at one broker."""
+        header = GetConsumeStatsRequestHeader(consumer_group=group, topic=None)
+        code = RequestCode.GET_CONSUME_STATS
+        body = await self._call(address, code, header, f"consume stats of group {group}")
+        return ConsumeStats.from_json(body)
+
+    async def consumer_connection(self, address: str, group: str) -> ConsumerConnection | None:
+        """GET_CONSUMER_CONNECTION_LIST of one group; None when no consumer of it is online."""
+        header = GetConsumerConnectionListRequestHeader(consumer_group=group)
+        request = RemotingCommand.request(
+            RequestCode.GET_CONSUMER_CONNECTION_LIST, encode_header(header)
+        )
+        self.requests += 1
+        response = await self.instance.invoke_broker(address, request, self.timeout)
+        if response.code != ResponseCode.SUCCESS or not response.body:
+            return None  # CONSUMER_NOT_ONLINE: an answer, not a failure
+        return ConsumerConnection.from_json(response.body)
+
+    async def _call(self, address: str, code: int, header: object | None, what: str) -> bytes:
+        request = RemotingCommand.request(
+            code, encode_header(header) if header is not None else None
+        )
+        self.requests += 1
+        response = await self.instance.invoke_broker(address, request, self.timeout)
+        return _body(response, f"{what} at {address}")
+
+
+def _body(response: RemotingCommand, what: str) -> bytes:
+    if response.code != ResponseCode.SUCCESS:
+        raise MQClientError(response.code, f"{what}: {response.remark}")
+    return bytes(response.body or b"{}")

@@ -1,0 +1,201 @@
+"""What the monitor shows: plain, frozen rows of one refresh, and their JSON form.
+
+A value of None means *not known yet* (a rate needs two samples, a lag needs the topic's
+offsets), which the views print as ``-`` and the JSON as ``null``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import attrs
+import orjson
+
+#: Topics a broker keeps for itself (RocketMQ's system topics), hidden unless ``--system``.
+SYSTEM_TOPICS = frozenset(
+    {
+        "TBW102",
+        "BenchmarkTest",
+        "OFFSET_MOVED_EVENT",
+        "SCHEDULE_TOPIC_XXXX",
+        "SELF_TEST_TOPIC",
+        "RMQ_SYS_TRACE_TOPIC",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+    }
+)
+SYSTEM_TOPIC_PREFIXES = ("RMQ_SYS_", "rmq_sys_", "%RETRY%", "%DLQ%")
+SYSTEM_TOPIC_SUFFIXES = ("_REPLY_TOPIC",)
+#: RocketMQ's own consumer and tool groups.
+SYSTEM_GROUPS = frozenset(
+    {
+        "TOOLS_CONSUMER",
+        "FILTERSRV_CONSUMER",
+        "__MONITOR_CONSUMER",
+        "CLIENT_INNER_PRODUCER",
+        "SELF_TEST_P_GROUP",
+        "SELF_TEST_C_GROUP",
+        "CID_ONS-HTTP-PROXY",
+        "CID_ONSAPI_PERMISSION",
+        "CID_ONSAPI_OWNER",
+        "CID_ONSAPI_PULL",
+        "CID_RMQ_SYS_TRANS",
+    }
+)
+
+
+def is_system_topic(topic: str, broker_and_cluster_names: set[str] | frozenset[str]) -> bool:
+    """A topic of RocketMQ's own (a broker also keeps topics named after itself and its cluster)."""
+    return (
+        topic in SYSTEM_TOPICS
+        or topic.startswith(SYSTEM_TOPIC_PREFIXES)
+        or topic.endswith(SYSTEM_TOPIC_SUFFIXES)
+        or topic in broker_and_cluster_names
+    )
+
+
+def is_system_group(group: str) -> bool:
+    """A consumer group of RocketMQ's own."""
+    return group in SYSTEM_GROUPS or group.startswith("CID_RMQ_SYS_")
+
+
+@attrs.frozen(kw_only=True)
+class Header:
+    """The line above every view."""
+
+    registries: dict[str, str | None]
+    clusters: list[str]
+    brokers: int
+    brokers_down: int
+    in_tps: float
+    out_tps: float
+    alerts: int
+    requests: int
+    refresh_seconds: float
+    wall_ms: int
+
+
+@attrs.frozen(kw_only=True)
+class BrokerRow:
+    """One broker (master or slave); ``error`` set when it does not answer."""
+
+    broker_name: str
+    broker_id: int
+    address: str
+    role: str
+    cluster: str = ""
+    error: str | None = None
+    version: str | None = None
+    uptime_s: float | None = None
+    in_tps: float | None = None
+    out_tps: float | None = None
+    sparkline: list[float] = attrs.Factory(list)
+    store_bytes: int | None = None
+    disk_ratio: float | None = None
+    retention_hours: float | None = None
+    put_latency: str | None = None
+    repl_lag_bytes: int | None = None
+    repl_lag_seconds: float | None = None
+
+
+@attrs.frozen(kw_only=True)
+class TopicRow:
+    """One topic over every broker that has it."""
+
+    topic: str
+    system: bool = False
+    queues: int = 0
+    in_tps: float | None = None
+    out_tps: float | None = None
+    max_offset: int = 0
+    messages: int = 0
+    brokers: list[str] = attrs.Factory(list)
+    #: False while some broker's offsets of the topic have not been fetched yet.
+    known: bool = True
+
+
+@attrs.frozen(kw_only=True)
+class GroupRow:
+    """One consumer group on one topic; ``status`` is ok, growing, slow or stalled."""
+
+    group: str
+    topic: str
+    members: int | None
+    consume_tps: float | None
+    lag: int | None
+    lag_latency_s: float | None
+    catch_up_s: float | None
+    retry_depth: int | None
+    dlq_depth: int | None
+    status: str
+    reason: str
+
+
+@attrs.frozen(kw_only=True)
+class ClientRow:
+    """One client connection."""
+
+    kind: str
+    group: str
+    client_id: str
+    address: str
+    language: str
+    version: int
+
+
+@attrs.frozen
+class QueueRow:
+    """One queue in a drill-down (a group's progress or a topic's offsets)."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+    broker_offset: int | None
+    consumer_offset: int | None
+    diff: int | None
+    client: str | None
+    min_offset: int | None = None
+    last_update_ms: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Alert:
+    """An active alert and the wall-clock time (ms) its condition started."""
+
+    kind: str
+    subject: str
+    message: str
+    since_ms: int
+
+
+@attrs.frozen
+class Snapshot:
+    """One refresh, every view's rows."""
+
+    header: Header
+    brokers: list[BrokerRow]
+    topics: list[TopicRow]
+    groups: list[GroupRow]
+    clients: list[ClientRow]
+    alerts: list[Alert]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON: an infinite time to catch up is written as null."""
+        plain: dict[str, Any] = _finite(attrs.asdict(self))
+        return plain
+
+    def to_json(self) -> bytes:
+        """The snapshot as indented JSON (what ``--json`` prints)."""
+        return orjson.dumps(self.to_dict(), option=orjson.OPT_INDENT_2)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value

@@ -1,0 +1,319 @@
+"""The views as rich renderables: header, the four tables, drill-downs and the alerts panel.
+
+Each view is a list of `Column`s over its row type; the screen and ``--once`` use the same
+tables. Sorting and filtering work on the columns' values, so they are plain functions here.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeVar
+
+import attrs
+from rich.console import Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from monitor.snapshot import (
+    Alert,
+    BrokerRow,
+    ClientRow,
+    GroupRow,
+    Header,
+    QueueRow,
+    Snapshot,
+    TopicRow,
+)
+
+R = TypeVar("R")
+VIEWS = ("brokers", "topics", "groups", "clients")
+_SPARKS = "▁▂▃▄▅▆▇█"
+
+
+@attrs.frozen
+class Column(Generic[R]):
+    """A column: its title, the value it sorts by and the text it shows."""
+
+    title: str
+    value: Callable[[R], Any]
+    text: Callable[[R], str] | None = None
+    justify: str = "right"
+
+    def cell(self, row: R) -> str:
+        """The cell's text."""
+        return self.text(row) if self.text is not None else _plain(self.value(row))
+
+
+def rate(value: float | None) -> str:
+    """Messages per second."""
+    return "-" if value is None else f"{value:,.1f}"
+
+
+def count(value: int | None) -> str:
+    """A count with thousands separators."""
+    return "-" if value is None else f"{value:,}"
+
+
+def seconds(value: float | None) -> str:
+    """A duration: 42s, 7m05s, 3h12m, 2d04h; never for infinity."""
+    if value is None:
+        return "-"
+    if math.isinf(value):
+        return "never"
+    s = int(value)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def size(value: int | None) -> str:
+    """Bytes in KiB, MiB, GiB."""
+    if value is None:
+        return "-"
+    amount = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if amount < 1024 or unit == "TiB":
+            return f"{amount:.0f} {unit}" if unit == "B" else f"{amount:.1f} {unit}"
+        amount /= 1024
+    return str(value)
+
+
+def sparkline(points: Sequence[float], width: int = 20) -> str:
+    """Block characters scaled to the highest point; more points than ``width`` are averaged
+    in runs, so a minute of refreshes fits."""
+    if not points:
+        return ""
+    if len(points) > width:
+        run = -(-len(points) // width)
+        points = [
+            sum(points[i : i + run]) / len(points[i : i + run]) for i in range(0, len(points), run)
+        ]
+    top = max(points)
+    if top <= 0:
+        return _SPARKS[0] * len(points)
+    return "".join(_SPARKS[min(int(p / top * (len(_SPARKS) - 1) + 0.5), 7)] for p in points)
+
+
+BROKER_COLUMNS: list[Column[BrokerRow]] = [
+    Column("broker", lambda r: r.broker_name, justify="left"),
+    Column("id", lambda r: r.broker_id),
+    Column("role", lambda r: r.role, justify="left"),
+    Column("address", lambda r: r.address, justify="left"),
+    Column("version", lambda r: r.version or "", justify="left"),
+    Column("uptime", lambda r: r.uptime_s or 0, lambda r: seconds(r.uptime_s)),
+    Column("in/s", lambda r: r.in_tps or 0, lambda r: rate(r.in_tps)),
+    Column("out/s", lambda r: r.out_tps or 0, lambda r: rate(r.out_tps)),
+    Column(
+        "in, last minute",
+        lambda r: sum(r.sparkline),
+        lambda r: sparkline(r.sparkline),
+        "left",
+    ),
+    Column("store", lambda r: r.store_bytes or 0, lambda r: size(r.store_bytes)),
+    Column(
+        "disk",
+        lambda r: r.disk_ratio or 0,
+        lambda r: "-" if r.disk_ratio is None else f"{r.disk_ratio:.0%}",
+    ),
+    Column(
+        "retention",
+        lambda r: r.retention_hours or 0,
+        lambda r: "-" if r.retention_hours is None else f"{r.retention_hours:.1f}h",
+    ),
+    Column("put latency", lambda r: r.put_latency or "", lambda r: r.put_latency or "-"),
+    Column(
+        "repl lag",
+        lambda r: r.repl_lag_bytes or 0,
+        lambda r: (
+            ""
+            if r.repl_lag_bytes is None
+            else f"{size(r.repl_lag_bytes)} {seconds(r.repl_lag_seconds)}"
+        ),
+    ),
+    Column("error", lambda r: r.error or "", lambda r: r.error or "", "left"),
+]
+
+TOPIC_COLUMNS: list[Column[TopicRow]] = [
+    Column("topic", lambda r: r.topic, justify="left"),
+    Column("queues", lambda r: r.queues),
+    Column("in/s", lambda r: r.in_tps or 0, lambda r: rate(r.in_tps)),
+    Column("out/s", lambda r: r.out_tps or 0, lambda r: rate(r.out_tps)),
+    Column(
+        "max offsets", lambda r: r.max_offset, lambda r: count(r.max_offset) if r.known else "…"
+    ),
+    Column("messages", lambda r: r.messages, lambda r: count(r.messages) if r.known else "…"),
+    Column("brokers", lambda r: ",".join(r.brokers), justify="left"),
+]
+
+GROUP_COLUMNS: list[Column[GroupRow]] = [
+    Column("group", lambda r: r.group, justify="left"),
+    Column("topic", lambda r: r.topic, justify="left"),
+    Column("members", lambda r: r.members or 0, lambda r: count(r.members)),
+    Column("consume/s", lambda r: r.consume_tps or 0, lambda r: rate(r.consume_tps)),
+    Column("lag", lambda r: r.lag or 0, lambda r: count(r.lag)),
+    Column("lag latency", lambda r: r.lag_latency_s or 0, lambda r: seconds(r.lag_latency_s)),
+    Column("catch up", lambda r: r.catch_up_s or 0, lambda r: seconds(r.catch_up_s)),
+    Column("retry", lambda r: r.retry_depth or 0, lambda r: count(r.retry_depth)),
+    Column("dlq", lambda r: r.dlq_depth or 0, lambda r: count(r.dlq_depth)),
+    Column("status", lambda r: r.status, justify="left"),
+]
+
+CLIENT_COLUMNS: list[Column[ClientRow]] = [
+    Column("kind", lambda r: r.kind, justify="left"),
+    Column("group", lambda r: r.group, justify="left"),
+    Column("client id", lambda r: r.client_id, justify="left"),
+    Column("address", lambda r: r.address, justify="left"),
+    Column("language", lambda r: r.language, justify="left"),
+    Column("version", lambda r: r.version),
+]
+
+GROUP_QUEUE_COLUMNS: list[Column[QueueRow]] = [
+    Column("topic", lambda r: r.topic, justify="left"),
+    Column("broker", lambda r: r.broker_name, justify="left"),
+    Column("queue", lambda r: r.queue_id),
+    Column("broker offset", lambda r: r.broker_offset or 0, lambda r: count(r.broker_offset)),
+    Column("consumer offset", lambda r: r.consumer_offset or 0, lambda r: count(r.consumer_offset)),
+    Column("diff", lambda r: r.diff or 0, lambda r: count(r.diff)),
+    Column("client", lambda r: r.client or "", lambda r: r.client or "-", "left"),
+]
+
+TOPIC_QUEUE_COLUMNS: list[Column[QueueRow]] = [
+    Column("broker", lambda r: r.broker_name, justify="left"),
+    Column("queue", lambda r: r.queue_id),
+    Column("min offset", lambda r: r.min_offset or 0, lambda r: count(r.min_offset)),
+    Column("max offset", lambda r: r.broker_offset or 0, lambda r: count(r.broker_offset)),
+    Column("messages", lambda r: r.diff or 0, lambda r: count(r.diff)),
+    Column(
+        "last stored",
+        lambda r: r.last_update_ms or 0,
+        lambda r: _clock(r.last_update_ms) if r.last_update_ms else "-",
+    ),
+]
+
+COLUMNS: dict[str, list[Any]] = {
+    "brokers": BROKER_COLUMNS,
+    "topics": TOPIC_COLUMNS,
+    "groups": GROUP_COLUMNS,
+    "clients": CLIENT_COLUMNS,
+    "group queues": GROUP_QUEUE_COLUMNS,
+    "topic queues": TOPIC_QUEUE_COLUMNS,
+}
+
+
+def rows_of(snapshot: Snapshot, view: str) -> list[Any]:
+    """The rows of one of the four views."""
+    rows: list[Any] = getattr(snapshot, view)
+    return rows
+
+
+def arrange(
+    rows: Sequence[R], columns: Sequence[Column[R]], *, text: str = "", sort: int | None = None
+) -> list[R]:
+    """``rows`` whose cells contain ``text`` (any case), sorted by column ``sort`` (descending
+    for numbers, ascending for text)."""
+    needle = text.lower()
+    kept = [r for r in rows if not needle or any(needle in c.cell(r).lower() for c in columns)]
+    if sort is None:
+        return kept
+    column = columns[sort % len(columns)]
+    numeric = all(isinstance(column.value(r), int | float) for r in kept)
+    return sorted(kept, key=column.value, reverse=numeric)
+
+
+def table(
+    title: str,
+    rows: Sequence[R],
+    columns: Sequence[Column[R]],
+    *,
+    sort: int | None = None,
+    selected: int | None = None,
+    limit: int | None = None,
+) -> Table:
+    """A rich table of ``rows``; red, yellow and grey rows per their state."""
+    grid = Table(title=title, title_justify="left", expand=False, pad_edge=False)
+    for index, column in enumerate(columns):
+        heading = column.title + (" ▼" if sort is not None and index == sort % len(columns) else "")
+        grid.add_column(heading, justify=column.justify, no_wrap=True)  # type: ignore[arg-type]
+    shown = rows if limit is None else rows[:limit]
+    for index, row in enumerate(shown):
+        style = _row_style(row)
+        if index == selected:
+            style = f"{style} reverse".strip()
+        grid.add_row(*(column.cell(row) for column in columns), style=style or None)
+    if limit is not None and len(rows) > limit:
+        grid.caption = f"{len(rows) - limit} more rows: / to filter"
+    return grid
+
+
+def header(head: Header, *, paused: bool = False, status: str = "") -> Text:
+    """Registries and liveness, clusters, brokers, in/out rates and alerts."""
+    line = Text()
+    line.append("BoltMQ monitor  ", style="bold")
+    for address, error in head.registries.items():
+        line.append(f"registry {address} ")
+        line.append(
+            "up" if error is None else "DOWN", style="green" if error is None else "bold red"
+        )
+        line.append("  ")
+    line.append(f"clusters {','.join(head.clusters) or '-'}  brokers {head.brokers}")
+    if head.brokers_down:
+        line.append(f" ({head.brokers_down} not answering)", style="bold red")
+    line.append(f"  in {head.in_tps:,.1f}/s  out {head.out_tps:,.1f}/s  ")
+    line.append(f"alerts {head.alerts}", style="bold red" if head.alerts else "green")
+    line.append(
+        f"\n{_clock(head.wall_ms)}  refresh {head.refresh_seconds * 1000:.0f} ms, "
+        f"{head.requests} requests",
+        style="dim",
+    )
+    if paused:
+        line.append("  PAUSED", style="bold yellow")
+    if status:
+        line.append(f"  {status}", style="yellow")
+    return line
+
+
+def alerts_panel(alerts: Sequence[Alert]) -> RenderableType:
+    """The active alerts, each with when it started."""
+    if not alerts:
+        return Text("no alerts", style="green")
+    lines = Table.grid(padding=(0, 2))
+    for alert in alerts:
+        lines.add_row(
+            Text(_clock(alert.since_ms), style="dim"),
+            Text(alert.kind, style="bold red"),
+            alert.subject,
+            alert.message,
+        )
+    return Panel(lines, title=f"alerts ({len(alerts)})", title_align="left", border_style="red")
+
+
+def snapshot_renderable(snapshot: Snapshot) -> RenderableType:
+    """Every view one after the other (``--once``)."""
+    parts: list[RenderableType] = [header(snapshot.header)]
+    for view in VIEWS:
+        parts.append(table(view, rows_of(snapshot, view), COLUMNS[view]))
+    parts.append(alerts_panel(snapshot.alerts))
+    return Group(*parts)
+
+
+def _row_style(row: object) -> str:
+    if isinstance(row, BrokerRow) and row.error is not None:
+        return "dim"
+    if isinstance(row, GroupRow):
+        return {"stalled": "red", "slow": "red", "growing": "yellow"}.get(row.status, "")
+    return ""
+
+
+def _plain(value: object) -> str:
+    return "" if value is None else str(value)
+
+
+def _clock(wall_ms: int) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(wall_ms / 1000))
