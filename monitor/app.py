@@ -39,12 +39,22 @@ class Settings:
     detail_budget: int = DETAIL_BUDGET
     thresholds: Thresholds = attrs.Factory(Thresholds)
     timeout: float = 3.0
+    #: An account of the cluster's plain_acl.yml to sign requests with (aclEnable=true).
+    access_key: str | None = None
+    secret_key: str | None = attrs.field(default=None, repr=False)
+
+    def open_client(self) -> ClientInstance:
+        """The client instance the monitor reads the cluster through."""
+        return ClientInstance(
+            list(self.namesrv_addr), timeout=self.timeout,
+            access_key=self.access_key, secret_key=self.secret_key,
+        )  # fmt: skip
 
 
 async def take_snapshot(settings: Settings, *, samples: int = 2) -> Snapshot:
     """``samples`` refreshes ``interval`` apart (two give rates); the last one's snapshot."""
     model = Model(settings.thresholds, system=settings.system)
-    async with ClientInstance(list(settings.namesrv_addr), timeout=settings.timeout) as instance:
+    async with settings.open_client() as instance:
         collector = Collector(
             instance, detail_budget=settings.detail_budget, timeout=settings.timeout
         )
@@ -71,7 +81,7 @@ async def run_screen(settings: Settings) -> None:
     screen = Screen(model)
     console = Console()
     changed = trio.Event()
-    async with ClientInstance(list(settings.namesrv_addr), timeout=settings.timeout) as instance:
+    async with settings.open_client() as instance:
         collector = Collector(
             instance, detail_budget=settings.detail_budget, timeout=settings.timeout
         )

@@ -47,6 +47,10 @@ def setup(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int
         metavar="S",
         help="seconds between refreshes (default %(default)s)",
     )
+    parser.add_argument(
+        "--accessKey", dest="access_key", help="account of plain_acl.yml to sign with (ACL on)"
+    )
+    parser.add_argument("--secretKey", dest="secret_key", help="that account's secret key")
     parser.add_argument("--once", action="store_true", help="print one snapshot as tables and exit")
     parser.add_argument("--json", action="store_true", help="print one snapshot as JSON and exit")
     parser.add_argument(
@@ -107,8 +111,12 @@ def _run(args: argparse.Namespace) -> int:
         raise SystemExit(f"boltmq monitor: {exc}") from None
     if args.fail_on_alert and not (args.once or args.json):
         raise SystemExit("boltmq monitor: --fail-on-alert needs --once or --json")
+    if (args.access_key is None) != (args.secret_key is None):
+        raise SystemExit("boltmq monitor: --accessKey and --secretKey go together")
     settings = Settings(
         namesrv_addr=registries,
+        access_key=args.access_key,
+        secret_key=args.secret_key,
         interval=args.interval,
         system=args.system,
         detail_budget=args.detail_budget,
