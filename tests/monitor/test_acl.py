@@ -45,7 +45,7 @@ async def test_credentials_sign_the_monitor_s_requests(tmp_path: Path) -> None:
         signed, with_keys = await snapshot(
             "-n", namesrv, "--accessKey", "opsuser", "--secretKey", "ops-secret"
         )
-        unsigned, without_keys = await snapshot("-n", namesrv)
+        _, without_keys = await snapshot("-n", namesrv)
     [broker] = with_keys["brokers"]
     assert broker["error"] is None, signed.stderr.decode()
     assert broker["version"]  # the runtime info came back
