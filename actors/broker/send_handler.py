@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from time import perf_counter
 from typing import TYPE_CHECKING
 
+from actors.broker.request_stats import message_type_of
 from actors.broker.topics import (
+    DLQ_GROUP_TOPIC_PREFIX,
     NOT_ALLOWED_SEND_TOPICS,
     PERM_RW,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -89,6 +92,7 @@ class SendHandler:
         A plain function on purpose: the reader calls it inline and the store writer's
         callback sends the answer, so a send costs no task and no event of its own.
         """
+        started = perf_counter()  # the answer's latency (actors.broker.request_stats)
         try:
             header = decode_send_header(request.ext_fields)
             batch = header.batch or request.code == RequestCode.SEND_BATCH_MESSAGE
@@ -99,17 +103,25 @@ class SendHandler:
                 if ha is not None and ha.defer(result, done):
                     return  # SYNC_MASTER: answered once a slave has it (actors.broker.ha.master)
                 if result.msg_num:  # stored (a refused put has none); actors.broker.stats
-                    self.broker.stats.on_put(topic, result.msg_num, result.wrote_bytes)
+                    self.broker.stats.on_put(topic, result.msg_num, result.wrote_bytes,
+                                             message_type_of(header.properties))  # fmt: skip
+                    if topic != header.topic and topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
+                        self.broker.request_stats.on_dlq(
+                            topic[len(DLQ_GROUP_TOPIC_PREFIX) :], header.topic, result.msg_num
+                        )
                 if request.is_oneway or connection.closed:
                     return
+                answer = self._answer(request, result, queue_id)
+                self.broker.request_stats.on_rpc(request.code, answer.code, started)
                 try:
-                    connection.send(self._answer(request, result, queue_id))
+                    connection.send(answer)
                 except ConnectionClosedError:
                     pass  # the producer went away; it will not read the answer
 
             self._put(connection, request, header, batch, topic_config, topic, queue_id,
                       reconsume, done)  # fmt: skip
         except SendRefused as refused:
+            self.broker.request_stats.on_rpc(request.code, refused.code, started)
             return request.response(refused.code, refused.remark)
         except TopicMissing as missing:  # a topic's first send (actors.broker.topics)
             return create_then_serve(self.topics, missing, connection, request, self)

@@ -13,6 +13,9 @@ Children of the broker's supervisor, in start order (stopped in reverse):
 8. ``ha-service`` (a master) or ``ha-client`` and ``slave-sync`` (a slave) - replication
    (``actors.broker.ha``); a failed link restarts alone.
 9. ``registrar`` - registration with the registries; on stop it unregisters.
+10. ``metrics`` (with ``metricsExporterType=PROM``) - Prometheus text at
+    ``/metrics`` on metricsPromExporterPort (`actors.broker.metrics`); a crash restarts it alone
+    on the same port.
 
 So a shutdown unregisters, stops serving, writes the tables and flushes the store, in that order.
 
@@ -25,6 +28,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 
 import attrs
 import trio
@@ -36,18 +40,28 @@ from actors.broker.groups import SubscriptionGroupManager
 from actors.broker.ha import HAClientStatistics, HAStatistics, HighAvailability
 from actors.broker.handlers import register_handlers
 from actors.broker.locks import RebalanceLockManager
+from actors.broker.metrics import metrics_registry, render_metrics
 from actors.broker.offsets import ConsumerOffsetManager
 from actors.broker.pull_handler import PullHoldService, PullHoldStatistics
 from actors.broker.registration import Registrar
+from actors.broker.request_stats import RequestStats
 from actors.broker.schedule import ScheduleMessageService
 from actors.broker.stats import BrokerStatsManager
 from actors.broker.topics import TopicManager
 from actors.broker.transaction import TransactionalMessageService
 from protocol.client import RemotingClient
+from protocol.codes import RequestCode
 from protocol.connection import Connection, Dispatcher
+from protocol.rpc_metrics import time_handlers
 from protocol.server import RemotingServer, ServerConfig, ServerStatistics
 from storage import FileMessageStore, MessageStore, StoreStatistics
 from supervisors.actor import ActorStatistics
+from supervisors.metrics_http import (
+    MetricsExporterType,
+    close_at_exit,
+    open_metrics_listeners,
+    serve_metrics,
+)
 from supervisors.supervisor import ChildSpec, Supervisor, SupervisorStatistics
 
 log = logging.getLogger("boltmq.broker")
@@ -98,13 +112,18 @@ class Broker:
         self.locks = RebalanceLockManager(self.config.rebalance_lock_max_live_time)
         self.transactions = TransactionalMessageService(self)
         self.ha = HighAvailability(self)  # HA service (master) or client and config sync (slave)
+        self.request_stats = RequestStats()  # rpc latency and dead letters, for the metrics
         self.dispatcher = Dispatcher()
         register_handlers(self.dispatcher, self)
+        # The sends and send-back answer from a store callback and time their answers themselves.
+        time_handlers(self.dispatcher, self.request_stats, skip=_SELF_TIMED)
         idle = self.config.server_channel_max_idle_time_seconds
         self.server = RemotingServer(self.dispatcher, ServerConfig(idle_timeout=idle or None))
         self.server.add_close_listener(self.clients.connection_closed)
         self.websocket_port: int | None = None
         self.fast_port: int | None = None
+        #: The bound Prometheus port once running with metricsExporterType=PROM.
+        self.metrics_port: int | None = None
         self.supervisor: Supervisor | None = None
         #: Called at the start of `run` (a launcher fills in late settings).
         self.before_start: Callable[[], object] | None = None
@@ -140,6 +159,17 @@ class Broker:
         # MsgIds carry the broker's address, which an ephemeral listen port fixes only now.
         self.store.config.store_host = (config.broker_ip1, config.listen_port)
         await trio.to_thread.run_sync(self._load_tables)
+        metrics: list[ChildSpec] = []
+        listeners: list[trio.SocketListener] = []
+        if config.metrics_exporter_type == MetricsExporterType.PROM:
+            listeners = await open_metrics_listeners(
+                config.metrics_prom_exporter_port, config.metrics_prom_exporter_host
+            )
+            self.metrics_port = listeners[0].socket.getsockname()[1]
+            registry = metrics_registry(self)
+            metrics.append(ChildSpec.function(
+                "metrics", partial(serve_metrics, listeners, partial(render_metrics, registry))
+            ))  # fmt: skip
         async with RemotingClient() as client:
             self.registrar = registrar = Registrar(config, self.topics, client)
             self.topics.on_change.append(lambda _topic: registrar.register_soon())
@@ -158,16 +188,19 @@ class Broker:
                     ChildSpec.function("transaction-check", self.transactions.run),
                     *self.ha.children(),
                     ChildSpec.function("registrar", registrar.run, aclose=registrar.unregister_all),
+                    *metrics,
                 ],
             )
             async with trio.open_nursery() as nursery:
+                nursery.start_soon(close_at_exit, listeners)
                 await nursery.start(supervisor.run)
                 log.info(
-                    "broker %s (%s, %s) of cluster %s ready on %s%s%s; store %s; registries: %s",
+                    "broker %s (%s, %s) of cluster %s ready on %s%s%s%s; store %s; registries: %s",
                     config.broker_name, config.broker_role, config.flush_disk_type,
                     config.broker_cluster_name, self.address,
                     f", fast port {self.fast_port}" if self.fast_port else "",
                     f", websocket port {self.websocket_port}" if self.websocket_port else "",
+                    f", metrics at :{self.metrics_port}/metrics" if self.metrics_port else "",
                     config.store_root, ", ".join(config.namesrv_list) or "none",
                 )  # fmt: skip
                 task_status.started(self)
@@ -226,6 +259,15 @@ class Broker:
                 for table in (self.topics, self.offsets, self.groups, self.clients, self.locks)
             ),
         )
+
+
+#: Request codes whose handlers count their own latency (they answer from a store callback).
+_SELF_TIMED = (
+    RequestCode.SEND_MESSAGE,
+    RequestCode.SEND_MESSAGE_V2,
+    RequestCode.SEND_BATCH_MESSAGE,
+    RequestCode.CONSUMER_SEND_MSG_BACK,
+)
 
 
 @asynccontextmanager

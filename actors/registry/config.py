@@ -8,6 +8,7 @@ from pathlib import Path
 import attrs
 
 from supervisors.config import ConfigError, build_config, config_properties
+from supervisors.metrics_http import MetricsExporterType
 
 __all__ = ["KEYS", "RUNTIME_KEYS", "ConfigError", "RegistryConfig"]
 
@@ -30,6 +31,11 @@ class RegistryConfig:
     broker_expired_millis: int = attrs.field(default=120_000, validator=_positive)
     order_message_enable: bool = False
     server_channel_max_idle_time_seconds: int = attrs.field(default=120, validator=_not_negative)
+    # Prometheus metrics (docs/operations.md): PROM serves them at :metricsPromExporterPort
+    # /metrics (5558 by default, beside a broker's 5557); "" host = every address.
+    metrics_exporter_type: MetricsExporterType = MetricsExporterType.DISABLE
+    metrics_prom_exporter_port: int = attrs.field(default=5558, validator=_port)
+    metrics_prom_exporter_host: str = ""
 
     def to_properties(self) -> dict[str, str]:
         """Every key with its value as text (GET_NAMESRV_CONFIG's body)."""
@@ -73,6 +79,9 @@ KEYS = {
     "brokerExpiredMillis": "broker_expired_millis",
     "orderMessageEnable": "order_message_enable",
     "serverChannelMaxIdleTimeSeconds": "server_channel_max_idle_time_seconds",
+    "metricsExporterType": "metrics_exporter_type",
+    "metricsPromExporterPort": "metrics_prom_exporter_port",
+    "metricsPromExporterHost": "metrics_prom_exporter_host",
 }
 
 #: Keys UPDATE_NAMESRV_CONFIG may change; the others need a restart.

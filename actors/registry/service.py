@@ -1,10 +1,16 @@
-"""`Registry`: the actor, its handlers and the remoting listeners, started as one unit."""
+"""`Registry`: the actor, its handlers and the remoting listeners, started as one unit.
+
+With ``metricsExporterType=PROM`` it also serves Prometheus text at ``/metrics`` on
+metricsPromExporterPort (`actors.registry.metrics`), from a child of its own supervisor so a
+crash of the responder restarts it alone, on the same port.
+"""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 
 import attrs
 import trio
@@ -13,8 +19,17 @@ from actors.registry.actor import RegistryActor, RegistryStatistics
 from actors.registry.config import RegistryConfig
 from actors.registry.handlers import BROKER_CONNECTION, register_handlers
 from actors.registry.kv_config import KVConfig
+from actors.registry.metrics import metrics_registry, render_metrics
 from protocol.connection import Connection, Dispatcher
+from protocol.rpc_metrics import RpcLatency, time_handlers
 from protocol.server import RemotingServer, ServerConfig, ServerStatistics
+from supervisors.metrics_http import (
+    MetricsExporterType,
+    close_at_exit,
+    open_metrics_listeners,
+    serve_metrics,
+)
+from supervisors.supervisor import ChildSpec, Supervisor
 
 log = logging.getLogger("boltmq.registry")
 
@@ -36,11 +51,17 @@ class Registry:
         self.actor = RegistryActor(self.config, kv_config=self.kv_config)
         self.dispatcher = Dispatcher()
         register_handlers(self.dispatcher, self.actor)
+        self.rpc_latency = RpcLatency()  # rocketmq_rpc_latency (actors.registry.metrics)
+        time_handlers(self.dispatcher, self.rpc_latency)
         idle = self.config.server_channel_max_idle_time_seconds
         self.server = RemotingServer(self.dispatcher, ServerConfig(idle_timeout=idle or None))
         self.server.add_close_listener(self._connection_closed)
         self.port: int | None = None
         self.websocket_port: int | None = None
+        #: The bound Prometheus port once running with metricsExporterType=PROM.
+        self.metrics_port: int | None = None
+        #: Supervises the metrics responder (None without metrics).
+        self.metrics_supervisor: Supervisor | None = None
         self._loaded = False
 
     async def load(self) -> None:
@@ -88,13 +109,30 @@ class Registry:
                     self.config.websocket_listen_port,
                     self.config.bind_address or "0.0.0.0",
                 )
+            if self.config.metrics_exporter_type == MetricsExporterType.PROM:
+                await self._start_metrics(nursery)
             log.info(
-                "registry ready: tcp port %d%s, KV config %s",
+                "registry ready: tcp port %d%s%s, KV config %s",
                 self.port,
                 f", websocket port {self.websocket_port}" if self.websocket_port else "",
+                f", metrics at :{self.metrics_port}/metrics" if self.metrics_port else "",
                 self.kv_config.path or "in memory",
             )
             task_status.started(self)
+
+    async def _start_metrics(self, nursery: trio.Nursery) -> None:
+        config = self.config
+        listeners = await open_metrics_listeners(
+            config.metrics_prom_exporter_port, config.metrics_prom_exporter_host
+        )
+        nursery.start_soon(close_at_exit, listeners)
+        self.metrics_port = listeners[0].socket.getsockname()[1]
+        render = partial(render_metrics, metrics_registry(self))
+        self.metrics_supervisor = Supervisor(
+            "registry metrics",
+            [ChildSpec.function("metrics", partial(serve_metrics, listeners, render))],
+        )
+        await nursery.start(self.metrics_supervisor.run)
 
     def statistics(self) -> RegistryServiceStatistics:
         """Actor and server counters."""
