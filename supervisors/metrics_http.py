@@ -8,8 +8,8 @@ owner's state as any inline handler does, with no lock and nothing running besid
 One request per connection (the answer says ``Connection: close``), as Prometheus scrapes:
 the request head is read up to ``MAX_HEAD`` bytes within ``READ_TIMEOUT`` seconds, then
 ``GET``/``HEAD /metrics`` (any query string) gets 200 with the text, ``/`` a one-line pointer,
-another path 404, another method 405, and a ``render`` that raises 500. A connection that misbehaves is closed and logged;
-it never stops the responder.
+another path 404, another method 405, and a ``render`` that raises 500. A connection that
+misbehaves is closed and logged; it never stops the responder.
 """
 
 from __future__ import annotations

@@ -145,6 +145,18 @@ class Broker:
             self.before_start()
         config = self.config
         bind = config.bind_address or None
+        metrics: list[ChildSpec] = []
+        listeners: list[trio.SocketListener] = []
+        if config.metrics_exporter_type == MetricsExporterType.PROM:
+            # Bound first: a taken metrics port then fails the start before anything else binds.
+            listeners = await open_metrics_listeners(
+                config.metrics_prom_exporter_port, config.metrics_prom_exporter_host
+            )
+            self.metrics_port = listeners[0].socket.getsockname()[1]
+            registry = metrics_registry(self)
+            metrics.append(ChildSpec.function(
+                "metrics", partial(serve_metrics, listeners, partial(render_metrics, registry))
+            ))  # fmt: skip
         self._listeners = await trio.open_tcp_listeners(config.listen_port, host=bind)
         config.listen_port = self._listeners[0].socket.getsockname()[1]
         if config.fast_port_enable and config.listen_port > 2:
@@ -159,17 +171,6 @@ class Broker:
         # MsgIds carry the broker's address, which an ephemeral listen port fixes only now.
         self.store.config.store_host = (config.broker_ip1, config.listen_port)
         await trio.to_thread.run_sync(self._load_tables)
-        metrics: list[ChildSpec] = []
-        listeners: list[trio.SocketListener] = []
-        if config.metrics_exporter_type == MetricsExporterType.PROM:
-            listeners = await open_metrics_listeners(
-                config.metrics_prom_exporter_port, config.metrics_prom_exporter_host
-            )
-            self.metrics_port = listeners[0].socket.getsockname()[1]
-            registry = metrics_registry(self)
-            metrics.append(ChildSpec.function(
-                "metrics", partial(serve_metrics, listeners, partial(render_metrics, registry))
-            ))  # fmt: skip
         async with RemotingClient() as client:
             self.registrar = registrar = Registrar(config, self.topics, client)
             self.topics.on_change.append(lambda _topic: registrar.register_soon())
