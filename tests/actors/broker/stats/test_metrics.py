@@ -20,6 +20,7 @@ from actors.broker.config import BrokerConfig, load_broker_config
 from actors.broker.service import open_broker
 from actors.broker.topics import RETRY_GROUP_TOPIC_PREFIX
 from boltmq import EmbeddedCluster
+from boltmq.spec import SpecError, parse_spec
 from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from protocol.headers import UpdateConsumerOffsetRequestHeader, encode_header
 from protocol.message import MessageConst
@@ -242,3 +243,25 @@ async def test_a_taken_port_is_named(tmp_path: Path) -> None:
     assert len(errors) == 1
     assert f"metrics on 127.0.0.1:{taken}" in str(errors[0])
     assert "metricsPromExporterPort" in str(errors[0])
+
+
+def test_a_cluster_spec_names_a_metrics_port_used_twice(tmp_path: Path) -> None:
+    spec = """
+[defaults]
+metricsExporterType = "PROM"
+[[registry]]
+listenPort = 9876
+[broker.broker-a]
+[[broker.broker-a.node]]
+brokerId = 0
+listenPort = 10911
+[broker.broker-b]
+[[broker.broker-b.node]]
+brokerId = 0
+listenPort = 10921
+"""
+    with pytest.raises(SpecError, match=r"broker-b\.node\[1\]\.metricsPromExporterPort.*5557"):
+        parse_spec(spec, base_dir=tmp_path)
+    fixed = spec.replace("listenPort = 10921", "listenPort = 10921\nmetricsPromExporterPort = 5567")
+    nodes = {node.name: node for node in parse_spec(fixed, base_dir=tmp_path).nodes}
+    assert nodes["broker-b-0"].properties["metricsPromExporterPort"] == "5567"
