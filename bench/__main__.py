@@ -1,6 +1,6 @@
 """``python -m bench [name ...] [--quick]``: run benchmarks and print their figures.
 
-Names: remoting, codec, store, registry, broker, stats, ha (default: all, in that order).
+Names: remoting, codec, store, registry, broker, stats, ha, metrics (default: all, in that order).
 Each benchmark module has ``main(argv)``; with ``--quick`` each gets the arguments for a short
 run (its own ``--quick`` where it has one, else a short ``--seconds``). Modules are imported
 only when their benchmark runs, so one that is missing or fails costs only its own entry.
@@ -24,6 +24,7 @@ BENCHMARKS = {
     "broker": "bench.bench_produce_consume:main",
     "stats": "bench.bench_stats:main",
     "ha": "bench.bench_ha:main",
+    "metrics": "bench.bench_metrics:main",
 }
 # remoting and registry take only --seconds; the others have --quick of their own.
 QUICK_ARGS = {
@@ -34,6 +35,7 @@ QUICK_ARGS = {
     "broker": ["--quick"],
     "stats": ["--quick"],
     "ha": ["--quick"],
+    "metrics": ["--quick"],
 }
 
 

@@ -11,11 +11,6 @@ is BoltMQ's remoting client in this process (one connection, requests in flight 
 ``--against DIR`` runs the broker of another checkout (an earlier commit, say) beside this
 one's in the same run, alternating which goes first each round, and prints both with the
 ratio of their medians: the machine is noisy, so only figures of one run compare.
-
-``--metrics-scrape`` compares, the same way, a broker without metrics against one with
-metricsExporterType=PROM scraped at ``/metrics`` once a second while it works:
-
-    python -m bench.bench_produce_consume --metrics-scrape --rounds 5 --flush ASYNC_FLUSH
 """
 
 from __future__ import annotations
@@ -44,7 +39,6 @@ from protocol.headers import (
 from protocol.message import BatchElement, encode_batch
 
 READY = re.compile(r"ready on ([\d.]+:\d+)")
-METRICS = re.compile(r"metrics at :(\d+)/metrics")
 BODY = b"x" * 1024
 QUEUES = 8
 ROOT = Path(__file__).resolve().parents[1]
@@ -151,26 +145,7 @@ def _entry_module(root: Path) -> str:
     return "boltmq.cli" if (root / "boltmq" / "cli").is_dir() else "supervisors.cli"
 
 
-async def _scraper(port: int, scrapes: list[int]) -> None:
-    """GET /metrics once a second (fixed rate) until cancelled; appends each body's size."""
-    next_at = trio.current_time()
-    while True:
-        stream = await trio.open_tcp_stream("127.0.0.1", port)
-        async with stream:
-            await stream.send_all(b"GET /metrics HTTP/1.1\r\nHost: bench\r\n\r\n")
-            data = b""
-            while chunk := await stream.receive_some(65536):
-                data += chunk
-        if not data.startswith(b"HTTP/1.1 200 "):
-            raise RuntimeError(f"scrape failed: {data[:80]!r}")
-        scrapes.append(len(data))
-        next_at += 1.0
-        await trio.sleep_until(next_at)
-
-
-async def _run_mode(
-    flush: str, seconds: float, root: Path = ROOT, scrape: bool = False
-) -> dict[str, float]:
+async def _run_mode(flush: str, seconds: float, root: Path = ROOT) -> dict[str, float]:
     store = Path(tempfile.mkdtemp(prefix="boltmq-bench-"))
     env = {**os.environ, "PYTHONPATH": str(root)}
     command = [
@@ -179,11 +154,6 @@ async def _run_mode(
         "--storePathRootDir", str(store), "--flushDiskType", flush,
         "--mapedFileSizeCommitLog", str(256 * 1024 * 1024),
     ]  # fmt: skip
-    if scrape:
-        command += [
-            "--metricsExporterType", "PROM", "--metricsPromExporterPort", "0",
-            "--metricsPromExporterHost", "127.0.0.1",
-        ]  # fmt: skip
     proc = await trio.lowlevel.open_process(
         command, cwd=root, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL
     )
@@ -198,15 +168,9 @@ async def _run_mode(
             buffer += chunk
             if match := READY.search(buffer.decode(errors="replace")):
                 address = match.group(1)
-    metrics = METRICS.search(buffer.decode(errors="replace"))
-    if scrape and metrics is None:
-        raise RuntimeError("the broker did not say its metrics port")
     figures: dict[str, float] = {}
-    scrapes: list[int] = []
     try:
-        async with RemotingClient() as client, trio.open_nursery() as nursery:
-            if metrics is not None:
-                nursery.start_soon(_scraper, int(metrics.group(1)), scrapes)
+        async with RemotingClient() as client:
             # Create the topic (and warm the connection) before measuring.
             await _produce(client, address, "BenchSingle", 0.3, 8)
             await _produce(client, address, "BenchBatch", 0.3, 2, batch=32)
@@ -226,9 +190,6 @@ async def _run_mode(
             figures["half_rate"] = sent / seconds
             figures["half_p50"] = _percentile(latencies, 0.5)
             figures["half_p99"] = _percentile(latencies, 0.99)
-            figures["scrapes"] = len(scrapes)
-            figures["scrape_bytes"] = max(scrapes, default=0)
-            nursery.cancel_scope.cancel()
     finally:
         proc.terminate()
         with trio.move_on_after(20):
@@ -302,37 +263,6 @@ async def _compare(against: Path, seconds: float, rounds: int, modes: list[str])
                   f"ratio {this / base:.3f}")  # fmt: skip
 
 
-async def _compare_scrape(seconds: float, rounds: int, modes: list[str]) -> None:
-    print(
-        f"broker produce/consume, metrics off against PROM scraped at 1 Hz: "
-        f"{platform.machine()}, {os.cpu_count()} cpus, python {platform.python_version()}, "
-        f"1 KiB bodies, {seconds:g}s per figure, {rounds} rounds, order alternating"
-    )
-    for flush in modes:
-        runs: dict[str, list[dict[str, float]]] = {"off": [], "scraped": []}
-        for n in range(rounds):
-            order = [("off", False), ("scraped", True)]
-            for label, scrape in order if n % 2 == 0 else order[::-1]:
-                figures = await _run_mode(flush, seconds, ROOT, scrape)
-                runs[label].append(figures)
-                extra = (
-                    f" ({figures['scrapes']:.0f} scrapes of {figures['scrape_bytes']:,.0f} bytes)"
-                    if scrape else ""
-                )  # fmt: skip
-                print(
-                    f"  {flush} round {n + 1} {label:>7}: "
-                    + ", ".join(f"{name} {figures[name]:,.0f}" for name in COMPARED)
-                    + " msgs/s" + extra,
-                    flush=True,
-                )
-        print(f"  {flush} medians (msgs/s) and scraped/off:")
-        for name in COMPARED:
-            scraped = statistics.median(f[name] for f in runs["scraped"])
-            off = statistics.median(f[name] for f in runs["off"])
-            print(f"    {name:<14} scraped {scraped:>9,.0f}  off {off:>9,.0f}  "
-                  f"ratio {scraped / off:.3f}")  # fmt: skip
-
-
 def main(argv: list[str] | None = None) -> None:
     """Entry point of ``python -m bench broker``."""
     parser = argparse.ArgumentParser(
@@ -350,18 +280,9 @@ def main(argv: list[str] | None = None) -> None:
         "--flush", choices=["ASYNC_FLUSH", "SYNC_FLUSH"], action="append",
         help="flush mode with --against (repeatable; default both)",
     )  # fmt: skip
-    parser.add_argument(
-        "--metrics-scrape", action="store_true",
-        help="compare no metrics against PROM metrics scraped once a second (use --rounds)",
-    )  # fmt: skip
     args = parser.parse_args(argv)
     seconds = 0.5 if args.quick else args.seconds
-    if args.metrics_scrape and args.against is not None:
-        parser.error("--metrics-scrape compares this tree with itself; drop --against")
-    if args.metrics_scrape:
-        modes = args.flush or ["ASYNC_FLUSH", "SYNC_FLUSH"]
-        trio.run(_compare_scrape, seconds, args.rounds, modes)
-    elif args.against is not None:
+    if args.against is not None:
         modes = args.flush or ["ASYNC_FLUSH", "SYNC_FLUSH"]
         trio.run(_compare, args.against.resolve(), seconds, args.rounds, modes)
     else:
