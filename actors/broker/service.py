@@ -12,10 +12,9 @@ Children of the broker's supervisor, in start order (stopped in reverse):
 7. ``transaction-check`` - the check-back of unresolved half messages.
 8. ``ha-service`` (a master) or ``ha-client`` and ``slave-sync`` (a slave) - replication
    (``actors.broker.ha``); a failed link restarts alone.
-9. ``registrar`` - registration with the registries; on stop it unregisters.
-10. ``metrics`` (with ``metricsExporterType=PROM``) - Prometheus text at
-    ``/metrics`` on metricsPromExporterPort (`actors.broker.metrics`); a crash restarts it alone
-    on the same port.
+9. ``metrics`` (with ``metricsExporterType=PROM``) - Prometheus text at ``/metrics`` on
+   metricsPromExporterPort (`actors.broker.metrics`); a crash restarts it alone, same port.
+10. ``registrar`` - registration with the registries; on stop it unregisters.
 
 So a shutdown unregisters, stops serving, writes the tables and flushes the store, in that order.
 
@@ -188,8 +187,8 @@ class Broker:
                     ChildSpec.function("server", self._serve, aclose=self._quiesce),
                     ChildSpec.function("transaction-check", self.transactions.run),
                     *self.ha.children(),
-                    ChildSpec.function("registrar", registrar.run, aclose=registrar.unregister_all),
                     *metrics,
+                    ChildSpec.function("registrar", registrar.run, aclose=registrar.unregister_all),
                 ],
             )
             async with trio.open_nursery() as nursery:
