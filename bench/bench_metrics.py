@@ -214,7 +214,8 @@ async def _slice(
 
 
 async def _compare(args: argparse.Namespace) -> None:
-    print(f"metrics off against PROM scraped once a second: {args.flush}, {args.slices} slices "
+    what = "PROM, not scraped" if args.no_scrape else "PROM scraped once a second"
+    print(f"metrics off against {what}: {args.flush}, {args.slices} slices "
           f"of {args.slice:g} s per figure and broker, order alternating")  # fmt: skip
     stores = [Path(tempfile.mkdtemp(prefix="boltmq-bench-")) for _ in range(2)]
     procs: list[trio.Process] = []
@@ -231,13 +232,17 @@ async def _compare(args: argparse.Namespace) -> None:
                 figures: dict[str, list[float]] = {"off": [], "scraped": []}
                 scrapes = 0
                 for n in range(args.slices):
-                    order = [("off", off_address, None), ("scraped", on_address, port)]
+                    scraped_port = None if args.no_scrape else port
+                    order = [("off", off_address, None), ("scraped", on_address, scraped_port)]
                     for label, address, metrics in order if n % 2 == 0 else order[::-1]:
                         rate, count = await _slice(client, address, metrics, args.slice, batch)
                         figures[label].append(rate)
                         scrapes += count
                 off = statistics.median(figures["off"])
                 scraped = statistics.median(figures["scraped"])
+                pairs = [b / a for a, b in zip(figures["off"], figures["scraped"], strict=True)]
+                quartiles = ", ".join(f"{q:.2f}" for q in statistics.quantiles(pairs, n=4))
+                print(f"  {name}: ratios of slice pairs, quartiles {quartiles}")
                 print(f"  {name}: off {off:>9,.0f} msgs/s, scraped {scraped:>9,.0f} msgs/s "
                       f"({scrapes} scrapes), ratio {scraped / off:.3f}", flush=True)  # fmt: skip
     finally:
@@ -265,6 +270,10 @@ def main(argv: list[str] | None = None) -> None:
         help="compare end to end: slices per broker and figure (0 = skip; try 20)",
     )  # fmt: skip
     parser.add_argument("--slice", type=float, default=2.0, help="seconds per slice (2)")
+    parser.add_argument(
+        "--no-scrape", action="store_true",
+        help="with --slices: leave the PROM broker unscraped (what turning metrics on costs)",
+    )  # fmt: skip
     parser.add_argument(
         "--flush", choices=["ASYNC_FLUSH", "SYNC_FLUSH"], default="ASYNC_FLUSH",
         help="flushDiskType of both brokers (ASYNC_FLUSH)",
