@@ -2,11 +2,11 @@
 
 Two figures that do not depend on the machine's other load the way a throughput ratio does:
 
-* one scrape: the time to render ``/metrics`` (the collector reading the statistics and
-  tables, and prometheus_client formatting the text) for a broker with ``--topics`` topics,
-  each sent to and pulled by ``--groups`` groups with committed offsets. At one scrape a
-  second that time is the share of the broker's event loop that scraping takes, which is the
-  most it can take from sends; the median of ``--rounds`` renders.
+* one scrape, for a broker with ``--topics`` topics, each sent to and pulled by ``--groups``
+  groups with committed offsets: the time the collector takes to read the statistics and
+  tables (in the event loop: at one scrape a second, that time is the share of the loop
+  scraping takes from requests) and the time prometheus_client takes to format the text (in
+  a worker thread, sharing the interpreter with the loop); medians of ``--rounds`` scrapes.
 * the counting the send path does for the metrics whether or not they are on: the message
   type read from the properties, the typed put counter with its size bucket
   (`BrokerStatsManager.on_put`) and the latency bucket (`RequestStats.on_rpc`), each timed
@@ -41,7 +41,7 @@ from pathlib import Path
 import trio
 
 from actors.broker.config import BrokerConfig
-from actors.broker.metrics import metrics_registry, render_metrics
+from actors.broker.metrics import BrokerMetricsCollector
 from actors.broker.request_stats import MESSAGE_SIZE_BUCKETS, RequestStats, message_type_of
 from actors.broker.service import open_broker
 from actors.broker.stats import BrokerStatsManager
@@ -55,6 +55,7 @@ from protocol.headers import (
     encode_send_header_v2,
 )
 from protocol.message import properties_to_string
+from supervisors.metrics_http import Snapshot
 
 ROOT = Path(__file__).resolve().parents[1]
 READY = re.compile(r"ready on ([\d.]+:\d+)")
@@ -89,8 +90,8 @@ def _commit(topic: str, group: str, queue_id: int, offset: int) -> RemotingComma
     return RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, encode_header(header))
 
 
-async def _scrape_cost(args: argparse.Namespace) -> tuple[float, int, int]:
-    """(median seconds per render, bytes of the text, series in it)."""
+async def _scrape_cost(args: argparse.Namespace) -> tuple[float, float, int, int]:
+    """(median seconds to collect, and to format, bytes of the text, series in it)."""
     with tempfile.TemporaryDirectory() as root:
         config = BrokerConfig(
             listen_port=0, bind_address="127.0.0.1", fast_port_enable=False,
@@ -110,16 +111,19 @@ async def _scrape_cost(args: argparse.Namespace) -> tuple[float, int, int]:
                         assert answer.code == ResponseCode.SUCCESS, answer.remark
                         await client.invoke(address, _commit(topic, group, queue_id, 1))
             broker.stats.sample()
-            registry = metrics_registry(broker)
-            text, _ = render_metrics(registry)
-            times = []
+            collector = BrokerMetricsCollector(broker)
+            text = Snapshot.take(collector).text()
+            collects, formats = [], []
             for _ in range(args.rounds):
                 start = time.perf_counter()
-                render_metrics(registry)
-                times.append(time.perf_counter() - start)
+                snapshot = Snapshot.take(collector)
+                collected = time.perf_counter()
+                snapshot.text()
+                collects.append(collected - start)
+                formats.append(time.perf_counter() - collected)
                 await trio.sleep(0)
     series = sum(1 for line in text.splitlines() if line and not line.startswith(b"#"))
-    return statistics.median(times), len(text), series
+    return statistics.median(collects), statistics.median(formats), len(text), series
 
 
 def _counting_cost(calls: int) -> tuple[float, float, float]:
@@ -286,12 +290,13 @@ def main(argv: list[str] | None = None) -> None:
     if args.slices:
         trio.run(_compare, args)
         return
-    render, size, series = trio.run(_scrape_cost, args)
+    collect, format_text, size, series = trio.run(_scrape_cost, args)
     message_type, typed_counter, latency = _counting_cost(args.calls)
     print(f"python {platform.python_version()}, {platform.machine()}; {args.topics} topics x "
           f"{args.groups} groups, 4 queues each")  # fmt: skip
-    print(f"one /metrics render: {render * 1e3:.2f} ms for {series:,} series ({size:,} bytes); "
-          f"at 1 scrape/s that is {render * 100:.2f}% of the event loop")  # fmt: skip
+    print(f"one scrape, {series:,} series ({size:,} bytes): collect {collect * 1e3:.2f} ms in "
+          f"the event loop ({collect * 100:.2f}% of it at 1 scrape/s), format "
+          f"{format_text * 1e3:.2f} ms in a worker thread")  # fmt: skip
     total = message_type + typed_counter + latency
     print(f"counting on the send path for the metrics: {total * 1e9:.0f} ns per send (message "
           f"type {message_type * 1e9:.0f}, typed counter {typed_counter * 1e9:.0f}, latency "

@@ -1,14 +1,16 @@
-"""A minimal HTTP/1.1 responder on trio for a Prometheus scrape: ``GET /metrics``.
+"""Prometheus text over a minimal HTTP/1.1 responder on trio: ``GET /metrics``.
 
-Broker and registry both serve their metrics with it, so it lives below both. It knows
-nothing of Prometheus: the owner passes ``render``, a plain function that returns the
-exposition bytes. ``render`` runs in the trio thread between two checkpoints, so it reads the
-owner's state as any inline handler does, with no lock and nothing running beside it.
+Broker and registry both serve their metrics with it, so it lives below both. The owner
+passes a prometheus_client collector. A scrape takes its snapshot (`Snapshot.take`: the
+collector's ``collect()``) in the trio thread between two checkpoints, so the collector reads
+the owner's tables as any inline handler does, with no lock and nothing running beside it;
+prometheus_client then formats that snapshot (plain values, touched by nothing else) into text
+in a worker thread, so a large exposition does not stall the event loop while it is written.
 
 One request per connection (the answer says ``Connection: close``), as Prometheus scrapes:
 the request head is read up to ``MAX_HEAD`` bytes within ``READ_TIMEOUT`` seconds, then
 ``GET``/``HEAD /metrics`` (any query string) gets 200 with the text, ``/`` a one-line pointer,
-another path 404, another method 405, and a ``render`` that raises 500. A connection that
+another path 404, another method 405, and a collector that raises 500. A connection that
 misbehaves is closed and logged; it never stops the responder.
 """
 
@@ -16,9 +18,12 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import trio
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 log = logging.getLogger("boltmq.metrics")
 
@@ -26,6 +31,7 @@ __all__ = [
     "MAX_HEAD",
     "READ_TIMEOUT",
     "MetricsExporterType",
+    "Snapshot",
     "close_at_exit",
     "open_metrics_listeners",
     "serve_metrics",
@@ -44,7 +50,26 @@ MAX_HEAD = 8192
 #: Seconds a client has to send its request head.
 READ_TIMEOUT = 10.0
 
-Render = Callable[[], tuple[bytes, str]]  # (body, content type)
+
+
+class Snapshot(Collector):
+    """The metric families one ``collect()`` returned, to format away from the trio thread."""
+
+    def __init__(self, families: Iterable[Metric]) -> None:
+        self.families = list(families)
+
+    @classmethod
+    def take(cls, collector: Collector) -> Snapshot:
+        """Run ``collector.collect()`` now (in the trio thread: it reads live state)."""
+        return cls(collector.collect())
+
+    def collect(self) -> Iterable[Metric]:
+        """The families taken."""
+        return self.families
+
+    def text(self) -> bytes:
+        """The Prometheus text format of the families (safe in any thread)."""
+        return generate_latest(self)
 
 
 async def open_metrics_listeners(port: int, host: str) -> list[trio.SocketListener]:
@@ -74,15 +99,16 @@ async def close_at_exit(listeners: Sequence[trio.SocketListener]) -> None:
 
 async def serve_metrics(
     listeners: Sequence[trio.SocketListener],
-    render: Render,
+    collector: Collector,
     *,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Answer scrapes on ``listeners`` until cancelled (the listeners stay open for a restart)."""
+    """Answer scrapes of ``collector`` on ``listeners`` until cancelled (the listeners stay
+    open for a restart)."""
 
     async def handle(stream: trio.SocketStream) -> None:
         try:
-            await _answer(stream, render)
+            await _answer(stream, collector)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass  # the scraper went away; nothing to tell it
         except Exception:
@@ -115,7 +141,7 @@ async def _accept_loop(
             nursery.start_soon(handle, stream)  # type: ignore[arg-type]
 
 
-async def _answer(stream: trio.SocketStream, render: Render) -> None:
+async def _answer(stream: trio.SocketStream, collector: Collector) -> None:
     head = b""
     with trio.move_on_after(READ_TIMEOUT):
         while b"\r\n\r\n" not in head and b"\n\n" not in head and len(head) <= MAX_HEAD:
@@ -134,12 +160,14 @@ async def _answer(stream: trio.SocketStream, render: Render) -> None:
         return
     if target == b"/metrics":
         try:
-            body, content_type = render()
+            snapshot = Snapshot.take(collector)
+            body = await trio.to_thread.run_sync(snapshot.text)
         except Exception:
-            log.exception("rendering the metrics failed; this scrape gets 500, the next retries")
-            await _send(stream, 500, b"the metrics could not be rendered; see the server log\n")
+            log.exception("collecting the metrics failed; this scrape gets 500, the next retries")
+            await _send(stream, 500, b"the metrics could not be collected; see the server log\n")
             return
-        await _send(stream, 200, body, content_type=content_type, head_only=method == b"HEAD")
+        head_only = method == b"HEAD"
+        await _send(stream, 200, body, content_type=CONTENT_TYPE_LATEST, head_only=head_only)
     elif target == b"/":
         await _send(stream, 200, b"Prometheus metrics are at /metrics\n")
     else:

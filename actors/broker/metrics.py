@@ -5,7 +5,8 @@ records the broker keeps anyway: the statistics collector (`actors.broker.stats`
 counters (`actors.broker.request_stats`), the offset, topic and client tables, the store's
 statistics and the HA links. Nothing is added to the send path for a scrape; a scrape runs in
 the trio thread (`supervisors.metrics_http`), so it reads the tables as any inline handler
-does. docs/operations.md lists every name with its labels and meaning.
+does (the text is then formatted from that snapshot in a worker thread). docs/operations.md
+lists every name with its labels and meaning.
 
 RocketMQ 5's series carry ``cluster``, ``node_type="broker"`` and ``node_id`` (the broker
 name), as BrokerMetricsManager labels them. The rocketmq-exporter gauges (rocketmq_producer_tps
@@ -26,8 +27,7 @@ from prometheus_client.core import (
     HistogramMetricFamily,
     Metric,
 )
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
-from prometheus_client.registry import Collector, CollectorRegistry
+from prometheus_client.registry import Collector
 
 from actors.broker.ha.master import HAStatistics
 from actors.broker.ha.slave import HAClientStatistics
@@ -40,7 +40,7 @@ from protocol.rpc_metrics import rpc_latency_family
 if TYPE_CHECKING:
     from actors.broker.service import Broker
 
-__all__ = ["BrokerMetricsCollector", "ConsumerLag", "metrics_registry", "render_metrics"]
+__all__ = ["BrokerMetricsCollector", "ConsumerLag"]
 
 #: RocketMQ's system consumer groups start with this (any case).
 SYSTEM_GROUP_PREFIX = "cid_rmq_sys_"
@@ -380,15 +380,3 @@ def _gauge_family(
     for values, value in samples:
         family.add_metric(values, value)
     return family
-
-
-def metrics_registry(broker: Broker) -> CollectorRegistry:
-    """A registry holding only this broker's collector (no process or platform metrics)."""
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(BrokerMetricsCollector(broker))
-    return registry
-
-
-def render_metrics(registry: CollectorRegistry) -> tuple[bytes, str]:
-    """The Prometheus text of ``registry`` and its content type."""
-    return generate_latest(registry), CONTENT_TYPE_LATEST

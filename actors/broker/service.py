@@ -39,7 +39,7 @@ from actors.broker.groups import SubscriptionGroupManager
 from actors.broker.ha import HAClientStatistics, HAStatistics, HighAvailability
 from actors.broker.handlers import register_handlers
 from actors.broker.locks import RebalanceLockManager
-from actors.broker.metrics import metrics_registry, render_metrics
+from actors.broker.metrics import BrokerMetricsCollector
 from actors.broker.offsets import ConsumerOffsetManager
 from actors.broker.pull_handler import PullHoldService, PullHoldStatistics
 from actors.broker.registration import Registrar
@@ -152,10 +152,10 @@ class Broker:
                 config.metrics_prom_exporter_port, config.metrics_prom_exporter_host
             )
             self.metrics_port = listeners[0].socket.getsockname()[1]
-            registry = metrics_registry(self)
-            metrics.append(ChildSpec.function(
-                "metrics", partial(serve_metrics, listeners, partial(render_metrics, registry))
-            ))  # fmt: skip
+            collector = BrokerMetricsCollector(self)
+            metrics.append(
+                ChildSpec.function("metrics", partial(serve_metrics, listeners, collector))
+            )
         self._listeners = await trio.open_tcp_listeners(config.listen_port, host=bind)
         config.listen_port = self._listeners[0].socket.getsockname()[1]
         if config.fast_port_enable and config.listen_port > 2:

@@ -15,15 +15,14 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
-from prometheus_client.registry import Collector, CollectorRegistry
+from prometheus_client.registry import Collector
 
 from protocol.rpc_metrics import rpc_latency_family
 
 if TYPE_CHECKING:
     from actors.registry.service import Registry
 
-__all__ = ["RegistryMetricsCollector", "metrics_registry", "render_metrics"]
+__all__ = ["RegistryMetricsCollector"]
 
 
 class RegistryMetricsCollector(Collector):
@@ -60,15 +59,3 @@ class RegistryMetricsCollector(Collector):
             counter = CounterMetricFamily(name, text, labels=list(base))
             counter.add_metric(list(base.values()), count)
             yield counter
-
-
-def metrics_registry(registry: Registry) -> CollectorRegistry:
-    """A Prometheus registry holding only this registry's collector."""
-    collectors = CollectorRegistry(auto_describe=False)
-    collectors.register(RegistryMetricsCollector(registry))
-    return collectors
-
-
-def render_metrics(collectors: CollectorRegistry) -> tuple[bytes, str]:
-    """The Prometheus text of ``collectors`` and its content type."""
-    return generate_latest(collectors), CONTENT_TYPE_LATEST

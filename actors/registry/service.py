@@ -19,7 +19,7 @@ from actors.registry.actor import RegistryActor, RegistryStatistics
 from actors.registry.config import RegistryConfig
 from actors.registry.handlers import BROKER_CONNECTION, register_handlers
 from actors.registry.kv_config import KVConfig
-from actors.registry.metrics import metrics_registry, render_metrics
+from actors.registry.metrics import RegistryMetricsCollector
 from protocol.connection import Connection, Dispatcher
 from protocol.rpc_metrics import RpcLatency, time_handlers
 from protocol.server import RemotingServer, ServerConfig, ServerStatistics
@@ -127,10 +127,9 @@ class Registry:
         )
         nursery.start_soon(close_at_exit, listeners)
         self.metrics_port = listeners[0].socket.getsockname()[1]
-        render = partial(render_metrics, metrics_registry(self))
+        serve = partial(serve_metrics, listeners, RegistryMetricsCollector(self))
         self.metrics_supervisor = Supervisor(
-            "registry metrics",
-            [ChildSpec.function("metrics", partial(serve_metrics, listeners, render))],
+            "registry metrics", [ChildSpec.function("metrics", serve)]
         )
         await nursery.start(self.metrics_supervisor.run)
 
