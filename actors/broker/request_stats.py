@@ -1,9 +1,10 @@
 """Per-request counters behind the broker's Prometheus metrics.
 
-`RequestStats` is the broker's `protocol.rpc_metrics.RpcLatency` (request latency histograms)
-plus the messages sent to each group's dead-letter queue (`on_dlq`). Also here, for the typed
-put counters of stats.py: RocketMQ 5's message types, the message-size buckets and
-`message_type_of`, which reads a send's type from its properties text.
+`RequestStats` is the broker's `protocol.rpc_metrics.RpcLatency` (request latency histograms,
+kept while metrics are on) plus the messages sent to each group's dead-letter queue
+(`on_dlq`). Also here, for the typed put counters of stats.py: RocketMQ 5's message types,
+the message-size buckets and `message_type_of`, which reads a send's type from its
+properties text.
 """
 
 from __future__ import annotations
@@ -43,10 +44,15 @@ def message_type_of(properties: str | None) -> int:
 
 
 class RequestStats(RpcLatency):
-    """Request latencies and dead letters of one broker."""
+    """Request latencies and dead letters of one broker.
 
-    def __init__(self) -> None:
+    ``timing`` is on when the broker serves metrics: without them the send path skips its
+    clock reads and latency buckets (dead letters are counted either way; they are rare).
+    """
+
+    def __init__(self, *, timing: bool = True) -> None:
         super().__init__()
+        self.timing = timing
         #: group -> topic -> messages sent to the group's dead-letter queue.
         self.dlq_messages: dict[str, dict[str, int]] = {}
 

@@ -50,14 +50,16 @@ class SendBackHandler:
 
         Plain (not async) like the send handler: the store writer's callback answers.
         """
-        started = perf_counter()  # the answer's latency (actors.broker.request_stats)
+        stats = self.broker.request_stats  # latency (when metrics are on) and dead letters
+        started = perf_counter() if stats.timing else 0.0
         header = decode_header(ConsumerSendMsgBackRequestHeader, request.ext_fields)
         try:
             checked = self._check(request, header)
         except TopicMissing as missing:  # the group's first retry or dead letter
             return create_then_serve(self.broker.topics, missing, connection, request, self)
         if isinstance(checked, RemotingCommand):
-            self.broker.request_stats.on_rpc(request.code, checked.code, started)
+            if started:
+                stats.on_rpc(request.code, checked.code, started)
             return checked
         msg = checked
 
@@ -66,7 +68,7 @@ class SendBackHandler:
                 DLQ_GROUP_TOPIC_PREFIX
             ):  # a dead letter: counted for the metrics (actors.broker.request_stats)
                 origin = msg.properties.get(MessageConst.RETRY_TOPIC, "")
-                self.broker.request_stats.on_dlq(header.group, origin)
+                stats.on_dlq(header.group, origin)
             if request.is_oneway or connection.closed:
                 return
             if result.status is PutMessageStatus.PUT_OK:
@@ -77,7 +79,8 @@ class SendBackHandler:
                 answer = request.response(
                     ResponseCode.SYSTEM_ERROR, result.remark or str(result.status)
                 )
-            self.broker.request_stats.on_rpc(request.code, answer.code, started)
+            if started:
+                stats.on_rpc(request.code, answer.code, started)
             try:
                 connection.send(answer)
             except ConnectionClosedError:

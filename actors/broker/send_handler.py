@@ -85,6 +85,7 @@ class SendHandler:
         self.cluster_name = broker.config.broker_cluster_name
         self._region = broker.config.region_id
         self._trace_on = "true" if broker.config.trace_on else "false"
+        self._timed = broker.request_stats.timing  # latency buckets for the metrics
 
     def __call__(self, connection: Connection, request: RemotingCommand) -> RemotingCommand | None:
         """Check and store one send; the answer goes out when the store has the message.
@@ -92,7 +93,7 @@ class SendHandler:
         A plain function on purpose: the reader calls it inline and the store writer's
         callback sends the answer, so a send costs no task and no event of its own.
         """
-        started = perf_counter()  # the answer's latency (actors.broker.request_stats)
+        started = perf_counter() if self._timed else 0.0  # actors.broker.request_stats
         try:
             header = decode_send_header(request.ext_fields)
             batch = header.batch or request.code == RequestCode.SEND_BATCH_MESSAGE
@@ -112,7 +113,8 @@ class SendHandler:
                 if request.is_oneway or connection.closed:
                     return
                 answer = self._answer(request, result, queue_id)
-                self.broker.request_stats.on_rpc(request.code, answer.code, started)
+                if started:
+                    self.broker.request_stats.on_rpc(request.code, answer.code, started)
                 try:
                     connection.send(answer)
                 except ConnectionClosedError:
@@ -121,7 +123,8 @@ class SendHandler:
             self._put(connection, request, header, batch, topic_config, topic, queue_id,
                       reconsume, done)  # fmt: skip
         except SendRefused as refused:
-            self.broker.request_stats.on_rpc(request.code, refused.code, started)
+            if started:
+                self.broker.request_stats.on_rpc(request.code, refused.code, started)
             return request.response(refused.code, refused.remark)
         except TopicMissing as missing:  # a topic's first send (actors.broker.topics)
             return create_then_serve(self.topics, missing, connection, request, self)

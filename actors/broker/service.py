@@ -111,11 +111,13 @@ class Broker:
         self.locks = RebalanceLockManager(self.config.rebalance_lock_max_live_time)
         self.transactions = TransactionalMessageService(self)
         self.ha = HighAvailability(self)  # HA service (master) or client and config sync (slave)
-        self.request_stats = RequestStats()  # rpc latency and dead letters, for the metrics
+        metered = self.config.metrics_exporter_type == MetricsExporterType.PROM
+        # Request latencies and dead letters, for the metrics (latencies only when served).
+        self.request_stats = RequestStats(timing=metered)
         self.dispatcher = Dispatcher()
         register_handlers(self.dispatcher, self)
-        # The sends and send-back answer from a store callback and time their answers themselves.
-        time_handlers(self.dispatcher, self.request_stats, skip=_SELF_TIMED)
+        if metered:  # sends and send-back answer from a store callback and time themselves
+            time_handlers(self.dispatcher, self.request_stats, skip=_SELF_TIMED)
         idle = self.config.server_channel_max_idle_time_seconds
         self.server = RemotingServer(self.dispatcher, ServerConfig(idle_timeout=idle or None))
         self.server.add_close_listener(self.clients.connection_closed)

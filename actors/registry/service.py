@@ -52,7 +52,8 @@ class Registry:
         self.dispatcher = Dispatcher()
         register_handlers(self.dispatcher, self.actor)
         self.rpc_latency = RpcLatency()  # rocketmq_rpc_latency (actors.registry.metrics)
-        time_handlers(self.dispatcher, self.rpc_latency)
+        if self.config.metrics_exporter_type == MetricsExporterType.PROM:
+            time_handlers(self.dispatcher, self.rpc_latency)
         idle = self.config.server_channel_max_idle_time_seconds
         self.server = RemotingServer(self.dispatcher, ServerConfig(idle_timeout=idle or None))
         self.server.add_close_listener(self._connection_closed)
