@@ -215,8 +215,14 @@ async def test_bad_requests_get_an_answer_and_the_responder_keeps_serving(
 
 async def test_metrics_are_off_by_default_and_config_errors_are_plain(tmp_path: Path) -> None:
     config = BrokerConfig(listen_port=0, store_path_root_dir=str(tmp_path), **SMALL_FILES)
-    async with open_broker(config) as broker:
+    async with open_broker(config) as broker, RemotingClient() as client:
         assert broker.metrics_port is None
+        with trio.fail_after(10):
+            answer = await client.invoke(broker.address, send_request(TOPIC))
+        assert answer.code == ResponseCode.SUCCESS
+        # Counted for the statistics as ever; no request timed without metrics.
+        assert broker.stats.topic_put_typed[TOPIC][0][0] == 1
+        assert broker.request_stats.counts == {}
     with pytest.raises(ConfigError, match=r"metricsExporterType.*DISABLE, PROM"):
         load_broker_config(None, {"metricsExporterType": "OTLP_GRPC"})
     with pytest.raises(ConfigError, match=r"metrics_prom_exporter_port.*65535"):
