@@ -32,7 +32,7 @@ __all__ = [
     "READ_TIMEOUT",
     "MetricsExporterType",
     "Snapshot",
-    "close_at_exit",
+    "hold_listeners",
     "open_metrics_listeners",
     "serve_metrics",
 ]
@@ -84,12 +84,17 @@ async def open_metrics_listeners(port: int, host: str) -> list[trio.SocketListen
         ) from None
 
 
-async def close_at_exit(listeners: Sequence[trio.SocketListener]) -> None:
-    """Hold ``listeners`` open until cancelled, then close them.
+async def hold_listeners(
+    listeners: Sequence[trio.SocketListener],
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Keep ``listeners`` open until cancelled, then close them.
 
-    Run it beside the supervisor that restarts `serve_metrics`: the port outlives a restarted
-    responder and is released when the server stops.
+    The supervisor child started just before `serve_metrics`: the port outlives a crashed and
+    restarted responder, and is released when the supervisor stops its children.
     """
+    task_status.started()
     try:
         await trio.sleep_forever()
     finally:

@@ -12,8 +12,9 @@ Children of the broker's supervisor, in start order (stopped in reverse):
 7. ``transaction-check`` - the check-back of unresolved half messages.
 8. ``ha-service`` (a master) or ``ha-client`` and ``slave-sync`` (a slave) - replication
    (``actors.broker.ha``); a failed link restarts alone.
-9. ``metrics`` (with ``metricsExporterType=PROM``) - Prometheus text at ``/metrics`` on
-   metricsPromExporterPort (`actors.broker.metrics`); a crash restarts it alone, same port.
+9. ``metrics-port`` and ``metrics`` (with ``metricsExporterType=PROM``) - the bound
+   metricsPromExporterPort, and Prometheus text at ``/metrics`` on it
+   (`actors.broker.metrics`); a crash of the responder restarts it alone, on the same port.
 10. ``registrar`` - registration with the registries; on stop it unregisters.
 
 So a shutdown unregisters, stops serving, writes the tables and flushes the store, in that order.
@@ -57,7 +58,7 @@ from storage import FileMessageStore, MessageStore, StoreStatistics
 from supervisors.actor import ActorStatistics
 from supervisors.metrics_http import (
     MetricsExporterType,
-    close_at_exit,
+    hold_listeners,
     open_metrics_listeners,
     serve_metrics,
 )
@@ -147,7 +148,6 @@ class Broker:
         config = self.config
         bind = config.bind_address or None
         metrics: list[ChildSpec] = []
-        listeners: list[trio.SocketListener] = []
         if config.metrics_exporter_type == MetricsExporterType.PROM:
             # Bound first: a taken metrics port then fails the start before anything else binds.
             listeners = await open_metrics_listeners(
@@ -155,9 +155,10 @@ class Broker:
             )
             self.metrics_port = listeners[0].socket.getsockname()[1]
             collector = BrokerMetricsCollector(self)
-            metrics.append(
-                ChildSpec.function("metrics", partial(serve_metrics, listeners, collector))
-            )
+            metrics += [
+                ChildSpec.function("metrics-port", partial(hold_listeners, listeners)),
+                ChildSpec.function("metrics", partial(serve_metrics, listeners, collector)),
+            ]
         self._listeners = await trio.open_tcp_listeners(config.listen_port, host=bind)
         config.listen_port = self._listeners[0].socket.getsockname()[1]
         if config.fast_port_enable and config.listen_port > 2:
@@ -194,7 +195,6 @@ class Broker:
                 ],
             )
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(close_at_exit, listeners)
                 await nursery.start(supervisor.run)
                 log.info(
                     "broker %s (%s, %s) of cluster %s ready on %s%s%s%s; store %s; registries: %s",

@@ -25,7 +25,7 @@ from protocol.rpc_metrics import RpcLatency, time_handlers
 from protocol.server import RemotingServer, ServerConfig, ServerStatistics
 from supervisors.metrics_http import (
     MetricsExporterType,
-    close_at_exit,
+    hold_listeners,
     open_metrics_listeners,
     serve_metrics,
 )
@@ -126,11 +126,14 @@ class Registry:
         listeners = await open_metrics_listeners(
             config.metrics_prom_exporter_port, config.metrics_prom_exporter_host
         )
-        nursery.start_soon(close_at_exit, listeners)
         self.metrics_port = listeners[0].socket.getsockname()[1]
         serve = partial(serve_metrics, listeners, RegistryMetricsCollector(self))
         self.metrics_supervisor = Supervisor(
-            "registry metrics", [ChildSpec.function("metrics", serve)]
+            "registry metrics",
+            [
+                ChildSpec.function("metrics-port", partial(hold_listeners, listeners)),
+                ChildSpec.function("metrics", serve),
+            ],
         )
         await nursery.start(self.metrics_supervisor.run)
 

@@ -106,11 +106,12 @@ async def test_a_crashed_responder_restarts_alone_on_its_port(
             await (await trio.open_tcp_stream("127.0.0.1", port)).aclose()
         with trio.fail_after(20):
             while True:
-                (child,) = supervisor.statistics().children
+                port_child, child = supervisor.statistics().children
                 if child.restarts == 1 and child.state is ChildState.RUNNING:
                     break
                 await trio.sleep(0.01)
         assert child.last_error is not None and "injected accept failure" in child.last_error
+        assert (port_child.name, port_child.restarts) == ("metrics-port", 0)
         samples = await scrape(port)  # the same port, served by the restarted responder
         assert ("rocketmq_namesrv_live_brokers", frozenset(
             {("node_type", "nameserver"), ("node_id", registry.address)}
