@@ -23,8 +23,9 @@ sync:
 up *ARGS: sync
     .venv/bin/boltmq cluster {{ARGS}}
 
-# Run the whole test suite.
+# Run the whole test suite (installs chromium for the browser test first when missing).
 test *ARGS: sync
+    @bash tests/interop/ensure_chromium.sh
     {{py}} -m pytest {{ARGS}}
 
 # Lint (ruff) and type-check (mypy) the packages.

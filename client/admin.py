@@ -12,7 +12,7 @@ route, cluster and topic deletion go to a registry (round robin, failover).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 
 import attrs
@@ -22,29 +22,49 @@ from client.message import MQClientError
 from protocol.bodies import (
     PERM_READ,
     PERM_WRITE,
+    BrokerData,
+    BrokerStatsData,
     ClusterInfo,
+    Connection,
     ConsumerConnection,
+    ConsumerRunningInfo,
     ConsumeStats,
+    GroupList,
+    KVTable,
     MessageQueue,
     OffsetWrapper,
+    ProducerConnection,
     ResetOffsetBody,
     SubscriptionGroupConfig,
+    SubscriptionGroupWrapper,
+    TopicConfigSerializeWrapper,
+    TopicList,
     TopicRouteData,
     TopicStatsTable,
 )
 from protocol.codes import RequestCode, ResponseCode
-from protocol.command import RemotingCommand
+from protocol.command import RemotingCommand, RemotingError
 from protocol.headers import (
+    AddWritePermOfBrokerRequestHeader,
+    CloneGroupOffsetRequestHeader,
     CreateTopicRequestHeader,
+    DeleteKVConfigRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
     DeleteTopicFromNamesrvRequestHeader,
     DeleteTopicRequestHeader,
     GetConsumerConnectionListRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
     GetConsumeStatsRequestHeader,
+    GetKVConfigRequestHeader,
+    GetProducerConnectionListRequestHeader,
     GetTopicStatsInfoRequestHeader,
+    PutKVConfigRequestHeader,
     QueryMessageRequestHeader,
+    QueryTopicConsumeByWhoRequestHeader,
     ResetOffsetRequestHeader,
+    ViewBrokerStatsDataRequestHeader,
     ViewMessageRequestHeader,
+    WipeWritePermOfBrokerRequestHeader,
     encode_header,
 )
 from protocol.message import MessageExt, decode_offset_msg_id, decode_record, iter_records
@@ -72,11 +92,22 @@ class Admin:
         namesrv_addr: str | Sequence[str] | None = None,
         instance: ClientInstance | None = None,
         timeout: float = 5.0,
+        tls_ca_file: str | None = None,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        security_token: str | None = None,
     ) -> None:
         if instance is None and namesrv_addr is None:
             raise ValueError("give namesrv_addr (or a ClientInstance to share)")
         self._own_instance = instance is None
-        self.instance = instance or ClientInstance(namesrv_addr or "", timeout=timeout)
+        self.instance = instance or ClientInstance(
+            namesrv_addr or "",
+            timeout=timeout,
+            tls_ca_file=tls_ca_file,
+            access_key=access_key,
+            secret_key=secret_key,
+            security_token=security_token,
+        )
         self.timeout = timeout
 
     async def __aenter__(self) -> Admin:
@@ -135,11 +166,18 @@ class Admin:
         queue_nums: int = 8,
         perm: int = PERM_READ | PERM_WRITE,
         order: bool = False,
+        read_queue_nums: int | None = None,
+        write_queue_nums: int | None = None,
     ) -> list[str]:
-        """Create or update ``topic`` on every master of ``cluster`` (or on one broker)."""
+        """Create or update ``topic`` on every master of ``cluster`` (or on one broker).
+
+        ``read_queue_nums`` and ``write_queue_nums`` override ``queue_nums`` one side each.
+        """
         header = CreateTopicRequestHeader(
-            topic=topic, default_topic="TBW102", read_queue_nums=queue_nums,
-            write_queue_nums=queue_nums, perm=perm, topic_filter_type="SINGLE_TAG",
+            topic=topic, default_topic="TBW102",
+            read_queue_nums=queue_nums if read_queue_nums is None else read_queue_nums,
+            write_queue_nums=queue_nums if write_queue_nums is None else write_queue_nums,
+            perm=perm, topic_filter_type="SINGLE_TAG",
             topic_sys_flag=0, order=order,
         )  # fmt: skip
         addresses = await self._targets(cluster, broker_addr)
@@ -199,12 +237,19 @@ class Admin:
         return addresses
 
     async def delete_group(
-        self, group: str, *, cluster: str | None = None, remove_offset: bool = True
-    ) -> None:
-        """Delete a consumer group (and its offsets) on the masters of ``cluster``."""
+        self,
+        group: str,
+        *,
+        cluster: str | None = None,
+        remove_offset: bool = True,
+        broker_addr: str | None = None,
+    ) -> list[str]:
+        """Delete a consumer group (and its offsets) on the masters of ``cluster`` (or one)."""
         header = DeleteSubscriptionGroupRequestHeader(group_name=group, remove_offset=remove_offset)
-        for address in await self._targets(cluster, None):
+        addresses = await self._targets(cluster, broker_addr)
+        for address in addresses:
             await self._broker(address, RequestCode.DELETE_SUBSCRIPTIONGROUP, header)
+        return addresses
 
     async def consume_stats(self, group: str, topic: str | None = None) -> GroupConsumeStats:
         """Broker and consumer offsets per queue of ``group`` and its lag (GET_CONSUME_STATS)."""
@@ -240,6 +285,216 @@ class Admin:
                 return ConsumerConnection.from_json(response.body)
             last = response.remark or str(response.code)
         raise MQClientError(ResponseCode.CONSUMER_NOT_ONLINE, f"group {group} not online: {last}")
+
+    # -- operator calls (mqadmin's verbs) ------------------------------------------------------
+
+    async def topic_list(self) -> list[str]:
+        """Every topic the registry knows (GET_ALL_TOPIC_LIST_FROM_NAMESERVER), sorted."""
+        request = RemotingCommand.request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+        response = await self._registry(request)
+        return sorted(TopicList.from_json(response.body or b"{}").topic_list)
+
+    async def broker_runtime_info(self, broker_addr: str) -> dict[str, str]:
+        """The broker's runtime KV table (GET_BROKER_RUNTIME_INFO): versions, TPS, disk."""
+        request = RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)
+        response = await self._invoke_broker(broker_addr, request, "runtime info")
+        return dict(KVTable.from_json(response.body or b"{}").table)
+
+    async def broker_config(self, broker_addr: str) -> dict[str, str]:
+        """The broker's settings as RocketMQ names them (GET_BROKER_CONFIG)."""
+        request = RemotingCommand.request(RequestCode.GET_BROKER_CONFIG)
+        response = await self._invoke_broker(broker_addr, request, "broker config")
+        return _properties(bytes(response.body or b"").decode("utf-8", "replace"))
+
+    async def update_broker_config(self, broker_addr: str, properties: Mapping[str, str]) -> None:
+        """Change settings of a running broker (UPDATE_BROKER_CONFIG); refused ones raise."""
+        text = "".join(f"{key}={value}\n" for key, value in properties.items())
+        request = RemotingCommand.request(RequestCode.UPDATE_BROKER_CONFIG, body=text.encode())
+        await self._invoke_broker(broker_addr, request, "update broker config")
+
+    async def all_topic_config(self, broker_addr: str) -> TopicConfigSerializeWrapper:
+        """The broker's whole topic table (GET_ALL_TOPIC_CONFIG)."""
+        request = RemotingCommand.request(RequestCode.GET_ALL_TOPIC_CONFIG)
+        response = await self._invoke_broker(broker_addr, request, "topic configs")
+        return TopicConfigSerializeWrapper.from_json(response.body or b"{}")
+
+    async def all_group_config(self, broker_addr: str) -> SubscriptionGroupWrapper:
+        """The broker's whole subscription group table (GET_ALL_SUBSCRIPTIONGROUP_CONFIG)."""
+        request = RemotingCommand.request(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+        response = await self._invoke_broker(broker_addr, request, "group configs")
+        return SubscriptionGroupWrapper.from_json(response.body or b"{}")
+
+    async def producer_connections(self, group: str, topic: str) -> ProducerConnection:
+        """Live producers of ``group`` (GET_PRODUCER_CONNECTION_LIST) at ``topic``'s masters."""
+        route = await self.route(topic)
+        header = GetProducerConnectionListRequestHeader(producer_group=group)
+        found: dict[str, Connection] = {}
+        last = "no master broker"
+        for address in _master_addresses(route):
+            request = RemotingCommand.request(
+                RequestCode.GET_PRODUCER_CONNECTION_LIST, encode_header(header)
+            )
+            response = await self.instance.invoke_broker(address, request, self.timeout)
+            if response.code == ResponseCode.SUCCESS and response.body:
+                for connection in ProducerConnection.from_json(response.body).connection_set:
+                    found.setdefault(connection.client_id, connection)
+            else:
+                last = response.remark or str(response.code)
+        if not found:
+            raise MQClientError(
+                ResponseCode.SYSTEM_ERROR, f"producer group {group} is not online: {last}"
+            )
+        return ProducerConnection(connection_set=list(found.values()))
+
+    async def consumer_running_info(self, group: str, client_id: str) -> ConsumerRunningInfo:
+        """A live consumer's queues and rates, relayed by a broker (GET_CONSUMER_RUNNING_INFO)."""
+        header = GetConsumerRunningInfoRequestHeader(consumer_group=group, client_id=client_id)
+        last = "no broker"
+        for address in (await self.masters()).values():
+            request = RemotingCommand.request(
+                RequestCode.GET_CONSUMER_RUNNING_INFO, encode_header(header)
+            )
+            response = await self.instance.invoke_broker(address, request, self.timeout * 2)
+            if response.code == ResponseCode.SUCCESS and response.body:
+                return ConsumerRunningInfo.from_json(response.body)
+            last = response.remark or str(response.code)
+        raise MQClientError(
+            ResponseCode.CONSUMER_NOT_ONLINE, f"consumer {client_id} of {group}: {last}"
+        )
+
+    async def broker_stats(
+        self, broker_addr: str, stats_name: str, stats_key: str
+    ) -> BrokerStatsData:
+        """One statistic's minute, hour and day windows (VIEW_BROKER_STATS_DATA)."""
+        header = ViewBrokerStatsDataRequestHeader(stats_name=stats_name, stats_key=stats_key)
+        request = RemotingCommand.request(RequestCode.VIEW_BROKER_STATS_DATA, encode_header(header))
+        response = await self._invoke_broker(broker_addr, request, f"stats {stats_name}")
+        return BrokerStatsData.from_json(response.body or b"{}")
+
+    async def topic_consumed_by(self, topic: str) -> list[str]:
+        """Groups that consume ``topic`` or hold offsets on it (QUERY_TOPIC_CONSUME_BY_WHO)."""
+        route = await self.route(topic)
+        header = QueryTopicConsumeByWhoRequestHeader(topic=topic)
+        groups: set[str] = set()
+        for address in _master_addresses(route):
+            response = await self._broker(address, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, header)
+            groups.update(GroupList.from_json(response.body or b"{}").group_list)
+        return sorted(groups)
+
+    async def namesrv_config(self) -> dict[str, dict[str, str]]:
+        """Each registry's settings (GET_NAMESRV_CONFIG), by registry address."""
+        configs: dict[str, dict[str, str]] = {}
+        for registry in self.instance.registries:
+            request = RemotingCommand.request(RequestCode.GET_NAMESRV_CONFIG)
+            response = await self._invoke_registry_at(registry, request, "registry config")
+            configs[registry] = _properties(bytes(response.body or b"").decode("utf-8", "replace"))
+        return configs
+
+    async def get_kv_config(self, namespace: str, key: str) -> str | None:
+        """A registry KV config value (GET_KV_CONFIG); None when it is not set."""
+        header = GetKVConfigRequestHeader(namespace=namespace, key=key)
+        request = RemotingCommand.request(RequestCode.GET_KV_CONFIG, encode_header(header))
+        response = await self.instance.invoke_registry(request)
+        if response.code == ResponseCode.QUERY_NOT_FOUND:
+            return None
+        _check(response, f"get kv config {namespace}/{key}")
+        return (response.ext_fields or {}).get("value")
+
+    async def put_kv_config(self, namespace: str, key: str, value: str) -> None:
+        """Set a KV config entry in every registry (PUT_KV_CONFIG)."""
+        header = PutKVConfigRequestHeader(namespace=namespace, key=key, value=value)
+        for registry in self.instance.registries:
+            request = RemotingCommand.request(RequestCode.PUT_KV_CONFIG, encode_header(header))
+            await self._invoke_registry_at(registry, request, f"put kv config {namespace}/{key}")
+
+    async def delete_kv_config(self, namespace: str, key: str) -> None:
+        """Remove a KV config entry from every registry (DELETE_KV_CONFIG)."""
+        header = DeleteKVConfigRequestHeader(namespace=namespace, key=key)
+        for registry in self.instance.registries:
+            request = RemotingCommand.request(RequestCode.DELETE_KV_CONFIG, encode_header(header))
+            await self._invoke_registry_at(registry, request, f"delete kv config {namespace}/{key}")
+
+    async def wipe_write_perm(self, broker_name: str) -> dict[str, int]:
+        """Stop writes to ``broker_name`` in every registry; topics changed, by registry."""
+        header = WipeWritePermOfBrokerRequestHeader(broker_name=broker_name)
+        return await self._write_perm(
+            RequestCode.WIPE_WRITE_PERM_OF_BROKER, encode_header(header), "wipeTopicCount"
+        )
+
+    async def add_write_perm(self, broker_name: str) -> dict[str, int]:
+        """Allow writes to ``broker_name`` again in every registry; topics changed, by registry."""
+        header = AddWritePermOfBrokerRequestHeader(broker_name=broker_name)
+        return await self._write_perm(
+            RequestCode.ADD_WRITE_PERM_OF_BROKER, encode_header(header), "addTopicCount"
+        )
+
+    async def clone_group_offset(
+        self, src_group: str, dest_group: str, topic: str, *, offline: bool = False
+    ) -> list[str]:
+        """Copy ``src_group``'s offsets on ``topic`` to ``dest_group`` (CLONE_GROUP_OFFSET)."""
+        route = await self.route(topic)
+        header = CloneGroupOffsetRequestHeader(
+            src_group=src_group, dest_group=dest_group, topic=topic, offline=offline
+        )
+        addresses = _master_addresses(route)
+        for address in addresses:
+            await self._broker(address, RequestCode.CLONE_GROUP_OFFSET, header)
+        return addresses
+
+    async def reset_offset(
+        self,
+        group: str,
+        topic: str,
+        offset: int,
+        *,
+        queue_id: int | None = None,
+        broker_name: str | None = None,
+    ) -> dict[MessageQueue, int]:
+        """Move ``group`` on ``topic`` to ``offset`` on every queue (or one queue).
+
+        Explicit offsets go beyond RocketMQ 4.x: a BoltMQ broker (or RocketMQ 5) takes them.
+        A broker refuses the whole reset when ``offset`` lies outside a queue's [min, max].
+        """
+        route = await self.route(topic)
+        table: dict[MessageQueue, int] = {}
+        for broker, queues in _broker_queues(route):
+            if broker_name is not None and broker.broker_name != broker_name:
+                continue
+            address = broker.broker_addrs.get(MASTER_ID)
+            if address is None:
+                continue
+            if queue_id is not None and queue_id >= queues:
+                continue
+            ids = range(queues) if queue_id is None else [queue_id]
+            wanted = {
+                MessageQueue(topic=topic, broker_name=broker.broker_name, queue_id=i): offset
+                for i in ids
+            }
+            header = ResetOffsetRequestHeader(topic=topic, group=group, timestamp=0, is_force=True)
+            request = RemotingCommand.request(
+                RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+                encode_header(header),
+                ResetOffsetBody(offset_table=wanted).to_json(),
+            )
+            response = await self._invoke_broker(address, request, f"reset {group} on {topic}")
+            done = ResetOffsetBody.from_json(response.body or b"{}").offset_table
+            if done != wanted:
+                # A RocketMQ 4.x broker ignores the table and resets by the header's time.
+                raise MQClientError(
+                    ResponseCode.SYSTEM_ERROR,
+                    f"broker {broker.broker_name} at {address} did not take explicit offsets "
+                    f"(it set {_offsets_text(done)}); it may be a RocketMQ 4.x broker, which "
+                    "only resets by time",
+                )
+            table.update(done)
+        if not table:
+            where = f"queue {queue_id}" if queue_id is not None else "queues"
+            raise MQClientError(
+                ResponseCode.SYSTEM_ERROR,
+                f"topic {topic} has no such {where}"
+                + (f" on broker {broker_name}" if broker_name else ""),
+            )
+        return table
 
     async def reset_offset_by_time(
         self, group: str, topic: str, timestamp_ms: int, *, force: bool = True
@@ -314,14 +569,73 @@ class Admin:
             raise MQClientError(ResponseCode.SYSTEM_ERROR, "no master broker to send to")
         return addresses
 
+    async def _invoke_broker(
+        self, address: str, request: RemotingCommand, what: str
+    ) -> RemotingCommand:
+        response = await self.instance.invoke_broker(address, request, self.timeout)
+        return _check(response, f"{what} at {address}")
+
+    async def _invoke_registry_at(
+        self, registry: str, request: RemotingCommand, what: str
+    ) -> RemotingCommand:
+        try:
+            response = await self.instance.remoting.invoke(registry, request, self.timeout)
+        except RemotingError as exc:
+            raise MQClientError(
+                ResponseCode.SYSTEM_ERROR, f"registry {registry} did not answer: {exc.remark}"
+            ) from None
+        return _check(response, f"{what} at registry {registry}")
+
+    async def _write_perm(self, code: int, ext: dict[str, str], count_key: str) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for registry in self.instance.registries:
+            request = RemotingCommand.request(code, dict(ext))
+            response = await self._invoke_registry_at(registry, request, "write perm")
+            counts[registry] = int((response.ext_fields or {}).get(count_key, "0"))
+        return counts
+
     async def _registry(self, request: RemotingCommand) -> RemotingCommand:
         response = await self.instance.invoke_registry(request)
-        return _check(response, f"registry request {request.code}")
+        return _check(response, f"{_code_name(request.code)} at a registry")
 
     async def _broker(self, address: str, code: int, header: object) -> RemotingCommand:
         request = RemotingCommand.request(code, encode_header(header))
         response = await self.instance.invoke_broker(address, request, self.timeout)
-        return _check(response, f"request {code} at {address}")
+        return _check(response, f"{_code_name(code)} at {address}")
+
+
+def _master_addresses(route: TopicRouteData) -> list[str]:
+    return [b.broker_addrs[MASTER_ID] for b in route.broker_datas if MASTER_ID in b.broker_addrs]
+
+
+def _broker_queues(route: TopicRouteData) -> list[tuple[BrokerData, int]]:
+    """Each broker of ``route`` with its queue count (the larger of read and write)."""
+    counts = {q.broker_name: max(q.read_queue_nums, q.write_queue_nums) for q in route.queue_datas}
+    return [(b, counts[b.broker_name]) for b in route.broker_datas if b.broker_name in counts]
+
+
+def _properties(text: str) -> dict[str, str]:
+    """``key=value`` lines (a Java properties text as brokers and registries write it)."""
+    table: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", "!")) or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        table[key.strip()] = value.strip()
+    return table
+
+
+def _offsets_text(table: Mapping[MessageQueue, int]) -> str:
+    return ", ".join(f"queue {q.queue_id}: {o}" for q, o in sorted(
+        table.items(), key=lambda item: item[0].queue_id)) or "nothing"  # fmt: skip
+
+
+def _code_name(code: int) -> str:
+    try:
+        return RequestCode(code).name
+    except ValueError:
+        return f"request {code}"
 
 
 def _check(response: RemotingCommand, what: str) -> RemotingCommand:

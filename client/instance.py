@@ -24,15 +24,18 @@ import anyio
 import anyio.abc
 
 from client.message import MQClientError
+from protocol.acl import SessionCredentials
 from protocol.bodies import (
     PERM_READ,
     PERM_WRITE,
+    BodyError,
     ConsumeMessageDirectlyResult,
     ConsumerData,
     ConsumerRunningInfo,
     HeartbeatData,
     MessageQueue,
     ProducerData,
+    ResetOffsetBody,
     TopicRouteData,
 )
 from protocol.client import RemotingClient
@@ -50,6 +53,7 @@ from protocol.headers import (
     NotifyConsumerIdsChangedRequestHeader,
     QueryConsumerOffsetRequestHeader,
     QueryConsumerOffsetResponseHeader,
+    ResetOffsetRequestHeader,
     SearchOffsetRequestHeader,
     SearchOffsetResponseHeader,
     UnregisterClientRequestHeader,
@@ -57,6 +61,7 @@ from protocol.headers import (
     encode_header,
 )
 from protocol.message import MessageExt, MessageFormatError, decode_record
+from protocol.websocket_client import split_websocket_url
 
 log = logging.getLogger("boltmq.client")
 
@@ -75,11 +80,19 @@ def local_ip() -> str:
 
 
 def parse_namesrv_addr(namesrv_addr: str | Sequence[str]) -> list[str]:
-    """``"a:9876;b:9876"`` (RocketMQ's form) or a list -> addresses, blanks dropped."""
+    """``"a:9876;b:9876"`` (RocketMQ's form, or ``ws://a:9877/``) or a list -> addresses.
+
+    Blanks are dropped; a malformed websocket address raises ValueError saying what is wrong.
+    """
     parts = namesrv_addr.split(";") if isinstance(namesrv_addr, str) else list(namesrv_addr)
     addresses = [p.strip() for p in parts if p.strip()]
     if not addresses:
-        raise ValueError("namesrv_addr names no registry: give 'host:port[;host:port...]'")
+        raise ValueError(
+            "namesrv_addr names no registry: give 'host:port[;host:port...]' or 'ws://host:port/'"
+        )
+    for address in addresses:
+        if "://" in address:
+            split_websocket_url(address)
     return addresses
 
 
@@ -138,6 +151,9 @@ class BrokerCallTarget(Protocol):
         """CONSUME_MESSAGE_DIRECTLY: hand one message to the listener, say how it went."""
         ...
 
+    def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """RESET_CONSUMER_CLIENT_OFFSET: restart these queues at these offsets."""
+
 
 class ClientInstance:
     """Registries, routes, broker addresses and heartbeats shared by producers and consumers."""
@@ -150,6 +166,10 @@ class ClientInstance:
         timeout: float = 3.0,
         poll_name_server_interval: float = 30.0,
         heartbeat_broker_interval: float = 30.0,
+        tls_ca_file: str | None = None,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        security_token: str | None = None,
     ) -> None:
         self.registries = parse_namesrv_addr(namesrv_addr)
         name = instance_name or f"{next(_instance_counter)}"
@@ -157,7 +177,15 @@ class ClientInstance:
         self.timeout = timeout
         self.poll_name_server_interval = poll_name_server_interval
         self.heartbeat_broker_interval = heartbeat_broker_interval
-        self.remoting = RemotingClient()
+        # Registries named ws:// answer routes with the brokers' ws:// addresses, so the
+        # same pool reaches brokers over websocket too; tls_ca_file verifies wss:// peers.
+        # ACL: every request to registries and brokers is signed with the credentials
+        # (docs/security.md).
+        self.credentials = SessionCredentials.from_options(access_key, secret_key, security_token)
+        self.remoting = RemotingClient(
+            tls_ca_file=tls_ca_file,
+            rpc_hook=self.credentials.sign if self.credentials is not None else None,
+        )
         self.routes: dict[str, TopicRouteData] = {}
         self.broker_addrs: dict[str, dict[int, str]] = {}
         self.producer_groups: set[str] = set()
@@ -169,6 +197,7 @@ class ClientInstance:
         dispatcher.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._consumer_ids_changed)
         dispatcher.register(RequestCode.GET_CONSUMER_RUNNING_INFO, self._get_running_info)
         dispatcher.register(RequestCode.CONSUME_MESSAGE_DIRECTLY, self._consume_directly)
+        dispatcher.register(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._reset_offset)
         self._registry_index = 0
         self._task_group: anyio.abc.TaskGroup | None = None
         self._route_locks: dict[str, anyio.Lock] = {}
@@ -423,6 +452,22 @@ class ClientInstance:
             log.info("consumer ids of group %s changed (%s): rebalancing",
                      header.consumer_group, connection.peer)  # fmt: skip
             target.consumer_ids_changed()
+
+    def _reset_offset(self, connection: Connection, request: RemotingCommand) -> None:
+        # Oneway from a broker after an operator's offset reset (resetOffsetByTime).
+        header = decode_header(ResetOffsetRequestHeader, request.ext_fields)
+        target = self.call_targets.get(header.group)
+        if target is None or not request.body:
+            return
+        try:
+            offsets = ResetOffsetBody.from_json(request.body).offset_table
+        except BodyError as exc:
+            log.warning("offset reset of %s from %s not applied: %s",
+                        header.group, connection.peer, exc)  # fmt: skip
+            return
+        log.info("offsets of %s on %s reset by %s: %s", header.group, header.topic,
+                 connection.peer, {q.queue_id: o for q, o in offsets.items()})  # fmt: skip
+        target.reset_offset(header.topic, offsets)
 
     def _get_running_info(
         self, connection: Connection, request: RemotingCommand

@@ -139,6 +139,10 @@ class Producer:
         max_message_size: int = 4 * 1024 * 1024,
         send_latency_fault_enable: bool = False,
         max_async_in_flight: int = 10000,
+        tls_ca_file: str | None = None,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        security_token: str | None = None,
     ) -> None:
         if instance is None and namesrv_addr is None:
             raise ValueError("give namesrv_addr (or a ClientInstance to share)")
@@ -146,7 +150,13 @@ class Producer:
             raise ValueError(f"max_async_in_flight must be at least 1, not {max_async_in_flight}")
         self.group = group
         self._own_instance = instance is None
-        self.instance = instance or ClientInstance(namesrv_addr or "")
+        self.instance = instance or ClientInstance(
+            namesrv_addr or "",
+            tls_ca_file=tls_ca_file,
+            access_key=access_key,
+            secret_key=secret_key,
+            security_token=security_token,
+        )
         self.send_msg_timeout = send_msg_timeout
         self.retry_times_when_send_failed = retry_times_when_send_failed
         self.compress_msg_body_over_howmuch = compress_msg_body_over_howmuch
@@ -215,7 +225,7 @@ class Producer:
         timeout: float | None = None,
     ) -> SendResult:
         """Send and wait for the broker's answer; retried on another broker after a failure."""
-        result, _ = await self._send_message(message, create_uniq_id(), 0, queue, timeout)
+        result, _ = await self._send_message(message, client_id(message), 0, queue, timeout)
         return result
 
     async def send_async(
@@ -260,7 +270,7 @@ class Producer:
         self._check(message)
         body, sys_flag = self._body(message)
         props = message.wire_properties()
-        props[MessageConst.UNIQ_KEY] = create_uniq_id()
+        props[MessageConst.UNIQ_KEY] = client_id(message)
         target = queue or await self._select(message.topic, None)
         header = self._header(message.topic, target, sys_flag, message.flag,
                               properties_to_string(props), batch=False)  # fmt: skip
@@ -290,7 +300,7 @@ class Producer:
             if message.delay_level > 0:
                 raise ValueError("a batch cannot carry delayed messages")
             props = message.wire_properties()
-            uniq_id = create_uniq_id()
+            uniq_id = client_id(message)
             props[MessageConst.UNIQ_KEY] = uniq_id
             ids.append(uniq_id)
             elements.append(BatchElement(message.flag, message.body, properties_to_string(props)))
@@ -530,3 +540,9 @@ class Producer:
     async def _select(self, topic: str, avoid_broker: str | None) -> MessageQueue:
         queues = await self._publish_queues(topic)
         return self.fault_strategy.select(queues, next(self._counter), avoid_broker)
+
+
+def client_id(message: Message) -> str:
+    """The message's client id (UNIQ_KEY): the one it carries (a copy keeps its original's,
+    as RocketMQ's producers keep a set id), else a new one."""
+    return message.properties.get(MessageConst.UNIQ_KEY) or create_uniq_id()

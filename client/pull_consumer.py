@@ -74,12 +74,22 @@ class PullConsumer:
         pull_batch_size: int = 32,
         auto_commit: bool = True,
         timeout: float = 3.0,
+        tls_ca_file: str | None = None,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        security_token: str | None = None,
     ) -> None:
         if instance is None and namesrv_addr is None:
             raise ValueError("give namesrv_addr (or a ClientInstance to share)")
         self.group = group
         self._own_instance = instance is None
-        self.instance = instance or ClientInstance(namesrv_addr or "")
+        self.instance = instance or ClientInstance(
+            namesrv_addr or "",
+            tls_ca_file=tls_ca_file,
+            access_key=access_key,
+            secret_key=secret_key,
+            security_token=security_token,
+        )
         self.consume_from_where = consume_from_where
         self.consume_timestamp_ms = consume_timestamp_ms
         self.pull_batch_size = pull_batch_size

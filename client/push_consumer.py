@@ -123,6 +123,10 @@ class PushConsumer(PullMessageService):
         offset_store_dir: str | Path = "~/.boltmq_offsets",
         shutdown_timeout: float = 5.0,
         timeout: float = 3.0,
+        tls_ca_file: str | None = None,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        security_token: str | None = None,
     ) -> None:
         if instance is None and namesrv_addr is None:
             raise ValueError("give namesrv_addr (or a ClientInstance to share)")
@@ -137,7 +141,13 @@ class PushConsumer(PullMessageService):
         )
         self._own_instance = instance is None
         self.instance = instance or ClientInstance(
-            namesrv_addr or "", instance_name=instance_name, timeout=timeout
+            namesrv_addr or "",
+            instance_name=instance_name,
+            timeout=timeout,
+            tls_ca_file=tls_ca_file,
+            access_key=access_key,
+            secret_key=secret_key,
+            security_token=security_token,
         )
         self.orderly = orderly
         self.message_model = message_model
@@ -417,6 +427,24 @@ class PushConsumer(PullMessageService):
 
     def consumer_ids_changed(self) -> None:
         """NOTIFY_CONSUMER_IDS_CHANGED from a broker: rebalance at once."""
+        self._wake_rebalance()
+
+    def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """RESET_CONSUMER_CLIENT_OFFSET from a broker: restart the queues at the new offsets.
+
+        The broker has committed them already. Each queue held here stops pulling and its
+        local offset becomes the new one, so no commit undoes the reset; the rebalance woken
+        now drops the queue and starts it again from the broker's offset, as RocketMQ's
+        resetOffset does.
+        """
+        for queue, offset in offsets.items():
+            pq = self._process_queues.get(queue)
+            if pq is not None:
+                pq.dropped = True
+                if pq.pull_scope is not None:
+                    pq.pull_scope.cancel()
+                pq.arrived.set()
+            self.offset_store.update(queue, offset)
         self._wake_rebalance()
 
     def running_info(self, jstack: bool) -> ConsumerRunningInfo:

@@ -1,7 +1,8 @@
 """The remoting client: one connection per address, calls by opaque, reconnect with backoff.
 
-Runs on trio or asyncio (anyio). Requests the peer sends us (a broker asking a consumer for
-its running info, say) go to the client's own `Dispatcher`.
+Runs on trio or asyncio (anyio), over TCP (``host:port``) or websocket (``ws://host:port/``,
+``wss://`` verified against ``tls_ca_file``). Requests the peer sends us (a broker asking a
+consumer for its running info, say) go to the client's own `Dispatcher`.
 
     async with RemotingClient() as client:
         response = await client.invoke("127.0.0.1:9876", request, timeout=3)
@@ -10,6 +11,8 @@ its running info, say) go to the client's own `Dispatcher`.
 from __future__ import annotations
 
 import logging
+import ssl
+from collections.abc import Callable
 from types import TracebackType
 
 import anyio
@@ -18,7 +21,9 @@ import anyio.abc
 from protocol.command import ConnectionClosedError, RemotingCommand
 from protocol.connection import Connection, Dispatcher
 from protocol.frame import DEFAULT_FRAME_LIMIT
+from protocol.tls import client_ssl_context
 from protocol.transport import FrameTransport, connect_tcp, parse_address
+from protocol.websocket_client import connect_websocket
 
 log = logging.getLogger("boltmq.remoting")
 
@@ -34,12 +39,22 @@ class RemotingClient:
         frame_limit: int = DEFAULT_FRAME_LIMIT,
         backoff_initial: float = 0.1,
         backoff_max: float = 5.0,
+        tls_ca_file: str | None = None,
+        rpc_hook: Callable[[RemotingCommand], None] | None = None,
     ) -> None:
         self.dispatcher = dispatcher or Dispatcher()
+        #: PEM file of the CAs that ``wss://`` peers are verified against (system CAs if None).
+        self.tls_ca_file = tls_ca_file
+        # A CA file that cannot be read fails here, not at the first connection.
+        self._ssl_context: ssl.SSLContext | None = (
+            None if tls_ca_file is None else client_ssl_context(tls_ca_file)
+        )
         self.connect_timeout = connect_timeout
         self.frame_limit = frame_limit
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
+        #: Applied to every request sent (e.g. `protocol.acl.SessionCredentials.sign`).
+        self.rpc_hook = rpc_hook
         self._connections: dict[str, Connection] = {}
         self._locks: dict[str, anyio.Lock] = {}
         self._failures: dict[str, tuple[int, float]] = {}  # address -> (count, retry-not-before)
@@ -83,6 +98,9 @@ class RemotingClient:
                 with anyio.fail_after(self.connect_timeout):
                     transport = await self._open(address)
             except (OSError, TimeoutError, ValueError) as exc:
+                if isinstance(exc, TimeoutError) and not str(exc):
+                    what = "websocket upgrade" if "://" in address else "connection"
+                    exc = TimeoutError(f"no {what} within {self.connect_timeout:g}s")
                 count += 1
                 delay = min(self.backoff_max, self.backoff_initial * 2 ** (count - 1))
                 self._failures[address] = (count, anyio.current_time() + delay)
@@ -97,6 +115,7 @@ class RemotingClient:
                 frame_limit=self.frame_limit,
                 idle_timeout=None,
             )
+            conn.request_hook = self.rpc_hook
             if self._task_group is None:
                 raise RuntimeError("RemotingClient must be used as 'async with RemotingClient()'")
             await self._task_group.start(conn.run)
@@ -105,13 +124,12 @@ class RemotingClient:
 
     async def _open(self, address: str) -> FrameTransport:
         if address.startswith(("ws://", "wss://")):
-            from protocol.websocket import run_client_websocket
-
-            assert self._task_group is not None
-            transport: FrameTransport = await self._task_group.start(
-                run_client_websocket, address, self.frame_limit + 8
+            if address.startswith("wss://") and self._ssl_context is None:
+                self._ssl_context = client_ssl_context(self.tls_ca_file)
+            # The message limit counts the frame's own 4-byte length field and some slack.
+            return await connect_websocket(
+                address, self.frame_limit + 8, ssl_context=self._ssl_context
             )
-            return transport
         host, port = parse_address(address)
         return await connect_tcp(host, port)
 

@@ -51,6 +51,8 @@ AsyncHandler: TypeAlias = Callable[
 ]
 Handler: TypeAlias = SyncHandler | AsyncHandler
 CloseListener: TypeAlias = Callable[["Connection"], None]
+#: Checks a request before its handler: None lets it through, a command is the refusal.
+Guard: TypeAlias = Callable[["Connection", RemotingCommand], RemotingCommand | None]
 
 
 #: Requests dispatched from one receive before the reader lets other tasks run.
@@ -75,10 +77,26 @@ class Dispatcher:
 
     def __init__(self) -> None:
         self._handlers: dict[int, tuple[bool, Handler]] = {}
+        self._unguarded: dict[int, Handler] = {}
+        self._guard: Guard | None = None
 
     def register(self, code: int, handler: Handler) -> None:
         """Serve ``code`` with ``handler`` (replacing any previous one)."""
-        self._handlers[int(code)] = (inspect.iscoroutinefunction(handler), handler)
+        self._unguarded[int(code)] = handler
+        is_async = inspect.iscoroutinefunction(handler)
+        if self._guard is not None:
+            handler = _guarded(self._guard, handler, is_async)
+        self._handlers[int(code)] = (is_async, handler)
+
+    def install_guard(self, guard: Guard) -> None:
+        """Run ``guard`` before every handler, now and later registered (the ACL check).
+
+        The guard returns None to let the request through, or the refusal to answer with. The
+        handlers are wrapped once here, so a dispatcher without a guard pays nothing per request.
+        """
+        self._guard = guard
+        for code, handler in list(self._unguarded.items()):
+            self.register(code, handler)
 
     def lookup(self, code: int) -> tuple[bool, Handler] | None:
         """(is_async, handler) for a code, or None when the code is not served."""
@@ -87,6 +105,28 @@ class Dispatcher:
     def codes(self) -> list[int]:
         """Every code served, sorted."""
         return sorted(self._handlers)
+
+
+def _guarded(guard: Guard, handler: Handler, is_async: bool) -> Handler:
+    if is_async:
+
+        async def guarded_async(
+            connection: Connection, request: RemotingCommand
+        ) -> RemotingCommand | None:
+            refusal = guard(connection, request)
+            if refusal is not None:
+                return refusal
+            return await handler(connection, request)  # type: ignore[misc,no-any-return]
+
+        return guarded_async
+
+    def guarded(connection: Connection, request: RemotingCommand) -> RemotingCommand | None:
+        refusal = guard(connection, request)
+        if refusal is not None:
+            return refusal
+        return handler(connection, request)  # type: ignore[return-value]
+
+    return guarded
 
 
 class _Event(Protocol):
@@ -154,8 +194,15 @@ class Connection:
         self._last_activity = 0.0
         self.requests_handled = 0
         self.close_reason: str | None = None
+        #: Called on every request this side sends (the ACL signature); None = send as is.
+        self.request_hook: Callable[[RemotingCommand], None] | None = None
 
     # ----------------------------------------------------------------- lifetime
+
+    @property
+    def over_websocket(self) -> bool:
+        """True when the peer came over websocket (its transport carries one frame a message)."""
+        return self.transport.message_framed
 
     @property
     def closed(self) -> bool:
@@ -218,6 +265,8 @@ class Connection:
         """Send a request and wait for its response, at most ``timeout`` seconds."""
         if self._closed:
             raise ConnectionClosedError(f"connection to {self.peer} is closed")
+        if self.request_hook is not None:
+            self.request_hook(request)
         pending = _Pending(self._new_event())
         opaque = request.opaque
         deadline = self._now() + timeout
@@ -266,6 +315,8 @@ class Connection:
         if self._closed:
             raise ConnectionClosedError(f"connection to {self.peer} is closed")
         request.flag |= 0x2
+        if self.request_hook is not None:
+            self.request_hook(request)
         self._enqueue(request)
 
     def send(self, command: RemotingCommand) -> None:

@@ -9,6 +9,7 @@ traffic for ``idle_timeout`` seconds is closed.
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import Callable
 
 import attrs
@@ -89,9 +90,11 @@ class RemotingServer:
         port: int,
         host: str = "127.0.0.1",
         *,
+        ssl_context: ssl.SSLContext | None = None,
         task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Listen for websocket clients on any request path; reports the bound port."""
+        """Listen for websocket clients on any request path (TLS with ``ssl_context``);
+        reports the bound port."""
         async with trio.open_nursery() as nursery:
             server = await nursery.start(
                 _serve_websocket,
@@ -99,16 +102,26 @@ class RemotingServer:
                 host,
                 port,
                 self.config.frame_limit + 8,
+                ssl_context,
             )
             bound = server.port
-            log.info("remoting: listening on websocket %s:%d", host, bound)
+            log.info(
+                "remoting: listening on websocket%s %s:%d",
+                " (TLS)" if ssl_context is not None else "",
+                host,
+                bound,
+            )
             task_status.started(bound)
 
     async def _serve_tcp_stream(self, stream: trio.SocketStream) -> None:
         await self.serve_transport(TrioStreamTransport(stream))
 
     async def _serve_websocket_request(self, request: trio_websocket.WebSocketRequest) -> None:
-        ws = await request.accept()
+        try:
+            ws = await request.accept()
+        except (trio_websocket.ConnectionClosed, trio.BrokenResourceError) as exc:
+            log.info("remoting: websocket handshake failed: %s", exc)
+            return
         await self.serve_transport(WebSocketTransport(ws))
 
     async def serve_transport(self, transport: FrameTransport) -> None:
@@ -147,6 +160,7 @@ async def _serve_websocket(
     host: str,
     port: int,
     max_message_size: int,
+    ssl_context: ssl.SSLContext | None,
     *,
     task_status: trio.TaskStatus[trio_websocket.WebSocketServer] = trio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -154,7 +168,7 @@ async def _serve_websocket(
         handler,  # type: ignore[arg-type]
         host,
         port,
-        ssl_context=None,
+        ssl_context=ssl_context,
         max_message_size=max_message_size,
         task_status=task_status,
     )

@@ -1,4 +1,6 @@
-"""Websocket transport: one binary message carries exactly one whole frame (length included)."""
+"""The servers' websocket transport (trio-websocket): one binary message carries exactly one
+whole frame, its length field included. Clients use `protocol.websocket_client` (wsproto over
+anyio), which runs on asyncio too."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from protocol.transport import Part, format_address
 
 
 class WebSocketTransport:
-    """A remoting transport over a trio-websocket connection (server or client side)."""
+    """A remoting transport over a trio-websocket connection (the server side)."""
 
     message_framed = True
 
@@ -52,16 +54,3 @@ class WebSocketTransport:
     async def wait_closed(self) -> None:
         """Return once `aclose` was called."""
         await self._closed.wait()
-
-
-async def run_client_websocket(
-    url: str,
-    max_message_size: int,
-    *,
-    task_status: trio.TaskStatus[WebSocketTransport] = trio.TASK_STATUS_IGNORED,
-) -> None:
-    """Open a client websocket (trio only); reports its transport and lives until it closes."""
-    async with trio_websocket.open_websocket_url(url, max_message_size=max_message_size) as ws:
-        transport = WebSocketTransport(ws)
-        task_status.started(transport)
-        await transport.wait_closed()

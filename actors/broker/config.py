@@ -11,6 +11,7 @@ from pathlib import Path
 
 import attrs
 
+from protocol.transport import format_address
 from storage import BrokerRole, FlushDiskType, MessageStoreConfig
 from supervisors.config import ConfigError, build_config, config_properties, load_config
 from supervisors.metrics_http import MetricsExporterType
@@ -38,6 +39,9 @@ class BrokerConfig:
     ha_listen_port: int = attrs.field(default=0, validator=_port)
     # 0 = off.
     websocket_listen_port: int = attrs.field(default=0, validator=_port)
+    # PEM certificate chain and key: the websocket listener then speaks wss:// (TLS).
+    websocket_tls_cert_path: str = ""
+    websocket_tls_key_path: str = ""
     # Also listen on listenPort - 2 (the "VIP" port older Java producers send to).
     fast_port_enable: bool = True
     bind_address: str = "0.0.0.0"
@@ -94,6 +98,13 @@ class BrokerConfig:
     metrics_exporter_type: MetricsExporterType = MetricsExporterType.DISABLE
     metrics_prom_exporter_port: int = attrs.field(default=5557, validator=_port)
     metrics_prom_exporter_host: str = ""
+    # ACL 1.0 (docs/security.md): check every request against plainAclFile ("" =
+    # <storePathRootDir>/config/plain_acl.yml); accessKey/secretKey sign the broker's own
+    # calls (registration with registries that check ACL).
+    acl_enable: bool = False
+    plain_acl_file: str = ""
+    access_key: str = ""
+    secret_key: str = ""
     # Store settings (RocketMQ keeps the historical "maped" spelling in the key).
     mapped_file_size_commit_log: int = attrs.field(
         default=1024 * 1024 * 1024, validator=_positive, metadata={"key": "mapedFileSizeCommitLog"}
@@ -118,6 +129,14 @@ class BrokerConfig:
         return f"{self.broker_ip1}:{self.listen_port}"
 
     @property
+    def websocket_addr(self) -> str | None:
+        """``ws://brokerIP1:websocketListenPort/`` (``wss://`` with TLS); None when off."""
+        if not self.websocket_listen_port:
+            return None
+        scheme = "wss" if self.websocket_tls_cert_path else "ws"
+        return f"{scheme}://{format_address(self.broker_ip1, self.websocket_listen_port)}/"
+
+    @property
     def ha_addr(self) -> str:
         """``brokerIP1:haListenPort``."""
         return f"{self.broker_ip1}:{self.ha_listen_port or self.listen_port + 1}"
@@ -136,6 +155,13 @@ class BrokerConfig:
     def config_dir(self) -> Path:
         """``<storePathRootDir>/config``: topics.json, consumerOffset.json, ..."""
         return self.store_root / "config"
+
+    @property
+    def plain_acl_path(self) -> Path:
+        """``plainAclFile``, or ``<storePathRootDir>/config/plain_acl.yml`` when unset."""
+        if self.plain_acl_file:
+            return Path(self.plain_acl_file).expanduser()
+        return self.config_dir / "plain_acl.yml"
 
     @property
     def is_slave(self) -> bool:
@@ -167,8 +193,11 @@ class BrokerConfig:
         )
 
     def to_properties(self) -> dict[str, str]:
-        """Every key with its value as text (GET_BROKER_CONFIG's body)."""
-        return config_properties(self)
+        """Every key with its value as text (GET_BROKER_CONFIG's body; the secret key masked)."""
+        properties = config_properties(self)
+        if properties.get("secretKey"):
+            properties["secretKey"] = "******"
+        return properties
 
     @classmethod
     def from_properties(cls, properties: dict[str, str]) -> BrokerConfig:

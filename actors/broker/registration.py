@@ -152,6 +152,7 @@ class Registrar:
             broker_id=c.broker_id,
             compressed=False,
             body_crc32=zlib.crc32(body) & 0x7FFFFFFF,
+            websocket_addr=c.websocket_addr,
         )
         request = RemotingCommand.request(RequestCode.REGISTER_BROKER, encode_header(header), body)
         response = await self.client.invoke(address, request, timeout)

@@ -6,7 +6,8 @@ Children of the broker's supervisor, in start order (stopped in reverse):
 2. ``topics``, ``offsets``, ``groups`` - the table actors kept in ``config/*.json``.
 3. ``clients``, ``locks`` - the client connections (with their expiry scan) and orderly locks.
 4. ``stats`` - the statistics sampler (minute, hour and day rates).
-5. ``schedule`` - delay levels and timed delivery (re-puts due messages).
+5. ``schedule`` - delay levels and timed delivery (re-puts due messages); with
+   ``aclEnable=true``, then ``acl-watcher`` - reloads plain_acl.yml when it changes.
 6. ``server`` - listeners on listenPort, listenPort - 2 and the websocket port; on stop it
    answers every held pull first.
 7. ``transaction-check`` - the check-back of unresolved half messages.
@@ -26,6 +27,7 @@ So a shutdown unregisters, stops serving, writes the tables and flushes the stor
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
@@ -33,6 +35,7 @@ from functools import partial
 import attrs
 import trio
 
+from actors.acl import AccessValidator
 from actors.broker.client_requests import notify_request
 from actors.broker.clients import ClientManager
 from actors.broker.config import BrokerConfig
@@ -49,11 +52,13 @@ from actors.broker.schedule import ScheduleMessageService
 from actors.broker.stats import BrokerStatsManager
 from actors.broker.topics import TopicManager
 from actors.broker.transaction import TransactionalMessageService
+from protocol.acl import SessionCredentials
 from protocol.client import RemotingClient
 from protocol.codes import RequestCode
 from protocol.connection import Connection, Dispatcher
 from protocol.rpc_metrics import time_handlers
 from protocol.server import RemotingServer, ServerConfig, ServerStatistics
+from protocol.tls import server_ssl_context
 from storage import FileMessageStore, MessageStore, StoreStatistics
 from supervisors.actor import ActorStatistics
 from supervisors.metrics_http import (
@@ -127,10 +132,13 @@ class Broker:
         #: The bound Prometheus port once running with metricsExporterType=PROM.
         self.metrics_port: int | None = None
         self.supervisor: Supervisor | None = None
+        #: The ACL check (aclEnable=true), set up in `run`.
+        self.acl: AccessValidator | None = None
         #: Called at the start of `run` (a launcher fills in late settings).
         self.before_start: Callable[[], object] | None = None
         self._listeners: list[trio.SocketListener] = []
         self._fast_listeners: list[trio.SocketListener] = []
+        self._websocket_tls: ssl.SSLContext | None = None
 
     # -- addresses -------------------------------------------------------------------------
 
@@ -170,10 +178,20 @@ class Broker:
             except OSError as exc:
                 log.warning("fast port %d not available (%s); serving on %d only",
                             config.listen_port - 2, exc, config.listen_port)  # fmt: skip
+        # A bad certificate fails the start, before any listener, with the setting named.
+        self._websocket_tls = server_ssl_context(
+            config.websocket_tls_cert_path, config.websocket_tls_key_path
+        )
         # MsgIds carry the broker's address, which an ephemeral listen port fixes only now.
         self.store.config.store_host = (config.broker_ip1, config.listen_port)
         await trio.to_thread.run_sync(self._load_tables)
-        async with RemotingClient() as client:
+        acl_children = await self._start_acl()
+        credentials = (
+            SessionCredentials(config.access_key, config.secret_key)
+            if config.access_key or config.secret_key
+            else None
+        )
+        async with RemotingClient(rpc_hook=credentials.sign if credentials else None) as client:
             self.registrar = registrar = Registrar(config, self.topics, client)
             self.topics.on_change.append(lambda _topic: registrar.register_soon())
             self.supervisor = supervisor = Supervisor(
@@ -187,6 +205,7 @@ class Broker:
                     ChildSpec.instance("locks", self.locks),
                     ChildSpec.function("stats", self.stats.run),
                     ChildSpec.instance("schedule", self.schedule),
+                    *acl_children,
                     ChildSpec.function("server", self._serve, aclose=self._quiesce),
                     ChildSpec.function("transaction-check", self.transactions.run),
                     *self.ha.children(),
@@ -207,6 +226,15 @@ class Broker:
                 )  # fmt: skip
                 task_status.started(self)
 
+    async def _start_acl(self) -> list[ChildSpec]:
+        # Before listening: a missing or bad plain_acl.yml stops the start (AclConfigError).
+        if not self.config.acl_enable:
+            return []
+        self.acl = AccessValidator(self.config.plain_acl_path)
+        await trio.to_thread.run_sync(self.acl.load)
+        self.dispatcher.install_guard(self.acl.guard)
+        return [ChildSpec.function("acl-watcher", self.acl.watch)]
+
     def _load_tables(self) -> None:
         for table in (self.topics, self.offsets, self.groups):
             table.load()
@@ -222,7 +250,10 @@ class Broker:
                 await nursery.start(self.server.serve_listeners, self._fast_listeners)
             if self.config.websocket_listen_port:
                 self.websocket_port = await nursery.start(
-                    self.server.serve_websocket,
+                    partial(
+                        self.server.serve_websocket,
+                        ssl_context=self._websocket_tls,
+                    ),
                     self.config.websocket_listen_port,
                     self.config.bind_address or "0.0.0.0",
                 )

@@ -42,6 +42,7 @@ class RegisterBroker(Request[RegisterResult]):
     topic_config_table: Mapping[str, TopicConfigLike] | None
     filter_server_list: Sequence[str] = ()
     connection: object | None = None
+    websocket_addr: str | None = None
 
 
 @attrs.frozen
@@ -209,6 +210,7 @@ class RegistryActor(Actor[RegistryCommand]):
                     topic_config_table=command.topic_config_table,
                     filter_server_list=command.filter_server_list,
                     connection=command.connection,
+                    websocket_addr=command.websocket_addr,
                     now=trio.current_time(),
                 )
             case QueryDataVersion():

@@ -26,6 +26,9 @@ class RegistryConfig:
     listen_port: int = attrs.field(default=9876, validator=_port)
     bind_address: str = "0.0.0.0"
     websocket_listen_port: int = attrs.field(default=0, validator=_port)  # 0 = off
+    # PEM certificate chain and key: the websocket listener then speaks wss:// (TLS).
+    websocket_tls_cert_path: str = ""
+    websocket_tls_key_path: str = ""
     kv_config_path: str | None = str(DEFAULT_HOME / "kvConfig.json")  # None = memory only
     scan_not_active_broker_interval: int = attrs.field(default=10_000, validator=_positive)  # ms
     broker_expired_millis: int = attrs.field(default=120_000, validator=_positive)
@@ -36,6 +39,9 @@ class RegistryConfig:
     metrics_exporter_type: MetricsExporterType = MetricsExporterType.DISABLE
     metrics_prom_exporter_port: int = attrs.field(default=5558, validator=_port)
     metrics_prom_exporter_host: str = ""
+    # ACL 1.0 (docs/security.md): check every request against plainAclFile.
+    acl_enable: bool = False
+    plain_acl_file: str = str(DEFAULT_HOME / "plain_acl.yml")
 
     def to_properties(self) -> dict[str, str]:
         """Every key with its value as text (GET_NAMESRV_CONFIG's body)."""
@@ -74,6 +80,8 @@ KEYS = {
     "listenPort": "listen_port",
     "bindAddress": "bind_address",
     "websocketListenPort": "websocket_listen_port",
+    "websocketTlsCertPath": "websocket_tls_cert_path",
+    "websocketTlsKeyPath": "websocket_tls_key_path",
     "kvConfigPath": "kv_config_path",
     "scanNotActiveBrokerInterval": "scan_not_active_broker_interval",
     "brokerExpiredMillis": "broker_expired_millis",
@@ -82,6 +90,8 @@ KEYS = {
     "metricsExporterType": "metrics_exporter_type",
     "metricsPromExporterPort": "metrics_prom_exporter_port",
     "metricsPromExporterHost": "metrics_prom_exporter_host",
+    "aclEnable": "acl_enable",
+    "plainAclFile": "plain_acl_file",
 }
 
 #: Keys UPDATE_NAMESRV_CONFIG may change; the others need a restart.

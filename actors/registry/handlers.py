@@ -24,6 +24,7 @@ from actors.registry.actor import (
 )
 from actors.registry.config import KEYS, RUNTIME_KEYS, ConfigError
 from actors.registry.kv_config import ORDER_TOPIC_CONFIG
+from actors.registry.websocket_routes import WebsocketRoutes
 from actors.registry.wire import (
     BodyError,
     DataVersion,
@@ -62,6 +63,7 @@ def register_handlers(dispatcher: Dispatcher, actor: RegistryActor) -> None:
     """Serve every registry request code on ``dispatcher``."""
     table = actor.route_table
     kv = actor.kv_config
+    websocket_routes = WebsocketRoutes(table)
 
     # ------------------------------------------------------------- route queries (hot path)
 
@@ -71,7 +73,17 @@ def register_handlers(dispatcher: Dispatcher, actor: RegistryActor) -> None:
         topic = ext.get("topic") if ext is not None else None
         if topic is None:
             topic = decode_header(GetRouteInfoRequestHeader, ext).topic  # raises the clear error
-        body = table.route_json(topic)
+        if conn.over_websocket:
+            # A websocket client cannot open TCP addresses: its route names ws:// ones.
+            body = websocket_routes.route_json(topic)
+            if body is None and table.route(topic) is not None:
+                return request.response(
+                    ResponseCode.TOPIC_NOT_EXIST,
+                    f"No broker of the topic {topic} has a websocket listener; "
+                    "give the brokers websocketListenPort",
+                )
+        else:
+            body = table.route_json(topic)
         if body is None:
             return request.response(
                 ResponseCode.TOPIC_NOT_EXIST,
@@ -82,6 +94,8 @@ def register_handlers(dispatcher: Dispatcher, actor: RegistryActor) -> None:
     # ------------------------------------------------------------- other queries
 
     def get_broker_cluster_info(conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        if conn.over_websocket:
+            return request.response(body=orjson.dumps(websocket_routes.cluster_info()))
         return request.response(body=orjson.dumps(table.cluster_info()))
 
     def get_all_topic_list(conn: Connection, request: RemotingCommand) -> RemotingCommand:
@@ -156,6 +170,7 @@ def register_handlers(dispatcher: Dispatcher, actor: RegistryActor) -> None:
                 topic_config_table=wrapper.topic_config_table,
                 filter_server_list=decoded.filter_server_list,
                 connection=conn,
+                websocket_addr=header.websocket_addr or None,
             )
         )
         conn.attributes[BROKER_CONNECTION] = True

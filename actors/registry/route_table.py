@@ -90,6 +90,8 @@ class BrokerLiveInfo:
     ha_server_addr: str
     broker_name: str
     cluster: str
+    #: ``ws://host:port/`` of the broker's websocket listener; None when it has none.
+    websocket_addr: str | None = None
 
 
 @attrs.frozen
@@ -267,6 +269,7 @@ class RouteTable:
         topic_config_table: Mapping[str, TopicConfigLike] | None,
         filter_server_list: Iterable[str] = (),
         connection: object | None = None,
+        websocket_addr: str | None = None,
         now: float,
     ) -> RegisterResult:
         """Apply one REGISTER_BROKER (the logic of sheet 4.4)."""
@@ -308,6 +311,7 @@ class RouteTable:
             ha_server_addr=ha_server_addr,
             broker_name=broker_name,
             cluster=cluster,
+            websocket_addr=websocket_addr,
         )
         if previous is None:
             log.info(

@@ -15,6 +15,7 @@ from functools import partial
 import attrs
 import trio
 
+from actors.acl import AccessValidator
 from actors.registry.actor import RegistryActor, RegistryStatistics
 from actors.registry.config import RegistryConfig
 from actors.registry.handlers import BROKER_CONNECTION, register_handlers
@@ -23,6 +24,7 @@ from actors.registry.metrics import RegistryMetricsCollector
 from protocol.connection import Connection, Dispatcher
 from protocol.rpc_metrics import RpcLatency, time_handlers
 from protocol.server import RemotingServer, ServerConfig, ServerStatistics
+from protocol.tls import server_ssl_context
 from supervisors.metrics_http import (
     MetricsExporterType,
     hold_listeners,
@@ -63,6 +65,8 @@ class Registry:
         self.metrics_port: int | None = None
         #: Supervises the metrics responder (None without metrics).
         self.metrics_supervisor: Supervisor | None = None
+        #: The ACL check (aclEnable=true), set up in `run`.
+        self.acl: AccessValidator | None = None
         self._loaded = False
 
     async def load(self) -> None:
@@ -88,8 +92,11 @@ class Registry:
 
     @property
     def websocket_address(self) -> str | None:
-        """``ws://host:port/`` of the websocket listener, when one runs."""
-        return None if not self.websocket_port else f"ws://{self.host}:{self.websocket_port}/"
+        """``ws://host:port/`` (``wss://`` with TLS) of the websocket listener, when one runs."""
+        if not self.websocket_port:
+            return None
+        scheme = "wss" if self.config.websocket_tls_cert_path else "ws"
+        return f"{scheme}://{self.host}:{self.websocket_port}/"
 
     async def run(
         self, *, task_status: trio.TaskStatus[Registry] = trio.TASK_STATUS_IGNORED
@@ -100,13 +107,24 @@ class Registry:
         """
         if not self._loaded:
             await self.load()
+        # A bad certificate fails the start, before any listener, with the setting named.
+        tls = server_ssl_context(
+            self.config.websocket_tls_cert_path, self.config.websocket_tls_key_path
+        )
+        if self.config.acl_enable:
+            # Before listening: a missing or bad plain_acl.yml stops the start.
+            self.acl = AccessValidator(self.config.plain_acl_file)
+            await trio.to_thread.run_sync(self.acl.load)
+            self.dispatcher.install_guard(self.acl.guard)
         async with trio.open_nursery() as nursery:
             await nursery.start(self.actor.run)
+            if self.acl is not None:
+                await nursery.start(self.acl.watch)
             bind = self.config.bind_address or None
             self.port = await nursery.start(self.server.serve_tcp, self.config.listen_port, bind)
             if self.config.websocket_listen_port:
                 self.websocket_port = await nursery.start(
-                    self.server.serve_websocket,
+                    partial(self.server.serve_websocket, ssl_context=tls),
                     self.config.websocket_listen_port,
                     self.config.bind_address or "0.0.0.0",
                 )

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import attrs
 
-from boltmq.cli import bench, broker, registry
+from boltmq.cli import admin, bench, broker, registry, web
 from boltmq.cli._run import (
     EXIT_USAGE,
     LOG_LEVELS,
@@ -56,6 +56,8 @@ COMMANDS: dict[str, Command] = {
     "broker": Command(broker.BROKER_HELP, broker.BROKER_EXAMPLE, broker.setup_broker),
     "cluster": Command(broker.CLUSTER_HELP, broker.CLUSTER_EXAMPLE, broker.setup_cluster),
     "bench": Command(bench.HELP, bench.EXAMPLE, bench.command),
+    "admin": Command(admin.HELP, admin.EXAMPLE, admin.setup),
+    "web": Command(web.HELP, web.EXAMPLE, web.setup),
 }
 
 

@@ -112,6 +112,9 @@ def setup_cluster(parser: argparse.ArgumentParser) -> Runner:
             RegistryConfig(
                 listen_port=args.registryPort,
                 websocket_listen_port=args.registryWebsocketPort,
+                # One certificate for the process: the registry's wss:// listener uses it too.
+                websocket_tls_cert_path=config.websocket_tls_cert_path,
+                websocket_tls_key_path=config.websocket_tls_key_path,
                 bind_address=config.bind_address,
                 kv_config_path=str(home / "namesrv" / "kvConfig.json"),
             )

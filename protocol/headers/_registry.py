@@ -7,7 +7,11 @@ import attrs
 
 @attrs.frozen(kw_only=True)
 class RegisterBrokerRequestHeader:
-    """REGISTER_BROKER request header; ``body_crc32`` 0 means "do not check"."""
+    """REGISTER_BROKER request header; ``body_crc32`` 0 means "do not check".
+
+    ``websocket_addr`` (``ws://host:port/``) is BoltMQ's own field: the broker's websocket
+    listener, which routes asked for over websocket name. Apache NameServers ignore it.
+    """
 
     broker_name: str
     broker_addr: str
@@ -16,6 +20,7 @@ class RegisterBrokerRequestHeader:
     broker_id: int
     compressed: bool = False
     body_crc32: int = 0
+    websocket_addr: str | None = None
 
 
 @attrs.frozen(kw_only=True)

@@ -140,14 +140,30 @@ class BoltProcess:
 
 
 class RunningCluster(BoltProcess):
-    """The session's cluster process: its registry and broker addresses and its log."""
+    """The session's cluster process: its registry and broker addresses and its log.
+
+    Registry and broker listen on websocket too (``ws_namesrv``, ``ws_broker``).
+    """
 
     def __init__(self, home: Path) -> None:
+        self.registry_ws_port, self.broker_ws_port = free_port(), free_port()
         super().__init__(
             home, "cluster", "--home", str(home), "--registryPort", "0", "--listenPort", "0",
             "--bindAddress", "127.0.0.1", "--fastPortEnable", "false",
+            "--registryWebsocketPort", str(self.registry_ws_port),
+            "--websocketListenPort", str(self.broker_ws_port),
             "--mapedFileSizeCommitLog", str(64 << 20), timeout=60,
         )  # fmt: skip
+
+    @property
+    def ws_namesrv(self) -> str:
+        """The registry's websocket address."""
+        return f"ws://127.0.0.1:{self.registry_ws_port}/"
+
+    @property
+    def ws_broker(self) -> str:
+        """The broker's websocket address, as websocket routes name it."""
+        return f"ws://127.0.0.1:{self.broker_ws_port}/"
 
     @property
     def namesrv(self) -> str:
@@ -156,13 +172,52 @@ class RunningCluster(BoltProcess):
 
 
 @pytest.fixture(scope="session")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningCluster]:
+def cluster_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningCluster]:
     """The shared cluster process."""
     running = RunningCluster(tmp_path_factory.mktemp("client-cluster"))
     try:
         yield running
     finally:
         running.stop()
+
+
+class ClusterOver:
+    """The shared cluster as a client on one transport sees it: ``namesrv`` and ``broker`` are
+    websocket addresses for ``"ws"``, TCP ones for ``"tcp"``; anything else is the process's."""
+
+    def __init__(self, process: RunningCluster, transport: str) -> None:
+        self.process = process
+        self.transport = transport
+
+    @property
+    def namesrv(self) -> str:
+        """The registry address to give clients."""
+        return self.process.ws_namesrv if self.transport == "ws" else self.process.namesrv
+
+    @property
+    def broker(self) -> str:
+        """The broker address as this transport's routes name it."""
+        return self.process.ws_broker if self.transport == "ws" else self.process.broker
+
+    def assert_connected_over(self, instance: ClientInstance) -> None:
+        """Every live connection of ``instance`` (registry and brokers) is on this transport."""
+        addresses = instance.remoting.addresses()
+        assert len(addresses) >= 2, addresses  # a registry and a broker at least
+        websocket = self.transport == "ws"
+        assert all(a.startswith("ws://") == websocket for a in addresses), addresses
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.process, name)
+
+
+#: Parametrises a test over both transports: ``@over_both_transports`` on a test taking cluster.
+over_both_transports = pytest.mark.parametrize("cluster", ["tcp", "ws"], indirect=True)
+
+
+@pytest.fixture
+def cluster(request: pytest.FixtureRequest, cluster_process: RunningCluster) -> ClusterOver:
+    """The shared cluster over TCP, or over the transport `over_both_transports` gives."""
+    return ClusterOver(cluster_process, getattr(request, "param", "tcp"))
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from client import Admin, Message, MQClientError, Producer, PullConsumer
 from protocol.bodies import ConsumeFromWhere, SubscriptionGroupConfig
 from protocol.codes import ResponseCode
 
-from .helpers import poll_until
+from .helpers import over_both_transports, poll_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
@@ -37,6 +37,7 @@ async def test_body_errors_propagate_unwrapped(cluster: Any, anyio_backend: str)
     assert refused.value.code == ResponseCode.TOPIC_NOT_EXIST
 
 
+@over_both_transports
 async def test_cluster_info_and_masters(cluster: Any, anyio_backend: str) -> None:
     async with Admin(namesrv_addr=cluster.namesrv) as admin:
         info = await admin.cluster_info()

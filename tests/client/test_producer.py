@@ -18,13 +18,14 @@ from client import Admin, Message, Producer, PullConsumer, SendStatus
 from protocol.bodies import ConsumeFromWhere
 from protocol.message import MessageConst, MessageSysFlag
 
-from .helpers import poll_until, wait_for_route
+from .helpers import over_both_transports, poll_until, wait_for_route
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 Unique = Callable[[str], str]
 
 
+@over_both_transports
 async def test_sync_send_returns_ids_and_the_message_reads_back(
     cluster: Any, unique: Unique, anyio_backend: str
 ) -> None:
@@ -36,6 +37,7 @@ async def test_sync_send_returns_ids_and_the_message_reads_back(
             properties={"ORIGIN": anyio_backend},
         )  # fmt: skip
         result = await producer.send(message)
+        cluster.assert_connected_over(producer.instance)
     assert result.status is SendStatus.SEND_OK
     assert len(result.msg_id) == 32 and len(result.offset_msg_id) == 32
     assert result.queue.topic == topic and result.queue_offset == 0
@@ -68,6 +70,7 @@ async def test_oneway_sends_arrive(cluster: Any, unique: Unique, anyio_backend: 
     )
 
 
+@over_both_transports
 async def test_batch_lands_in_one_queue_in_order(
     cluster: Any, unique: Unique, anyio_backend: str
 ) -> None:
@@ -89,6 +92,7 @@ async def test_batch_lands_in_one_queue_in_order(
     assert [m.keys for m in got] == [[f"key-{i}"] for i in range(10)]
 
 
+@over_both_transports
 async def test_ordered_send_keeps_one_key_on_one_queue_in_order(
     cluster: Any, unique: Unique, anyio_backend: str
 ) -> None:

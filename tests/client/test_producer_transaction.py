@@ -25,7 +25,7 @@ from client.transaction import (
 from protocol.bodies import ConsumeFromWhere
 from protocol.message import MessageConst, MessageExt, MessageSysFlag
 
-from .helpers import BoltProcess, poll_until, wait_for_route
+from .helpers import BoltProcess, free_port, poll_until, wait_for_route
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
@@ -36,16 +36,26 @@ Unique = Callable[[str], str]
 def tx_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BoltProcess]:
     """A registry + broker whose transaction check runs every 200 ms for halves over 1 s old."""
     home: Path = tmp_path_factory.mktemp("tx-cluster")
+    ws_registry, ws_broker = free_port(), free_port()
     running = BoltProcess(
         home, "cluster", "--home", str(home), "--registryPort", "0", "--listenPort", "0",
         "--bindAddress", "127.0.0.1", "--fastPortEnable", "false",
+        "--registryWebsocketPort", str(ws_registry), "--websocketListenPort", str(ws_broker),
         "--mapedFileSizeCommitLog", str(16 << 20), "--transactionCheckInterval", "200",
         "--transactionTimeOut", "1000",
     )  # fmt: skip
+    running.found["ws_registry"] = f"ws://127.0.0.1:{ws_registry}/"
     try:
         yield running
     finally:
         running.stop()
+
+
+@pytest.fixture(params=["tcp", "ws"])
+def tx_namesrv(request: pytest.FixtureRequest, tx_cluster: BoltProcess) -> str:
+    """The transaction cluster's registry over TCP, then over websocket (the broker's
+    CHECK_TRANSACTION_STATE then reaches the producer over its websocket)."""
+    return tx_cluster.found["ws_registry" if request.param == "ws" else "registry"]
 
 
 def never_checked(message: MessageExt) -> LocalTransactionState:
@@ -53,7 +63,7 @@ def never_checked(message: MessageExt) -> LocalTransactionState:
 
 
 async def test_commit_makes_the_message_visible(
-    tx_cluster: BoltProcess, unique: Unique, anyio_backend: str
+    tx_namesrv: str, unique: Unique, anyio_backend: str
 ) -> None:
     topic, group = unique("TxTopic"), unique("TxPG")
     seen: list[tuple[Message, Any]] = []
@@ -62,7 +72,7 @@ async def test_commit_makes_the_message_visible(
         seen.append((message, arg))
         return COMMIT_MESSAGE
 
-    async with TransactionProducer(group, namesrv_addr=tx_cluster.registry,
+    async with TransactionProducer(group, namesrv_addr=tx_namesrv,
                                    check_listener=never_checked) as producer:  # fmt: skip
         with anyio.fail_after(10):
             result = await producer.send_message_in_transaction(
@@ -78,7 +88,7 @@ async def test_commit_makes_the_message_visible(
     assert message.properties[MessageConst.TRAN_MSG] == "true"
     assert message.properties[MessageConst.PGROUP] == group
     assert stats["ended"] == 1 and stats["checks"] == 0
-    async with PullConsumer(unique("CG"), namesrv_addr=tx_cluster.registry,
+    async with PullConsumer(unique("CG"), namesrv_addr=tx_namesrv,
                             consume_from_where=FIRST) as consumer:  # fmt: skip
         await wait_for_route(consumer.instance, topic)
         await consumer.subscribe(topic)
@@ -120,7 +130,7 @@ async def test_rollback_drops_the_message(
 
 
 async def test_unknown_outcome_is_settled_by_the_check_listener(
-    tx_cluster: BoltProcess, unique: Unique, anyio_backend: str
+    tx_namesrv: str, unique: Unique, anyio_backend: str
 ) -> None:
     topic, group = unique("TxTopic"), unique("TxPG")
     checked: list[MessageExt] = []
@@ -132,12 +142,12 @@ async def test_unknown_outcome_is_settled_by_the_check_listener(
         checked.append(message)
         return COMMIT_MESSAGE
 
-    async with TransactionProducer(group, namesrv_addr=tx_cluster.registry,
+    async with TransactionProducer(group, namesrv_addr=tx_namesrv,
                                    check_listener=check) as producer:  # fmt: skip
         with anyio.fail_after(10):
             result = await producer.send_message_in_transaction(Message(topic, b"later"), local)
             assert result.local_transaction_state is UNKNOW
-            async with PullConsumer(unique("CG"), namesrv_addr=tx_cluster.registry,
+            async with PullConsumer(unique("CG"), namesrv_addr=tx_namesrv,
                                     consume_from_where=FIRST) as consumer:  # fmt: skip
                 await wait_for_route(consumer.instance, topic)
                 await consumer.subscribe(topic)

@@ -10,7 +10,7 @@ import pytest
 from client import Message, MQClientError, Producer, PullConsumer, parse_tags
 from protocol.bodies import ConsumeFromWhere, MessageQueue
 
-from .helpers import poll_until
+from .helpers import over_both_transports, poll_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
@@ -24,6 +24,7 @@ def test_tag_expressions() -> None:
     assert parse_tags("TagA||*") is None
 
 
+@over_both_transports
 async def test_reads_exactly_what_was_sent_and_resumes_from_committed_offsets(
     cluster: Any, unique: Unique, anyio_backend: str
 ) -> None:
@@ -35,6 +36,7 @@ async def test_reads_exactly_what_was_sent_and_resumes_from_committed_offsets(
             queues = await consumer.subscribe(topic)
             assert len(queues) == 4
             got = await poll_until(consumer, 30)
+            cluster.assert_connected_over(consumer.instance)
             assert sorted(m.msg_id for m in got) == sorted(sent)
             assert await consumer.poll(timeout=0.2) == []
             await consumer.commit()
@@ -63,6 +65,7 @@ async def test_auto_commit_on_close(cluster: Any, unique: Unique, anyio_backend:
         assert [m.body for m in await poll_until(second, 1)] == [b"after"]
 
 
+@over_both_transports
 async def test_tag_filter_and_seek(cluster: Any, unique: Unique, anyio_backend: str) -> None:
     topic = unique("TagTopic")
     async with Producer(unique("PG"), namesrv_addr=cluster.namesrv) as producer:

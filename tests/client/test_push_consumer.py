@@ -45,7 +45,7 @@ from protocol.headers import (
 )
 from protocol.message import MessageExt
 
-from .helpers import create_topic, poll_until, wait_until
+from .helpers import create_topic, over_both_transports, poll_until, wait_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
@@ -79,6 +79,7 @@ def test_allocate_averagely_is_rocketmq_s_rule() -> None:
     assert [q.queue_id for q in allocate_averagely(queues[:2], cids, "c2")] == [1]
 
 
+@over_both_transports
 async def test_three_consumers_share_eight_queues_then_two_take_over(
     cluster: Any, unique: Unique, anyio_backend: str
 ) -> None:
@@ -103,6 +104,8 @@ async def test_three_consumers_share_eight_queues_then_two_take_over(
         async with consumers[2]:
             # Every member rebalances when the broker tells it the group changed.
             await wait_until(lambda: blocks(consumers) == [[0, 1, 2], [3, 4, 5], [6, 7]])
+            for push in consumers:
+                cluster.assert_connected_over(push.instance)
         consumers.pop()  # the third left: the other two take its queues over
         await wait_until(lambda: blocks(consumers) == [[0, 1, 2, 3], [4, 5, 6, 7]])
         async with Producer(unique("PG"), namesrv_addr=cluster.namesrv) as producer:
@@ -219,6 +222,7 @@ async def test_reconsume_later_comes_back_then_goes_to_the_dlq(
     assert dead.keys == ["k1"]
 
 
+@over_both_transports
 async def test_restart_resumes_at_the_committed_offset(
     cluster: Any, unique: Unique, anyio_backend: str
 ) -> None:
@@ -256,6 +260,7 @@ async def test_consume_from_last_offset_reads_a_fresh_queue_from_its_start(
             await wait_until(lambda: early.msg_id in {m.msg_id for m in inbox.messages})
 
 
+@over_both_transports
 async def test_running_info_and_consume_directly_through_the_broker(
     cluster: Any, unique: Unique, anyio_backend: str
 ) -> None:
@@ -267,6 +272,7 @@ async def test_running_info_and_consume_directly_through_the_broker(
         sent = await producer.send(Message(topic, b"direct", tags="TagA"))
         async with push, RemotingClient() as remoting:
             await wait_until(lambda: len(inbox.messages) >= 1)
+            cluster.assert_connected_over(push.instance)
             client_id = push.instance.client_id
             header = GetConsumerRunningInfoRequestHeader(consumer_group=group, client_id=client_id)
             request = RemotingCommand.request(

@@ -409,13 +409,21 @@ async def test_websocket_on_any_path(tmp_path: Path, client: RemotingClient) -> 
     probe.close()
     async with open_registry(local_config(tmp_path, websocket_listen_port=free)) as registry:
         ws = f"ws://127.0.0.1:{registry.websocket_port}/any/path/at/all"
+        request = register_request("broker-a", 0, A_MASTER, topics(("W", 2)))
+        assert request.ext_fields is not None
+        request.ext_fields["websocketAddr"] = "ws://10.0.0.1:10913/"
         with trio.fail_after(5):
-            reply = await client.invoke(
-                ws, register_request("broker-a", 0, A_MASTER, topics(("W", 2)))
-            )
+            reply = await client.invoke(ws, request)
         assert reply.code == ResponseCode.SUCCESS
-        assert await route(client, ws, "W") == await route(client, registry.address, "W")
-        assert await route(client, ws, "W") is not None
+        # The same route, with the broker's websocket address for a websocket client.
+        over_tcp = await route(client, registry.address, "W")
+        over_ws = await route(client, ws, "W")
+        assert over_tcp is not None and over_ws is not None
+        assert over_ws["queueDatas"] == over_tcp["queueDatas"]
+        assert over_ws["brokerDatas"] == [
+            {"brokerAddrs": {"0": "ws://10.0.0.1:10913/"}, "brokerName": "broker-a",
+             "cluster": "DefaultCluster"}
+        ]  # fmt: skip
 
 
 # ------------------------------------------------------------------------------ bad input
