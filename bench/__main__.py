@@ -1,6 +1,7 @@
 """``python -m bench [name ...] [--quick]``: run benchmarks and print their figures.
 
-Names: remoting, codec, store, registry, broker, stats, ha, metrics (default: all, in that order).
+Names: remoting, codec, store, registry, broker, stats, ha, pipeline-write, pipeline-read,
+metrics (default: all, in that order).
 Each benchmark module has ``main(argv)``; with ``--quick`` each gets the arguments for a short
 run (its own ``--quick`` where it has one, else a short ``--seconds``). Modules are imported
 only when their benchmark runs, so one that is missing or fails costs only its own entry.
@@ -24,6 +25,8 @@ BENCHMARKS = {
     "broker": "bench.bench_produce_consume:main",
     "stats": "bench.bench_stats:main",
     "ha": "bench.bench_ha:main",
+    "pipeline-write": "bench.bench_pipeline_write:main",
+    "pipeline-read": "bench.bench_pipeline_read:main",
     "metrics": "bench.bench_metrics:main",
 }
 # remoting and registry take only --seconds; the others have --quick of their own.
@@ -35,6 +38,8 @@ QUICK_ARGS = {
     "broker": ["--quick"],
     "stats": ["--quick"],
     "ha": ["--quick"],
+    "pipeline-write": ["--quick"],
+    "pipeline-read": ["--quick"],
     "metrics": ["--quick"],
 }
 

@@ -15,13 +15,20 @@ Modules, one concern each:
   `WriteOptions`).
 - ``schema``: the row schema (`SCHEMA`) and one message as one row.
 - ``planning``: on the driver, queues and offsets to `QueueRange` partitions.
-- ``queue_reader``: on an executor, the pulls of one range.
+- ``timestamps``: on the driver, startingTimestamp / endingTimestamp as offsets.
+- ``queue_reader``: on an executor, the pulls of one range (``pulls``: one PULL_MESSAGE,
+  with the read's tags as its subscription).
+- ``arrow_rows``: pulled messages as Arrow record batches of the row schema.
 - ``sender``: on an executor, one write task's batched sends.
+- ``stream_writer``: `BoltMQStreamWriter`, a micro-batch's sends (exactly once with
+  ``exactlyOnce``: dedup keys from the query and batch ids).
 - ``stream_planning``: on the driver, a streaming query's offsets per micro-batch, the
   ranges between two, and the consumer group's commits.
 - ``reader`` / ``stream_reader`` / ``writer``: Spark's reader, stream reader and writer
   classes over those.
 - ``errors``: `OptionError`, `DataLossError`, `WriteError`.
+- ``jobs``: Spark jobs on the data source (stats, export, replay), for spark-submit and
+  ``boltmq pipeline``.
 
 Needs the ``pipeline`` extra (pyspark, pyarrow) on the driver and on every executor. Reaches
 BoltMQ through client/ only: importing it never loads the store or the servers.
@@ -33,6 +40,7 @@ from pipeline.planning import QueueRange
 from pipeline.schema import SCHEMA
 from pipeline.source import BoltMQDataSource, register, use_current_python
 from pipeline.stream_reader import BoltMQStreamReader
+from pipeline.stream_writer import BoltMQStreamWriter
 from pipeline.writer import BoltMQCommitMessage
 
 __all__ = [
@@ -41,6 +49,7 @@ __all__ = [
     "BoltMQDataSource",
     "BoltMQSourceError",
     "BoltMQStreamReader",
+    "BoltMQStreamWriter",
     "DataLossError",
     "OptionError",
     "QueueRange",

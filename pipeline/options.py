@@ -24,19 +24,23 @@ LATEST = -1
 """An offset in startingOffsets / endingOffsets JSON meaning the queue's max offset."""
 
 DEFAULT_PULL_BATCH_SIZE = 32
+DEFAULT_MAX_TRIGGER_DELAY = 15.0
+"""Seconds a micro-batch waits for minOffsetsPerTrigger messages at most (Kafka's 15m is
+meant for large batches; BoltMQ's default suits topics of modest traffic)."""
 
 READ_OPTIONS = (
-    "namesrvAddr", "topic", "topics", "startingOffsets", "endingOffsets", "minPartitions",
-    "pullBatchSize", "failOnDataLoss",
+    "namesrvAddr", "topic", "topics", "startingOffsets", "endingOffsets", "startingTimestamp",
+    "endingTimestamp", "subExpression", "minPartitions", "pullBatchSize", "failOnDataLoss",
 )  # fmt: skip
 """Every option a batch read takes, in the order the docs list them."""
 STREAM_OPTIONS = (
-    "namesrvAddr", "topic", "topics", "startingOffsets", "maxOffsetsPerTrigger", "groupId",
+    "namesrvAddr", "topic", "topics", "startingOffsets", "startingTimestamp", "subExpression",
+    "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "groupId",
     "minPartitions", "pullBatchSize", "failOnDataLoss",
 )  # fmt: skip
 """Every option a streaming read takes, in the order the docs list them."""
-WRITE_OPTIONS = ("namesrvAddr", "topic")
-"""Every option a write takes."""
+WRITE_OPTIONS = ("namesrvAddr", "topic", "exactlyOnce", "writeId")
+"""Every option a write (batch or streaming) takes."""
 
 _BATCH_READ = ("batch read", READ_OPTIONS)
 _STREAM_READ = ("streaming read", STREAM_OPTIONS)
@@ -45,6 +49,7 @@ _WRITE = ("write", WRITE_OPTIONS)
 _VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 _TOPIC_MAX_LENGTH = 127  # RocketMQ's limit, which brokers enforce on every send
 _GROUP_MAX_LENGTH = 255  # RocketMQ's limit on a consumer group's name
+_WRITE_ID_MAX_LENGTH = 64  # a dedup key carries it on every message: kept short
 
 QueueKey = tuple[str, str, int]
 """(topic, broker name, queue id): one queue of a topic."""
@@ -82,6 +87,11 @@ class ReadOptions:
     min_partitions: int | None = None
     pull_batch_size: int = DEFAULT_PULL_BATCH_SIZE
     fail_on_data_loss: bool = True
+    #: startingTimestamp / endingTimestamp (ms): they replace ``starting`` / ``ending``.
+    starting_timestamp: int | None = None
+    ending_timestamp: int | None = None
+    #: The tags a read keeps (subExpression); None keeps every message.
+    tags: frozenset[str] | None = None
 
 
 @attrs.frozen
@@ -100,26 +110,50 @@ class StreamOptions:
     min_partitions: int | None = None
     pull_batch_size: int = DEFAULT_PULL_BATCH_SIZE
     fail_on_data_loss: bool = True
+    starting_timestamp: int | None = None
+    tags: frozenset[str] | None = None
+    #: minOffsetsPerTrigger: a micro-batch waits for this many new messages ...
+    min_offsets_per_trigger: int | None = None
+    #: ... or until this many seconds passed since the last batch (maxTriggerDelay).
+    max_trigger_delay: float = DEFAULT_MAX_TRIGGER_DELAY
 
 
 @attrs.frozen
 class WriteOptions:
-    """A batch write's checked options; ``topic`` None means each row's topic column."""
+    """A write's checked options; ``topic`` None means each row's topic column.
+
+    ``exactly_once`` gives every message a dedup key a BoltMQ broker stores only once;
+    ``write_id`` names the write in those keys (required for a batch write with exactlyOnce;
+    a streaming write uses the query's id when it is not given).
+    """
 
     namesrv_addr: str
     topic: str | None = None
+    exactly_once: bool = False
+    write_id: str | None = None
 
 
 def read_options(options: Mapping[str, str]) -> ReadOptions:
     """Check a batch read's options; OptionError names the first one that is wrong."""
     given = _by_name(options, _BATCH_READ)
     topics = _topics(given)
+    starting_timestamp = _timestamp(given, "startingOffsets", "startingTimestamp")
+    ending_timestamp = _timestamp(given, "endingOffsets", "endingTimestamp")
+    if None not in (starting_timestamp, ending_timestamp) and (
+        starting_timestamp > ending_timestamp  # type: ignore[operator]
+    ):
+        raise OptionError(
+            f"option startingTimestamp {starting_timestamp} is after endingTimestamp "
+            f"{ending_timestamp}"
+        )
     return ReadOptions(
         namesrv_addr=_namesrv_addr(given), topics=topics,
         starting=_offsets("startingOffsets", given.get("startingOffsets"), EARLIEST, topics),
         ending=_offsets("endingOffsets", given.get("endingOffsets"), LATEST, topics),
         min_partitions=_optional_positive_int(given, "minPartitions"),
         pull_batch_size=_pull_batch_size(given), fail_on_data_loss=_fail_on_data_loss(given),
+        starting_timestamp=starting_timestamp, ending_timestamp=ending_timestamp,
+        tags=_sub_expression(given),
     )  # fmt: skip
 
 
@@ -140,6 +174,10 @@ def stream_options(options: Mapping[str, str]) -> StreamOptions:
         max_offsets_per_trigger=_optional_positive_int(given, "maxOffsetsPerTrigger"),
         group_id=group_id, min_partitions=_optional_positive_int(given, "minPartitions"),
         pull_batch_size=_pull_batch_size(given), fail_on_data_loss=_fail_on_data_loss(given),
+        starting_timestamp=_timestamp(given, "startingOffsets", "startingTimestamp"),
+        tags=_sub_expression(given),
+        min_offsets_per_trigger=_optional_positive_int(given, "minOffsetsPerTrigger"),
+        max_trigger_delay=_duration(given, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY),
     )  # fmt: skip
 
 
@@ -164,11 +202,28 @@ def check_read_options(options: Mapping[str, str]) -> None:
         read_options(options)
 
 
-def write_options(options: Mapping[str, str]) -> WriteOptions:
-    """Check a write's options; OptionError names the first one that is wrong."""
+def write_options(options: Mapping[str, str], streaming: bool = False) -> WriteOptions:
+    """Check a write's options; OptionError names the first one that is wrong.
+
+    A batch write with ``exactlyOnce=true`` needs ``writeId``, the same on every run of the
+    same job (a streaming write has its query's id); ``writeId`` without exactlyOnce is
+    refused, since it would do nothing.
+    """
     given = _by_name(options, _WRITE)
     topic = _topic_name("topic", given["topic"]) if "topic" in given else None
-    return WriteOptions(namesrv_addr=_namesrv_addr(given), topic=topic)
+    exactly_once = _boolean("exactlyOnce", given.get("exactlyOnce", "false"))
+    write_id = None
+    if "writeId" in given:
+        if not exactly_once:
+            raise OptionError("option writeId applies with exactlyOnce=true only; set both")
+        write_id = _name("writeId", given["writeId"], _WRITE_ID_MAX_LENGTH, "a write id")
+    elif exactly_once and not streaming:
+        raise OptionError(
+            "option exactlyOnce=true needs option writeId: a name for this write that stays the "
+            "same when the job runs again (its messages' dedup keys are made from it)"
+        )
+    return WriteOptions(namesrv_addr=_namesrv_addr(given), topic=topic,
+                        exactly_once=exactly_once, write_id=write_id)  # fmt: skip
 
 
 # -- single options ------------------------------------------------------------------------------
@@ -220,6 +275,59 @@ def _topics(given: Mapping[str, str]) -> tuple[str, ...]:
             raise OptionError(f"option topics names a topic twice: {given['topics']!r}")
         return topics
     raise OptionError("a read needs option topic (one topic) or topics (comma-separated)")
+
+
+def _timestamp(given: Mapping[str, str], offsets_option: str, option: str) -> int | None:
+    """A timestamp option in ms since the epoch; it and the offsets option for the same end
+    cannot both be given."""
+    if option not in given:
+        return None
+    if offsets_option in given:
+        raise OptionError(
+            f"options {offsets_option} and {option} both set where the read starts or ends; "
+            "give one of them"
+        )
+    value = given[option]
+    try:
+        number = int(value.strip())
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise OptionError(
+            f"option {option} must be milliseconds since the epoch (a whole number >= 0, such "
+            f"as 1767225600000), not {value!r}"
+        )
+    return number
+
+
+def _sub_expression(given: Mapping[str, str]) -> frozenset[str] | None:
+    """subExpression ``TagA || TagB`` as its tags; ``*`` (or no option) as None: every message."""
+    if "subExpression" not in given:
+        return None
+    text = given["subExpression"].strip()
+    if text == "*":
+        return None
+    tags = [tag.strip() for tag in text.split("||")]
+    if not text or not all(tags) or any(c in tag for tag in tags for c in "*|"):
+        raise OptionError(
+            f"option subExpression must be * or tags separated by ||, such as 'TagA || TagB', "
+            f"not {given['subExpression']!r}"
+        )
+    return frozenset(tags)
+
+
+def _duration(given: Mapping[str, str], option: str, default: float) -> float:
+    """A duration such as ``30s``, ``5m``, ``500ms`` or plain seconds, in seconds."""
+    if option not in given:
+        return default
+    value = given[option]
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*", value.lower())
+    if match is None:
+        raise OptionError(
+            f"option {option} must be a duration such as 500ms, 30s, 5m or 1h, not {value!r}"
+        )
+    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}[match.group(2) or "s"]
+    return float(match.group(1)) * scale
 
 
 def _optional_positive_int(given: Mapping[str, str], option: str) -> int | None:

@@ -21,6 +21,7 @@ from client import Admin, MQClientError
 from client.instance import MASTER_ID, subscribe_queues
 from pipeline.errors import DataLossError, OptionError
 from pipeline.options import EARLIEST, LATEST, OffsetSpec, QueueKey, ReadOptions
+from pipeline.timestamps import offsets_at
 from protocol.bodies import MessageQueue, TopicRouteData
 from protocol.codes import ResponseCode
 
@@ -108,13 +109,35 @@ async def plan_ranges(options: ReadOptions) -> list[QueueRange]:
     known = {(q.topic, q.broker_name, q.queue_id) for q in queues}
     for spec in (options.starting, options.ending):
         check_named_queues(spec, known)
+    starting, ending = options.starting, options.ending
+    if options.starting_timestamp is not None:
+        starting = await timestamp_spec(options.namesrv_addr, queues, "startingTimestamp",
+                                        options.starting_timestamp)  # fmt: skip
+    if options.ending_timestamp is not None:
+        ending = await timestamp_spec(options.namesrv_addr, queues, "endingTimestamp",
+                                      options.ending_timestamp)  # fmt: skip
     ranges = []
     for queue in queues:
-        start, end = resolve(queue, options.starting, options.ending, options.fail_on_data_loss)
+        start, end = resolve(queue, starting, ending, options.fail_on_data_loss)
         if end > start:
             ranges.append(QueueRange(queue.topic, queue.broker_name, queue.queue_id,
                                      queue.address, start, end))  # fmt: skip
     return split_ranges(ranges, options.min_partitions or 1)
+
+
+async def timestamp_spec(
+    namesrv_addr: str, queues: Sequence[QueueOffsets], option: str, timestamp_ms: int
+) -> OffsetSpec:
+    """``option`` (startingTimestamp / endingTimestamp) as the offsets it stands for: per
+    queue, the first message stored at or after ``timestamp_ms`` (SEARCH_OFFSET_BY_TIMESTAMP,
+    made exact by `pipeline.timestamps`)."""
+    found = await offsets_at(
+        namesrv_addr,
+        [(q.topic, q.broker_name, q.queue_id, q.address, q.min_offset, q.max_offset)
+         for q in queues],
+        timestamp_ms,
+    )  # fmt: skip
+    return OffsetSpec(option, LATEST, found)
 
 
 def resolve(
@@ -159,8 +182,8 @@ def resolve(
         return start, start
     if start > end:
         raise OptionError(
-            f"{where}: startingOffsets {starting.describe(asked_start)} ({start}) is after "
-            f"endingOffsets {ending.describe(asked_end)} ({end})"
+            f"{where}: {starting.option} {starting.describe(asked_start)} ({start}) is after "
+            f"{ending.option} {ending.describe(asked_end)} ({end})"
         )
     return start, end
 

@@ -7,6 +7,12 @@ the same queue. Each task starts at a random queue instead (Java's producers sta
 index for the same reason) and moves one queue on per batch. A send named to a queue is tried
 once by the producer, so a failed one is tried again here, on a queue of another broker when
 the topic has one, as the producer would.
+
+An exactly-once write (``pinned``) chooses its queues from the partition id instead, and
+tries a failed send again on the same queue: a broker's dedup index knows only what that
+broker stored, so a retried task must send each message to the broker its first attempt
+chose. A message with a delay level or a delivery time goes alone (brokers refuse them in a
+batch).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import contextlib
 import functools
 import logging
 import random
+import time
 
 import attrs
 from anyio.from_thread import BlockingPortal, start_blocking_portal
@@ -49,8 +56,10 @@ class Sender:
     at the first send, so a partition with no rows opens no connection.
     """
 
-    def __init__(self, namesrv_addr: str) -> None:
+    def __init__(self, namesrv_addr: str, pinned: int | None = None) -> None:
         self.namesrv_addr = namesrv_addr
+        #: The partition id an exactly-once write starts its queues at (None: a random queue).
+        self.pinned = pinned
         #: Messages sent per topic.
         self.counts: dict[str, int] = {}
         self.body_bytes = 0
@@ -72,6 +81,10 @@ class Sender:
     def add(self, message: Message) -> None:
         """Queue ``message`` in its topic's batch; send the batch first if it is full."""
         size = _encoded_size(message)
+        if message.delay_level > 0 or message.deliver_time_ms is not None:
+            self.body_bytes += len(message.body)
+            self._send(message.topic, _Batch([message], size))
+            return
         batch = self._pending.get(message.topic)
         if batch is not None and (len(batch.messages) >= BATCH_MESSAGES
                                   or batch.size + size > BATCH_BYTES):  # fmt: skip
@@ -103,11 +116,15 @@ class Sender:
         what = f"send of {count} message(s) to topic {topic}"
         failures: list[str] = []
         avoid: str | None = None
-        for _ in range(SEND_ATTEMPTS):
-            try:
-                queue = self._queue(portal, producer, topic, avoid)
-            except RemotingError as exc:  # no route, no writable queue: nothing to retry
-                raise WriteError(f"{what} failed: {exc}") from exc
+        queue: MessageQueue | None = None
+        for attempt in range(SEND_ATTEMPTS):
+            if queue is None or self.pinned is None:
+                try:
+                    queue = self._queue(portal, producer, topic, avoid)
+                except RemotingError as exc:  # no route, no writable queue: nothing to retry
+                    raise WriteError(f"{what} failed: {exc}") from exc
+            elif attempt:
+                time.sleep(0.2 * attempt)  # the same queue: give the broker a moment
             try:
                 result = portal.call(functools.partial(_send_to, producer, batch.messages, queue))
             except ValueError as exc:  # the message itself (too large, ...)
@@ -131,9 +148,11 @@ class Sender:
         """The next queue of ``topic`` in this task's round robin, on another broker than
         ``avoid`` (the one that just failed) when the topic has one."""
         queues: list[MessageQueue] = portal.call(producer.queues, topic)
+        if self.pinned is not None:  # the same order in every attempt of the task
+            queues = sorted(queues, key=lambda q: (q.broker_name, q.queue_id))
         index = self._next_queue.get(topic)
         if index is None:
-            index = random.randrange(len(queues))
+            index = random.randrange(len(queues)) if self.pinned is None else self.pinned
         chosen = index
         if avoid is not None:
             for step in range(len(queues)):

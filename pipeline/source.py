@@ -25,12 +25,13 @@ from pipeline.options import check_read_options, read_options, stream_options, w
 from pipeline.reader import BoltMQReader
 from pipeline.schema import SCHEMA, same_columns
 from pipeline.stream_reader import BoltMQStreamReader
+from pipeline.stream_writer import BoltMQStreamWriter
 from pipeline.writer import BoltMQWriter, check_columns
 
 
 class BoltMQDataSource(DataSource):
     """BoltMQ (and RocketMQ 4.x) topics as a Spark data source: batch and streaming read,
-    batch write.
+    batch and streaming write.
 
     Options and the row schema: docs/pipeline.md. Register with `register` (or
     ``spark.dataSource.register(BoltMQDataSource)``).
@@ -72,6 +73,21 @@ class BoltMQDataSource(DataSource):
             )
         return BoltMQWriter(options, check_columns(schema, options))
 
+    def streamWriter(self, schema: StructType, overwrite: bool) -> BoltMQStreamWriter:
+        """A streaming writer; refuses the complete output mode (a topic is only added to)."""
+        # Spark hands the sink the query's own options too; they are Spark's, not ours.
+        ours = {k: v for k, v in self.options.items() if k.lower() not in _SPARK_STREAM_OPTIONS}
+        options = write_options(ours, streaming=True)
+        if overwrite:
+            raise OptionError(
+                "boltmq cannot rewrite a topic in the complete output mode: messages are only "
+                'ever appended; use outputMode("append") or "update"'
+            )
+        return BoltMQStreamWriter(options, check_columns(schema, options))
+
+
+_SPARK_STREAM_OPTIONS = frozenset({"checkpointlocation"})
+
 
 def _check_schema(schema: StructType) -> None:
     if not same_columns(schema, SCHEMA):
@@ -104,7 +120,16 @@ def use_current_python(spark: SparkSession | None = None) -> None:
         context.pythonExec = os.environ["PYSPARK_PYTHON"]
 
 
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+"""Spark's switch for Python data sources' pushFilters; a batch read needs it on."""
+
+
 def register(spark: SparkSession) -> None:
-    """Register the ``boltmq`` format with ``spark`` (and `use_current_python`)."""
+    """Register the ``boltmq`` format with ``spark`` (and `use_current_python`), and turn on
+    filter pushdown to Python data sources unless the session says otherwise: the batch
+    reader takes filters on ``tags`` (Spark refuses a reader with pushFilters while the
+    switch is off)."""
     use_current_python(spark)
+    if spark.conf.get(PUSHDOWN_CONF, None) in (None, ""):
+        spark.conf.set(PUSHDOWN_CONF, "true")
     spark.dataSource.register(BoltMQDataSource)

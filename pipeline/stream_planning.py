@@ -34,6 +34,7 @@ from pipeline.planning import (
     data_loss,
     resolve,
     split_ranges,
+    timestamp_spec,
     topics_offsets,
 )
 from protocol.bodies import MessageQueue
@@ -78,12 +79,22 @@ async def current_queues(options: StreamOptions) -> list[QueueOffsets]:
 
 
 async def initial_offsets(options: StreamOptions) -> Offsets:
-    """startingOffsets resolved per queue: ``earliest`` the min offset, ``latest`` the max."""
+    """startingOffsets resolved per queue: ``earliest`` the min offset, ``latest`` the max;
+    or startingTimestamp's offsets."""
     queues = await current_queues(options)
     check_named_queues(options.starting, {q.key for q in queues})
+    starting = options.starting
+    if options.starting_timestamp is not None:
+        starting = await timestamp_spec(options.namesrv_addr, queues, "startingTimestamp",
+                                        options.starting_timestamp)  # fmt: skip
     ending = OffsetSpec("endingOffsets", LATEST)
-    return {q.key: resolve(q, options.starting, ending, options.fail_on_data_loss)[0]
+    return {q.key: resolve(q, starting, ending, options.fail_on_data_loss)[0]
             for q in queues}  # fmt: skip
+
+
+def available(start: Mapping[QueueKey, int], end: Mapping[QueueKey, int]) -> int:
+    """Messages between two offsets of a query (queues new in ``end`` count nothing)."""
+    return sum(offset - start[key] for key, offset in end.items() if key in start)
 
 
 def target_offsets(queues: Iterable[QueueOffsets]) -> Offsets:

@@ -9,15 +9,17 @@ call `read`, which pulls a range as a batch read does (`pipeline.reader.read_ran
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator, Sequence
-from typing import Any
 
+import pyarrow as pa
 import trio
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 
@@ -26,6 +28,7 @@ from pipeline.reader import read_range
 from pipeline.stream_planning import (
     Offsets,
     OffsetsJson,
+    available,
     commit_offsets,
     current_queues,
     from_json,
@@ -50,6 +53,10 @@ class BoltMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.committed: Offsets | None = None
         #: startingOffsets as `initialOffset` first resolved them.
         self.initial: OffsetsJson | None = None
+        #: Every queue's max offset at the last trigger (`reportLatestOffset`).
+        self.latest: OffsetsJson | None = None
+        #: time.monotonic() of the last micro-batch planned (minOffsetsPerTrigger's delay).
+        self.last_batch_at = time.monotonic()
 
     def initialOffset(self) -> OffsetsJson:
         """startingOffsets resolved against the queues (a query without a checkpoint).
@@ -62,9 +69,22 @@ class BoltMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self.initial
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        """maxOffsetsPerTrigger as Spark's ReadMaxRows; without it, everything available."""
-        limit = self.options.max_offsets_per_trigger
-        return ReadAllAvailable() if limit is None else ReadMaxRows(limit)
+        """maxOffsetsPerTrigger as Spark's ReadMaxRows, else minOffsetsPerTrigger as
+        ReadMinRows; without either, everything available.
+
+        PySpark's API has no composite limit (Kafka's source gives Spark both); with both
+        options the source applies minOffsetsPerTrigger itself under a ReadMaxRows limit.
+        """
+        options = self.options
+        if options.max_offsets_per_trigger is not None:
+            return ReadMaxRows(options.max_offsets_per_trigger)
+        if options.min_offsets_per_trigger is not None:
+            return ReadMinRows(options.min_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def reportLatestOffset(self) -> OffsetsJson | None:
+        """Every queue's max offset as the last trigger saw it, for the query's progress."""
+        return self.latest
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Remember every queue's max offset now: the query reads up to there and stops."""
@@ -82,25 +102,47 @@ class BoltMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         offsets = from_json(start)
         self._commit_group(offsets)
         queues = trio.run(current_queues, self.options)
+        self.latest = to_json({q.key: q.max_offset for q in queues})
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         end = next_offsets(
             offsets, queues, max_rows=max_rows, target=self.target,
             fail_on_data_loss=self.options.fail_on_data_loss,
         )  # fmt: skip
+        if self._wait_for_more(offsets, end, limit):
+            return start
         return to_json(end)
+
+    def _wait_for_more(self, start: Offsets, end: Offsets, limit: ReadLimit) -> bool:
+        """Whether minOffsetsPerTrigger holds the next batch back: fewer new messages than it
+        asks for, and less than maxTriggerDelay since the last batch. Not under a limit of
+        everything available (a trigger that asks for all) nor Trigger.AvailableNow, which
+        must not wait for messages that may never come."""
+        least = self.options.min_offsets_per_trigger
+        now = time.monotonic()
+        if (
+            least is not None
+            and self.target is None
+            and not isinstance(limit, ReadAllAvailable)
+            and available(start, end) < least
+            and now - self.last_batch_at < self.options.max_trigger_delay
+        ):
+            return True
+        if end != start:
+            self.last_batch_at = now
+        return False
 
     def partitions(self, start: OffsetsJson, end: OffsetsJson) -> Sequence[InputPartition]:
         """One `QueueRange` per queue with messages in [start, end) (more with minPartitions);
         none for an empty batch."""
         return trio.run(ranges_between, self.options, from_json(start), from_json(end))
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        """The rows of one `QueueRange`, pull by pull, in queue-offset order."""
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """The rows of one `QueueRange` in queue-offset order, as Arrow record batches."""
         options = self.options
         return read_range(
             partition, namesrv_addr=options.namesrv_addr,
             pull_batch_size=options.pull_batch_size,
-            fail_on_data_loss=options.fail_on_data_loss,
+            fail_on_data_loss=options.fail_on_data_loss, tags=options.tags,
         )  # fmt: skip
 
     def commit(self, end: OffsetsJson) -> None:

@@ -2,7 +2,9 @@
 
 Columns: ``body`` (binary or string, required), ``topic`` (string; the ``topic`` option, when
 given, wins over it, as with Spark's Kafka sink), ``tags`` and ``keys`` (strings; keys
-space-separated, RocketMQ's form) and ``properties`` (map<string,string>). The other columns
+space-separated, RocketMQ's form), ``properties`` (map<string,string>), ``delayLevel`` (int:
+RocketMQ's delay level, the DELAY property) and ``deliverTimeMs`` (long: the epoch ms to
+deliver at, the ``__STARTDELIVERTIME`` property of timed delivery). The other columns
 of the read schema (queueId, msgId, ...) are accepted and ignored, so a read can be written
 back; any other column is refused by name, since a misspelt ``tag`` would otherwise drop
 every row's tags without a word.
@@ -11,6 +13,10 @@ Each task's rows go out through one `pipeline.sender.Sender` (batches per topic,
 batch, retries). A send that fails fails the task with the topic, the row count and the
 brokers' answer; messages already sent stay sent (a queue cannot take a message back),
 which `BoltMQWriter.abort` logs.
+
+With ``exactlyOnce=true`` every message carries a dedup key (``BOLTMQ_DEDUP_KEY``) made of
+the write id, the partition id and the row's number in its partition, so a task that runs
+again sends the same keys, and a BoltMQ broker stores each key once (`dedup_key`).
 """
 
 from __future__ import annotations
@@ -20,11 +26,14 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import attrs
+from pyspark import TaskContext
 from pyspark.sql import Row
 from pyspark.sql.datasource import DataSourceWriter, WriterCommitMessage
 from pyspark.sql.types import (
     BinaryType,
     DataType,
+    IntegerType,
+    LongType,
     MapType,
     StringType,
     StructType,
@@ -35,6 +44,10 @@ from pipeline.errors import OptionError, WriteError
 from pipeline.options import WriteOptions
 from pipeline.schema import SCHEMA, SYSTEM_PROPERTIES
 from pipeline.sender import Sender
+from protocol.message import MessageConst
+
+DEDUP_KEY = MessageConst.DEDUP_KEY
+"""The property an exactly-once write's messages carry their key in."""
 
 log = logging.getLogger("boltmq.pipeline")
 
@@ -44,6 +57,8 @@ _WRITE_COLUMNS: dict[str, tuple[DataType, ...]] = {
     "tags": (StringType(),),
     "keys": (StringType(),),
     "properties": (MapType(StringType(), StringType()),),
+    "delayLevel": (IntegerType(), LongType()),
+    "deliverTimeMs": (LongType(), IntegerType()),
 }
 _IGNORED_COLUMNS = frozenset(f.name for f in SCHEMA.fields) - set(_WRITE_COLUMNS)
 
@@ -94,71 +109,120 @@ class BoltMQWriter(DataSourceWriter):
 
     def write(self, iterator: Iterator[Row]) -> BoltMQCommitMessage:
         """Send the rows of one partition; the counts go back to the driver."""
-        with Sender(self.options.namesrv_addr) as sender:
-            for number, row in enumerate(iterator, 1):
-                sender.add(self._message(row, number))
-            sender.flush()
-        return BoltMQCommitMessage(messages=sender.counts, body_bytes=sender.body_bytes,
-                                   sends=sender.sends, not_ok=sender.not_ok)  # fmt: skip
+        prefix = None
+        if self.options.exactly_once:
+            assert self.options.write_id is not None  # write_options insists
+            prefix = self.options.write_id
+        return send_rows(self.options, self.columns, iterator, prefix)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Log what the job sent."""
-        totals, body_bytes, sends, not_ok = _totals(messages)
+        sent, body_bytes, sends, not_ok = totals(messages)
         log.info(
             "boltmq write: %d message(s) (%d body bytes) in %d send(s) to %s%s",
-            sum(totals.values()), body_bytes, sends,
-            ", ".join(f"{t}: {n}" for t, n in sorted(totals.items())) or "no topic",
+            sum(sent.values()), body_bytes, sends,
+            ", ".join(f"{t}: {n}" for t, n in sorted(sent.items())) or "no topic",
             f"; {not_ok} send(s) not SEND_OK" if not_ok else "",
         )  # fmt: skip
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Log what the tasks that finished had sent: those messages stay in their topics."""
-        totals, _, _, _ = _totals(messages)
+        sent, _, _, _ = totals(messages)
         log.error(
             "boltmq write failed; tasks that finished had sent %d message(s) (%s), which stay "
             "in their topics (tasks that failed may have sent some of theirs too)",
-            sum(totals.values()),
-            ", ".join(f"{t}: {n}" for t, n in sorted(totals.items())) or "none",
+            sum(sent.values()),
+            ", ".join(f"{t}: {n}" for t, n in sorted(sent.items())) or "none",
         )
 
-    def _message(self, row: Row, number: int) -> Message:
-        """Row ``number`` of this partition as a message; WriteError says what is wrong."""
-        fields: dict[str, Any] = {c: row[c] for c in self.columns}
-        topic = self.options.topic or fields.get("topic")
-        if not topic:
-            raise WriteError(f"row {number} of this partition has no topic (its topic is null)")
-        body = fields["body"]
-        if body is None or len(body) == 0:
-            raise WriteError(
-                f"row {number} of this partition (topic {topic}) has an empty body: RocketMQ "
-                "stores no empty messages"
-            )
-        if isinstance(body, str):
-            body = body.encode()
-        properties: dict[str, str] = dict(fields.get("properties") or {})
-        reserved = sorted(SYSTEM_PROPERTIES.intersection(properties))
-        if reserved:
-            raise WriteError(
-                f"row {number} of this partition (topic {topic}): properties "
-                f"{', '.join(reserved)} are reserved by RocketMQ; use the tags and keys columns"
-            )
-        if any(v is None for v in properties.values()):
-            raise WriteError(f"row {number} of this partition (topic {topic}): a property is null")
-        return Message(topic, bytes(body), tags=fields.get("tags") or None,
-                       keys=fields.get("keys") or None, properties=properties)  # fmt: skip
+
+def dedup_key(prefix: str, partition: int, number: int) -> str:
+    """The dedup key of row ``number`` of a partition: ``prefix:partition:number``; the prefix
+    is the write id, or the query id and batch id of a micro-batch."""
+    return f"{prefix}:{partition}:{number}"
 
 
-def _totals(messages: list[WriterCommitMessage | None]) -> tuple[dict[str, int], int, int, int]:
-    totals: dict[str, int] = {}
+def send_rows(
+    options: WriteOptions, columns: tuple[str, ...], rows: Iterator[Row], prefix: str | None
+) -> BoltMQCommitMessage:
+    """Send one partition's rows; with a ``prefix``, each with its dedup key (`dedup_key`),
+    to queues chosen from the partition id."""
+    partition = _partition_id() if prefix is not None else None
+    with Sender(options.namesrv_addr, pinned=partition) as sender:
+        for number, row in enumerate(rows, 1):
+            message = row_message(options, columns, row, number)
+            if prefix is not None:
+                assert partition is not None
+                message.properties = {**message.properties,
+                                      DEDUP_KEY: dedup_key(prefix, partition, number)}  # fmt: skip
+            sender.add(message)
+        sender.flush()
+    return BoltMQCommitMessage(messages=sender.counts, body_bytes=sender.body_bytes,
+                               sends=sender.sends, not_ok=sender.not_ok)  # fmt: skip
+
+
+def row_message(options: WriteOptions, columns: tuple[str, ...], row: Row, number: int) -> Message:
+    """Row ``number`` of this partition as a message; WriteError says what is wrong."""
+    fields: dict[str, Any] = {c: row[c] for c in columns}
+    topic = options.topic or fields.get("topic")
+    if not topic:
+        raise WriteError(f"row {number} of this partition has no topic (its topic is null)")
+    body = fields["body"]
+    if body is None or len(body) == 0:
+        raise WriteError(
+            f"row {number} of this partition (topic {topic}) has an empty body: RocketMQ "
+            "stores no empty messages"
+        )
+    if isinstance(body, str):
+        body = body.encode()
+    properties: dict[str, str] = dict(fields.get("properties") or {})
+    reserved = sorted(SYSTEM_PROPERTIES.intersection(properties))
+    if reserved:
+        raise WriteError(
+            f"row {number} of this partition (topic {topic}): properties "
+            f"{', '.join(reserved)} are reserved by RocketMQ; use the tags and keys columns"
+        )
+    if any(v is None for v in properties.values()):
+        raise WriteError(f"row {number} of this partition (topic {topic}): a property is null")
+    delay_level, deliver_time_ms = _delivery(fields, number, topic)
+    return Message(topic, bytes(body), tags=fields.get("tags") or None,
+                   keys=fields.get("keys") or None, properties=properties,
+                   delay_level=delay_level, deliver_time_ms=deliver_time_ms)  # fmt: skip
+
+
+def _delivery(fields: dict[str, Any], number: int, topic: str) -> tuple[int, int | None]:
+    """(delay level, deliver time) of a row: 0 and None unless its columns say otherwise."""
+    level = fields.get("delayLevel") or 0
+    at = fields.get("deliverTimeMs")
+    where = f"row {number} of this partition (topic {topic})"
+    if level < 0:
+        raise WriteError(f"{where}: delayLevel {level} is negative; give 1.. or null for none")
+    if at is not None and at <= 0:
+        raise WriteError(f"{where}: deliverTimeMs {at} is not an epoch time in ms")
+    if level and at is not None:
+        raise WriteError(f"{where}: give delayLevel or deliverTimeMs, not both")
+    return level, at
+
+
+def _partition_id() -> int:
+    context = TaskContext.get()
+    if context is None:
+        raise WriteError("an exactly-once write runs in a Spark task (no task context here)")
+    return context.partitionId()
+
+
+def totals(messages: list[WriterCommitMessage | None]) -> tuple[dict[str, int], int, int, int]:
+    """Messages per topic, body bytes, sends and sends not SEND_OK over the tasks' messages."""
+    per_topic: dict[str, int] = {}
     body_bytes = sends = not_ok = 0
     for message in messages:
         if isinstance(message, BoltMQCommitMessage):
             for topic, count in message.messages.items():
-                totals[topic] = totals.get(topic, 0) + count
+                per_topic[topic] = per_topic.get(topic, 0) + count
             body_bytes += message.body_bytes
             sends += message.sends
             not_ok += message.not_ok
-    return totals, body_bytes, sends, not_ok
+    return per_topic, body_bytes, sends, not_ok
 
 
 def _same_type(given: DataType, wanted: DataType) -> bool:

@@ -105,6 +105,12 @@ class BrokerConfig:
     plain_acl_file: str = ""
     access_key: str = ""
     secret_key: str = ""
+    # The dedup index (actors.broker.dedup): a send whose BOLTMQ_DEDUP_KEY property this broker
+    # stored for the same topic within the last dedupWindowSeconds is answered with the first
+    # message's result and not stored again; at most dedupMaxKeys keys are kept (the oldest go
+    # first; about 410 bytes each: 1,000,000 keys take about 400 MiB), 0 turns it off.
+    dedup_window_seconds: int = attrs.field(default=3600, validator=_positive)
+    dedup_max_keys: int = attrs.field(default=1_000_000, validator=attrs.validators.ge(0))
     # Store settings (RocketMQ keeps the historical "maped" spelling in the key).
     mapped_file_size_commit_log: int = attrs.field(
         default=1024 * 1024 * 1024, validator=_positive, metadata={"key": "mapedFileSizeCommitLog"}

@@ -4,6 +4,10 @@ Checks run in the order of sheet 3.12, each refusal with its RocketMQ response c
 remark that says what to fix; nothing is stored when a check fails. The body goes to the store
 as received (compressed bodies stay compressed); the answer carries the offset msg id, the
 queue and the queue offset.
+
+A message with a ``BOLTMQ_DEDUP_KEY`` property already stored within the dedup window is
+answered with the first one's result and not stored again (`actors.broker.dedup`); in a batch
+each message is checked on its own, and only the new ones are stored.
 """
 
 from __future__ import annotations
@@ -13,6 +17,9 @@ from collections.abc import Callable
 from time import perf_counter
 from typing import TYPE_CHECKING
 
+import attrs
+
+from actors.broker.dedup import DEDUP_KEY, DedupIndex, KeyInFlight, StoredMessage
 from actors.broker.request_stats import message_type_of
 from actors.broker.topics import (
     DLQ_GROUP_TOPIC_PREFIX,
@@ -99,6 +106,7 @@ class SendHandler:
             batch = header.batch or request.code == RequestCode.SEND_BATCH_MESSAGE
             topic_config, queue_id, topic, reconsume = self._check(header, request)
             ha = self.broker.ha.service
+            merge = _Merge()  # set by _put for a batch some of whose messages are duplicates
 
             def done(result: PutMessageResult) -> None:
                 if ha is not None and ha.defer(result, done):
@@ -112,7 +120,7 @@ class SendHandler:
                         )
                 if request.is_oneway or connection.closed:
                     return
-                answer = self._answer(request, result, queue_id)
+                answer = self._answer(request, result, queue_id, merge)
                 if started:
                     self.broker.request_stats.on_rpc(request.code, answer.code, started)
                 try:
@@ -120,8 +128,12 @@ class SendHandler:
                 except ConnectionClosedError:
                     pass  # the producer went away; it will not read the answer
 
-            self._put(connection, request, header, batch, topic_config, topic, queue_id,
-                      reconsume, done)  # fmt: skip
+            duplicate = self._put(connection, request, header, batch, topic_config, topic,
+                                  queue_id, reconsume, done, merge)  # fmt: skip
+            if duplicate is not None and not request.is_oneway:
+                if started:
+                    self.broker.request_stats.on_rpc(request.code, duplicate.code, started)
+                return duplicate
         except SendRefused as refused:
             if started:
                 self.broker.request_stats.on_rpc(request.code, refused.code, started)
@@ -224,7 +236,9 @@ class SendHandler:
         queue_id: int,
         reconsume: int,
         done: Callable[[PutMessageResult], None],
-    ) -> None:
+        merge: _Merge,
+    ) -> RemotingCommand | None:
+        """Store the send; a duplicate's answer when every message of it is one."""
         body = request.body
         assert body is not None
         body = bytes(body)
@@ -235,6 +249,7 @@ class SendHandler:
         properties = string_to_properties(header.properties or "")
         properties.pop(MessageConst.WAIT, None)
         properties[MessageConst.CLUSTER] = self.cluster_name
+        dedup_topic = topic  # keys are scoped by the topic the producer named
         if properties.get(MessageConst.TRAN_MSG) == "true":  # a half message (transaction.py)
             topic, queue_id, sys_flag = prepare_half_message(
                 self.broker, properties, topic, queue_id, sys_flag, batch)  # fmt: skip
@@ -248,6 +263,11 @@ class SendHandler:
                 raise SendRefused(ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {exc}") from None
             if not elements:
                 raise SendRefused(ResponseCode.MESSAGE_ILLEGAL, "the batch holds no message")
+            if self._dedup.enabled:
+                elements, done, answer = self._dedup_batch(
+                    request, dedup_topic, queue_id, elements, done, merge)  # fmt: skip
+                if answer is not None:
+                    return answer
             self.broker.store.put_messages_nowait(
                 MessageBatch(
                     topic=topic,
@@ -261,7 +281,14 @@ class SendHandler:
                 ),
                 done,
             )
-            return
+            return None
+        key = properties.get(DEDUP_KEY) if self._dedup.enabled else None
+        if key is not None:
+            stored = self._lookup(dedup_topic, key)
+            if stored is not None:
+                return self._ok(request, ResponseCode.SUCCESS, stored.msg_id, stored.queue_id,
+                                stored.queue_offset)  # fmt: skip
+            done = self._reserve_one(dedup_topic, key, queue_id, done)
         self.broker.store.put_message_nowait(
             MessageExtBrokerInner(
                 topic=topic,
@@ -277,22 +304,164 @@ class SendHandler:
             ),
             done,
         )
+        return None
 
     def _answer(
-        self, request: RemotingCommand, result: PutMessageResult, queue_id: int
+        self, request: RemotingCommand, result: PutMessageResult, queue_id: int, merge: _Merge
     ) -> RemotingCommand:
         code = _STORED_CODES.get(result.status)
         if code is None:
             failed = _FAILED_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
             remark = result.remark or f"the store refused the message: {result.status}"
             return request.response(failed, remark)
+        if merge.originals is not None:  # a batch of which only some messages were stored
+            msg_id, queue_offset = merge.merged(result)
+            return self._ok(request, code, msg_id, queue_id, queue_offset)
+        return self._ok(request, code, result.msg_id, queue_id, result.queue_offset)
+
+    def _ok(
+        self, request: RemotingCommand, code: int, msg_id: str, queue_id: int, queue_offset: int
+    ) -> RemotingCommand:
         # The SendMessageResponseHeader fields and the two extras, written directly: this runs
         # once per send, and the generic header encoder costs more than the rest of it.
         ext = {
-            "msgId": result.msg_id,
+            "msgId": msg_id,
             "queueId": str(queue_id),
-            "queueOffset": str(result.queue_offset),
+            "queueOffset": str(queue_offset),
             MSG_REGION: self._region,
             TRACE_ON: self._trace_on,
         }
         return request.response(code, None, ext)
+
+    # -- the dedup index (actors.broker.dedup) --------------------------------------------------
+
+    @property
+    def _dedup(self) -> DedupIndex:
+        return self.broker.dedup.index
+
+    def _lookup(self, topic: str, key: str) -> StoredMessage | None:
+        try:
+            return self._dedup.lookup(topic, key)
+        except KeyInFlight as busy:
+            raise SendRefused(ResponseCode.SYSTEM_BUSY, f"{busy}; send it again") from None
+
+    def _reserve_one(
+        self, topic: str, key: str, queue_id: int, done: Callable[[PutMessageResult], None]
+    ) -> Callable[[PutMessageResult], None]:
+        """Reserve ``key``; the callback that records (or, on failure, releases) it."""
+        index = self._dedup
+        index.reserve(topic, key)
+
+        def stored(result: PutMessageResult) -> None:
+            if result.ok and result.physical_offsets:
+                index.record(topic, key, StoredMessage(result.msg_ids[0], queue_id,
+                                                       result.queue_offset))  # fmt: skip
+            elif not result.ok:
+                index.release(topic, key)
+            done(result)
+
+        return stored
+
+    def _dedup_batch(
+        self,
+        request: RemotingCommand,
+        topic: str,
+        queue_id: int,
+        elements: list[tuple[int, bytes, str]],
+        done: Callable[[PutMessageResult], None],
+        merge: _Merge,
+    ) -> tuple[list[tuple[int, bytes, str]], Callable[[PutMessageResult], None],
+               RemotingCommand | None]:  # fmt: skip
+        """The batch's new messages and the callback recording their keys, or the answer when
+        every message is a duplicate. Each message is checked on its own: a producer that
+        sends again a batch of which part was stored stores only the rest."""
+        keys = [_dedup_key(properties) for _, _, properties in elements]
+        if not any(keys):
+            return elements, done, None
+        index = self._dedup
+        first_of: dict[str, int] = {}
+        repeats: dict[int, int] = {}  # the same key twice in one batch: stored once
+        for position, key in enumerate(keys):
+            if key is not None and (earlier := first_of.setdefault(key, position)) != position:
+                keys[position] = None
+                repeats[position] = earlier
+        try:
+            found, names = index.lookup_batch(topic, keys)
+        except KeyInFlight as busy:
+            raise SendRefused(ResponseCode.SYSTEM_BUSY, f"{busy}; send it again") from None
+        originals: list[StoredMessage | int | None] = list(found)
+        for position, earlier in repeats.items():
+            originals[position] = earlier
+        fresh = [p for p, o in enumerate(originals) if o is None]
+        if not fresh:
+            ids = [_original(originals, p).msg_id for p in range(len(elements))]
+            first = _original(originals, 0)
+            return elements, done, self._ok(request, ResponseCode.SUCCESS, ",".join(ids),
+                                            first.queue_id, first.queue_offset)  # fmt: skip
+        # (k, name) of the k-th message stored now, for those with a key.
+        new_names = [(k, name) for k, p in enumerate(fresh) if (name := names[p]) is not None]
+        index.reserve_batch([name for _, name in new_names])
+        if len(fresh) < len(elements):
+            merge.originals = originals
+
+        def stored(result: PutMessageResult) -> None:
+            if result.ok:
+                index.record_batch(new_names, result.msg_ids, queue_id, result.queue_offset)
+            else:
+                index.release_batch(new_names)
+            done(result)
+
+        return [elements[p] for p in fresh], stored, None
+
+
+_DEDUP_MARK = DEDUP_KEY + "\x01"
+
+
+def _dedup_key(properties: str) -> str | None:
+    # Sliced out rather than parsed: most batches carry no key, and splitting costs more.
+    start = properties.find(_DEDUP_MARK)
+    if start < 0:
+        return None
+    if start and properties[start - 1] != "\x02":  # the mark inside another value
+        return string_to_properties(properties).get(DEDUP_KEY) or None
+    start += len(_DEDUP_MARK)
+    end = properties.find("\x02", start)
+    return (properties[start:end] if end >= 0 else properties[start:]) or None
+
+
+def _original(originals: list[StoredMessage | int | None], position: int) -> StoredMessage:
+    found = originals[position]
+    if isinstance(found, int):  # a repeat of an earlier message of the batch
+        found = originals[found]
+    assert isinstance(found, StoredMessage)
+    return found
+
+
+@attrs.define(slots=True)
+class _Merge:
+    """A batch of which some messages were duplicates: per message, its original
+    (`StoredMessage`), the position of an earlier message of the batch with its key (int), or
+    None for a message stored now, in order."""
+
+    originals: list[StoredMessage | int | None] | None = None
+
+    def merged(self, result: PutMessageResult) -> tuple[str, int]:
+        """Every message's msg id (comma-joined, in the batch's order) and the first one's
+        queue offset."""
+        assert self.originals is not None
+        new_ids = iter(result.msg_ids)
+        ids: list[str] = []
+        offsets: list[int] = []
+        stored_now = 0
+        for found in self.originals:
+            if isinstance(found, int):
+                ids.append(ids[found])
+                offsets.append(offsets[found])
+            elif found is None:
+                ids.append(next(new_ids, ""))
+                offsets.append(result.queue_offset + stored_now)
+                stored_now += 1
+            else:
+                ids.append(found.msg_id)
+                offsets.append(found.queue_offset)
+        return ",".join(ids), offsets[0]

@@ -3,6 +3,7 @@
 Children of the broker's supervisor, in start order (stopped in reverse):
 
 1. ``store`` - the message store (writer actor, flush and retention services).
+   ``dedup`` - the dedup index rebuilt from the commit log's tail (``actors.broker.dedup``).
 2. ``topics``, ``offsets``, ``groups`` - the table actors kept in ``config/*.json``.
 3. ``clients``, ``locks`` - the client connections (with their expiry scan) and orderly locks.
 4. ``stats`` - the statistics sampler (minute, hour and day rates).
@@ -39,6 +40,7 @@ from actors.acl import AccessValidator
 from actors.broker.client_requests import notify_request
 from actors.broker.clients import ClientManager
 from actors.broker.config import BrokerConfig
+from actors.broker.dedup import DedupIndex, DedupService
 from actors.broker.groups import SubscriptionGroupManager
 from actors.broker.ha import HAClientStatistics, HAStatistics, HighAvailability
 from actors.broker.handlers import register_handlers
@@ -113,6 +115,10 @@ class Broker:
             message_arriving_listener=self.pull_hold.notify_message_arriving,
         )
         self.registrar: Registrar | None = None
+        self.dedup = DedupService(
+            DedupIndex(self.config.dedup_window_seconds * 1000, self.config.dedup_max_keys),
+            self.store,
+        )
         self.stats = BrokerStatsManager(self.config.broker_cluster_name)
         self.locks = RebalanceLockManager(self.config.rebalance_lock_max_live_time)
         self.transactions = TransactionalMessageService(self)
@@ -198,6 +204,7 @@ class Broker:
                 f"broker {config.broker_name}",
                 [
                     ChildSpec.instance("store", self.store),
+                    ChildSpec.function("dedup", self.dedup.run),  # rebuilt before serving
                     ChildSpec.instance("topics", self.topics),
                     ChildSpec.instance("offsets", self.offsets),
                     ChildSpec.instance("groups", self.groups),

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import attrs
 
-from boltmq.cli import admin, bench, broker, registry, web
+from boltmq.cli import admin, bench, broker, pipeline, registry, web
 from boltmq.cli._run import (
     EXIT_USAGE,
     LOG_LEVELS,
@@ -58,6 +58,7 @@ COMMANDS: dict[str, Command] = {
     "bench": Command(bench.HELP, bench.EXAMPLE, bench.command),
     "admin": Command(admin.HELP, admin.EXAMPLE, admin.setup),
     "web": Command(web.HELP, web.EXAMPLE, web.setup),
+    "pipeline": Command(pipeline.HELP, pipeline.EXAMPLE, pipeline.setup),
 }
 
 

@@ -68,8 +68,8 @@ def test_json_offsets() -> None:
     [
         ({"startingOffset": "latest"},
          "unknown boltmq option 'startingOffset'; a batch read takes: "
-         "namesrvAddr, topic, topics, startingOffsets, endingOffsets, minPartitions, "
-         "pullBatchSize, failOnDataLoss"),
+         "namesrvAddr, topic, topics, startingOffsets, endingOffsets, startingTimestamp, "
+         "endingTimestamp, subExpression, minPartitions, pullBatchSize, failOnDataLoss"),
         ({"path": "x"}, "unknown boltmq option 'path' (boltmq takes no path"),
         ({"namesrvaddr": " "}, "option namesrvAddr is required"),
         ({"namesrvaddr": "localhost"}, "option namesrvAddr: 'localhost' is not host:port"),
@@ -121,7 +121,13 @@ def test_stream_options_defaults_and_values() -> None:
     [
         ({"endingoffsets": "latest"}, "option endingOffsets applies to batch reads only; a "
          "streaming read takes: namesrvAddr, topic, topics, startingOffsets, "
-         "maxOffsetsPerTrigger, groupId, minPartitions, pullBatchSize, failOnDataLoss"),
+         "startingTimestamp, subExpression, maxOffsetsPerTrigger, minOffsetsPerTrigger, "
+         "maxTriggerDelay, groupId, minPartitions, pullBatchSize, failOnDataLoss"),
+        ({"endingtimestamp": "5"}, "option endingTimestamp applies to batch reads only"),
+        ({"minoffsetspertrigger": "-1"},
+         "option minOffsetsPerTrigger must be a positive whole number, not '-1'"),
+        ({"maxtriggerdelay": "soon"},
+         "option maxTriggerDelay must be a duration such as 500ms, 30s, 5m or 1h, not 'soon'"),
         ({"maxOffsetPerTrigger": "5"}, "unknown boltmq option 'maxOffsetPerTrigger'; a "
          "streaming read takes"),
         ({"maxoffsetspertrigger": "0"},
