@@ -1,7 +1,7 @@
 """``python -m bench [name ...] [--quick]``: run benchmarks and print their figures.
 
 Names: remoting, codec, store, registry, broker, stats, ha, pipeline-write, pipeline-read,
-monitor (default: all, in that order).
+monitor, metrics (default: all, in that order).
 Each benchmark module has ``main(argv)``; with ``--quick`` each gets the arguments for a short
 run (its own ``--quick`` where it has one, else a short ``--seconds``). Modules are imported
 only when their benchmark runs, so one that is missing or fails costs only its own entry.
@@ -28,6 +28,7 @@ BENCHMARKS = {
     "pipeline-write": "bench.bench_pipeline_write:main",
     "pipeline-read": "bench.bench_pipeline_read:main",
     "monitor": "bench.bench_monitor:main",
+    "metrics": "bench.bench_metrics:main",
 }
 # remoting and registry take only --seconds; the others have --quick of their own.
 QUICK_ARGS = {
@@ -41,6 +42,7 @@ QUICK_ARGS = {
     "pipeline-write": ["--quick"],
     "pipeline-read": ["--quick"],
     "monitor": ["--quick"],
+    "metrics": ["--quick"],
 }
 
 

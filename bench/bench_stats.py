@@ -55,7 +55,7 @@ class _Sink:
 class _NoStats(BrokerStatsManager):
     """A collector that counts nothing."""
 
-    def on_put(self, topic: str, nums: int, size: int) -> None:
+    def on_put(self, topic: str, nums: int, size: int, message_type: int = 0) -> None:
         """Do nothing."""
 
 

@@ -35,6 +35,7 @@ from actors.registry.config import KEYS as REGISTRY_KEYS
 from actors.registry.config import RegistryConfig
 from storage import BrokerRole
 from supervisors.config import ConfigError, build_config, property_key
+from supervisors.metrics_http import MetricsExporterType
 
 BROKER_KEYS = frozenset(property_key(field) for field in attrs.fields(BrokerConfig))
 #: Keys of the spec itself, at its top level.
@@ -206,12 +207,13 @@ class _Checker:
             properties["kvConfigPath"] = str(
                 self._path(properties.get("kvConfigPath"), node_dir / "kvConfig.json")
             )
-            self._valid(RegistryConfig, properties, key)
+            registry_config = self._valid(RegistryConfig, properties, key)
             port = int(properties["listenPort"])
             self._claim(port, f"{key}.listenPort")
             self._claim_optional(
                 properties.get("websocketListenPort"), f"{key}.websocketListenPort"
             )
+            self._claim_metrics(registry_config, key)
             nodes.append(NodeSpec(
                 name=name, kind=REGISTRY, properties=properties, port=port, role=REGISTRY,
                 rank=0, data_dir=node_dir, log_file=log_dir / f"{name}.log",
@@ -291,6 +293,7 @@ class _Checker:
                 self._claim_optional(
                     properties.get("websocketListenPort"), f"{key}.websocketListenPort"
                 )
+                self._claim_metrics(config, key)
                 group_nodes.append(NodeSpec(
                     name=name, kind=BROKER, properties=properties, port=config.listen_port,
                     role=str(config.broker_role),
@@ -378,6 +381,14 @@ class _Checker:
         if port in self.ports:
             raise self.fail(key, f"port {port} is {self.ports[port]} already")
         self.ports[port] = key
+
+    def _claim_metrics(self, config: BrokerConfig | RegistryConfig, key: str) -> None:
+        # metricsPromExporterPort has a default (5557 / 5558), so two nodes that turn metrics
+        # on without a port of their own would collide: named here, before anything starts.
+        if config.metrics_exporter_type == MetricsExporterType.PROM:
+            self._claim_optional(
+                str(config.metrics_prom_exporter_port), f"{key}.metricsPromExporterPort"
+            )
 
     def _claim_optional(self, value: str | None, key: str) -> None:
         if value is not None and value.isdigit() and int(value) != 0:  # 0: no listener

@@ -14,6 +14,7 @@ import attrs
 from protocol.transport import format_address
 from storage import BrokerRole, FlushDiskType, MessageStoreConfig
 from supervisors.config import ConfigError, build_config, config_properties, load_config
+from supervisors.metrics_http import MetricsExporterType
 
 __all__ = ["DEFAULT_STORE_ROOT", "BrokerConfig", "ConfigError", "load_broker_config"]
 
@@ -92,6 +93,11 @@ class BrokerConfig:
     # Farthest ahead a __STARTDELIVERTIME send may ask for (RocketMQ 5's timerMaxDelaySec).
     timer_max_delay_sec: int = attrs.field(default=3 * 24 * 3600, validator=_positive)
     server_channel_max_idle_time_seconds: int = 120
+    # Prometheus metrics (docs/operations.md): PROM serves RocketMQ 5's names at
+    # http://<metricsPromExporterHost>:<metricsPromExporterPort>/metrics; "" host = every address.
+    metrics_exporter_type: MetricsExporterType = MetricsExporterType.DISABLE
+    metrics_prom_exporter_port: int = attrs.field(default=5557, validator=_port)
+    metrics_prom_exporter_host: str = ""
     # ACL 1.0 (docs/security.md): check every request against plainAclFile ("" =
     # <storePathRootDir>/config/plain_acl.yml); accessKey/secretKey sign the broker's own
     # calls (registration with registries that check ACL).

@@ -10,9 +10,11 @@ at once. Every refusal stores nothing.
 from __future__ import annotations
 
 import random
+from time import perf_counter
 from typing import TYPE_CHECKING
 
 from actors.broker.topics import (
+    DLQ_GROUP_TOPIC_PREFIX,
     PERM_RW,
     CreateTopicInSendBack,
     TopicMissing,
@@ -48,16 +50,25 @@ class SendBackHandler:
 
         Plain (not async) like the send handler: the store writer's callback answers.
         """
+        stats = self.broker.request_stats  # latency (when metrics are on) and dead letters
+        started = perf_counter() if stats.timing else 0.0
         header = decode_header(ConsumerSendMsgBackRequestHeader, request.ext_fields)
         try:
             checked = self._check(request, header)
         except TopicMissing as missing:  # the group's first retry or dead letter
             return create_then_serve(self.broker.topics, missing, connection, request, self)
         if isinstance(checked, RemotingCommand):
+            if started:
+                stats.on_rpc(request.code, checked.code, started)
             return checked
         msg = checked
 
         def done(result: PutMessageResult) -> None:
+            if result.status is PutMessageStatus.PUT_OK and msg.topic.startswith(
+                DLQ_GROUP_TOPIC_PREFIX
+            ):  # a dead letter: counted for the metrics (actors.broker.request_stats)
+                origin = msg.properties.get(MessageConst.RETRY_TOPIC, "")
+                stats.on_dlq(header.group, origin)
             if request.is_oneway or connection.closed:
                 return
             if result.status is PutMessageStatus.PUT_OK:
@@ -68,6 +79,8 @@ class SendBackHandler:
                 answer = request.response(
                     ResponseCode.SYSTEM_ERROR, result.remark or str(result.status)
                 )
+            if started:
+                stats.on_rpc(request.code, answer.code, started)
             try:
                 connection.send(answer)
             except ConnectionClosedError:

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from time import perf_counter
 from typing import TYPE_CHECKING
 
 import attrs
 
 from actors.broker.dedup import DEDUP_KEY, DedupIndex, KeyInFlight, StoredMessage
+from actors.broker.request_stats import message_type_of
 from actors.broker.topics import (
+    DLQ_GROUP_TOPIC_PREFIX,
     NOT_ALLOWED_SEND_TOPICS,
     PERM_RW,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -89,6 +92,7 @@ class SendHandler:
         self.cluster_name = broker.config.broker_cluster_name
         self._region = broker.config.region_id
         self._trace_on = "true" if broker.config.trace_on else "false"
+        self._timed = broker.request_stats.timing  # latency buckets for the metrics
 
     def __call__(self, connection: Connection, request: RemotingCommand) -> RemotingCommand | None:
         """Check and store one send; the answer goes out when the store has the message.
@@ -96,6 +100,7 @@ class SendHandler:
         A plain function on purpose: the reader calls it inline and the store writer's
         callback sends the answer, so a send costs no task and no event of its own.
         """
+        started = perf_counter() if self._timed else 0.0  # actors.broker.request_stats
         try:
             header = decode_send_header(request.ext_fields)
             batch = header.batch or request.code == RequestCode.SEND_BATCH_MESSAGE
@@ -107,19 +112,31 @@ class SendHandler:
                 if ha is not None and ha.defer(result, done):
                     return  # SYNC_MASTER: answered once a slave has it (actors.broker.ha.master)
                 if result.msg_num:  # stored (a refused put has none); actors.broker.stats
-                    self.broker.stats.on_put(topic, result.msg_num, result.wrote_bytes)
+                    self.broker.stats.on_put(topic, result.msg_num, result.wrote_bytes,
+                                             message_type_of(header.properties))  # fmt: skip
+                    if topic != header.topic and topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
+                        self.broker.request_stats.on_dlq(
+                            topic[len(DLQ_GROUP_TOPIC_PREFIX) :], header.topic, result.msg_num
+                        )
                 if request.is_oneway or connection.closed:
                     return
+                answer = self._answer(request, result, queue_id, merge)
+                if started:
+                    self.broker.request_stats.on_rpc(request.code, answer.code, started)
                 try:
-                    connection.send(self._answer(request, result, queue_id, merge))
+                    connection.send(answer)
                 except ConnectionClosedError:
                     pass  # the producer went away; it will not read the answer
 
             duplicate = self._put(connection, request, header, batch, topic_config, topic,
                                   queue_id, reconsume, done, merge)  # fmt: skip
             if duplicate is not None and not request.is_oneway:
+                if started:
+                    self.broker.request_stats.on_rpc(request.code, duplicate.code, started)
                 return duplicate
         except SendRefused as refused:
+            if started:
+                self.broker.request_stats.on_rpc(request.code, refused.code, started)
             return request.response(refused.code, refused.remark)
         except TopicMissing as missing:  # a topic's first send (actors.broker.topics)
             return create_then_serve(self.topics, missing, connection, request, self)

@@ -14,7 +14,10 @@ Children of the broker's supervisor, in start order (stopped in reverse):
 7. ``transaction-check`` - the check-back of unresolved half messages.
 8. ``ha-service`` (a master) or ``ha-client`` and ``slave-sync`` (a slave) - replication
    (``actors.broker.ha``); a failed link restarts alone.
-9. ``registrar`` - registration with the registries; on stop it unregisters.
+9. ``metrics-port`` and ``metrics`` (with ``metricsExporterType=PROM``) - the bound
+   metricsPromExporterPort, and Prometheus text at ``/metrics`` on it
+   (`actors.broker.metrics`); a crash of the responder restarts it alone, on the same port.
+10. ``registrar`` - registration with the registries; on stop it unregisters.
 
 So a shutdown unregisters, stops serving, writes the tables and flushes the store, in that order.
 
@@ -42,20 +45,30 @@ from actors.broker.groups import SubscriptionGroupManager
 from actors.broker.ha import HAClientStatistics, HAStatistics, HighAvailability
 from actors.broker.handlers import register_handlers
 from actors.broker.locks import RebalanceLockManager
+from actors.broker.metrics import BrokerMetricsCollector
 from actors.broker.offsets import ConsumerOffsetManager
 from actors.broker.pull_handler import PullHoldService, PullHoldStatistics
 from actors.broker.registration import Registrar
+from actors.broker.request_stats import RequestStats
 from actors.broker.schedule import ScheduleMessageService
 from actors.broker.stats import BrokerStatsManager
 from actors.broker.topics import TopicManager
 from actors.broker.transaction import TransactionalMessageService
 from protocol.acl import SessionCredentials
 from protocol.client import RemotingClient
+from protocol.codes import RequestCode
 from protocol.connection import Connection, Dispatcher
+from protocol.rpc_metrics import time_handlers
 from protocol.server import RemotingServer, ServerConfig, ServerStatistics
 from protocol.tls import server_ssl_context
 from storage import FileMessageStore, MessageStore, StoreStatistics
 from supervisors.actor import ActorStatistics
+from supervisors.metrics_http import (
+    MetricsExporterType,
+    hold_listeners,
+    open_metrics_listeners,
+    serve_metrics,
+)
 from supervisors.supervisor import ChildSpec, Supervisor, SupervisorStatistics
 
 log = logging.getLogger("boltmq.broker")
@@ -110,13 +123,20 @@ class Broker:
         self.locks = RebalanceLockManager(self.config.rebalance_lock_max_live_time)
         self.transactions = TransactionalMessageService(self)
         self.ha = HighAvailability(self)  # HA service (master) or client and config sync (slave)
+        metered = self.config.metrics_exporter_type == MetricsExporterType.PROM
+        # Request latencies and dead letters, for the metrics (latencies only when served).
+        self.request_stats = RequestStats(timing=metered)
         self.dispatcher = Dispatcher()
         register_handlers(self.dispatcher, self)
+        if metered:  # sends and send-back answer from a store callback and time themselves
+            time_handlers(self.dispatcher, self.request_stats, skip=_SELF_TIMED)
         idle = self.config.server_channel_max_idle_time_seconds
         self.server = RemotingServer(self.dispatcher, ServerConfig(idle_timeout=idle or None))
         self.server.add_close_listener(self.clients.connection_closed)
         self.websocket_port: int | None = None
         self.fast_port: int | None = None
+        #: The bound Prometheus port once running with metricsExporterType=PROM.
+        self.metrics_port: int | None = None
         self.supervisor: Supervisor | None = None
         #: The ACL check (aclEnable=true), set up in `run`.
         self.acl: AccessValidator | None = None
@@ -141,6 +161,18 @@ class Broker:
             self.before_start()
         config = self.config
         bind = config.bind_address or None
+        metrics: list[ChildSpec] = []
+        if config.metrics_exporter_type == MetricsExporterType.PROM:
+            # Bound first: a taken metrics port then fails the start before anything else binds.
+            listeners = await open_metrics_listeners(
+                config.metrics_prom_exporter_port, config.metrics_prom_exporter_host
+            )
+            self.metrics_port = listeners[0].socket.getsockname()[1]
+            collector = BrokerMetricsCollector(self)
+            metrics += [
+                ChildSpec.function("metrics-port", partial(hold_listeners, listeners)),
+                ChildSpec.function("metrics", partial(serve_metrics, listeners, collector)),
+            ]
         self._listeners = await trio.open_tcp_listeners(config.listen_port, host=bind)
         config.listen_port = self._listeners[0].socket.getsockname()[1]
         if config.fast_port_enable and config.listen_port > 2:
@@ -184,17 +216,19 @@ class Broker:
                     ChildSpec.function("server", self._serve, aclose=self._quiesce),
                     ChildSpec.function("transaction-check", self.transactions.run),
                     *self.ha.children(),
+                    *metrics,
                     ChildSpec.function("registrar", registrar.run, aclose=registrar.unregister_all),
                 ],
             )
             async with trio.open_nursery() as nursery:
                 await nursery.start(supervisor.run)
                 log.info(
-                    "broker %s (%s, %s) of cluster %s ready on %s%s%s; store %s; registries: %s",
+                    "broker %s (%s, %s) of cluster %s ready on %s%s%s%s; store %s; registries: %s",
                     config.broker_name, config.broker_role, config.flush_disk_type,
                     config.broker_cluster_name, self.address,
                     f", fast port {self.fast_port}" if self.fast_port else "",
                     f", websocket port {self.websocket_port}" if self.websocket_port else "",
+                    f", metrics at :{self.metrics_port}/metrics" if self.metrics_port else "",
                     config.store_root, ", ".join(config.namesrv_list) or "none",
                 )  # fmt: skip
                 task_status.started(self)
@@ -265,6 +299,15 @@ class Broker:
                 for table in (self.topics, self.offsets, self.groups, self.clients, self.locks)
             ),
         )
+
+
+#: Request codes whose handlers count their own latency (they answer from a store callback).
+_SELF_TIMED = (
+    RequestCode.SEND_MESSAGE,
+    RequestCode.SEND_MESSAGE_V2,
+    RequestCode.SEND_BATCH_MESSAGE,
+    RequestCode.CONSUMER_SEND_MSG_BACK,
+)
 
 
 @asynccontextmanager

@@ -13,6 +13,10 @@ window's sum is the difference of its first and last sample, its tps that sum pe
 its avgpt that sum per request. At local midnight the totals become "today morning" (and the
 previous ones "yesterday morning"), as RocketMQ's BrokerStats does.
 
+For the Prometheus metrics (actors/broker/metrics.py) `on_put` also counts by message type
+(RocketMQ 5's normal, fifo, delay, transaction) with a message-size histogram: a bisect and
+two more integer adds (request latencies and dead letters are in request_stats.py).
+
 Stats names and keys (VIEW_BROKER_STATS_DATA): TOPIC_PUT_NUMS / TOPIC_PUT_SIZE by topic,
 GROUP_GET_NUMS / GROUP_GET_SIZE by ``topic@group``, BROKER_PUT_NUMS / BROKER_GET_NUMS by the
 cluster name. A delayed or transactional send counts under the topic the producer named.
@@ -20,6 +24,7 @@ cluster name. A delayed or transactional send counts under the topic the produce
 
 from __future__ import annotations
 
+import bisect
 import datetime
 import math
 import shutil
@@ -33,6 +38,7 @@ import attrs
 import trio
 
 from actors.broker.ha import ha_runtime_info
+from actors.broker.request_stats import MESSAGE_SIZE_BUCKETS, MESSAGE_TYPES, NORMAL, TYPED_BUCKETS
 from protocol.bodies import (
     BrokerStatsData,
     BrokerStatsItem,
@@ -171,6 +177,8 @@ class BrokerStatsManager:
         self.group_get: dict[str, dict[str, list[int]]] = {}
         self.broker_put = [0, 0, 0]
         self.broker_get = [0, 0, 0]
+        #: topic -> one counter per message type: [messages, bytes, *size buckets, overflow].
+        self.topic_put_typed: dict[str, list[list[int]]] = {}
         self.msg_put_total_yesterday_morning = 0
         self.msg_put_total_today_morning = 0
         self.msg_get_total_yesterday_morning = 0
@@ -185,14 +193,23 @@ class BrokerStatsManager:
 
     # -- counting (hot path) -----------------------------------------------------------------
 
-    def on_put(self, topic: str, nums: int, size: int) -> None:
+    def on_put(self, topic: str, nums: int, size: int, message_type: int = NORMAL) -> None:
         """A send of ``nums`` messages and ``size`` bytes to ``topic`` was stored."""
         counter = self.topic_put.get(topic)
         if counter is None:
             counter = self.topic_put[topic] = [0, 0, 0]
+            width = TYPED_BUCKETS + len(MESSAGE_SIZE_BUCKETS) + 1
+            self.topic_put_typed[topic] = [[0] * width for _ in MESSAGE_TYPES]
         counter[0] += nums
         counter[1] += size
         counter[2] += 1
+        typed = self.topic_put_typed[topic][message_type]
+        typed[0] += nums
+        typed[1] += size
+        # A batch counts its messages in the bucket of their average size.
+        typed[TYPED_BUCKETS + bisect.bisect_left(MESSAGE_SIZE_BUCKETS, size // max(nums, 1))] += (
+            nums
+        )
         broker = self.broker_put
         broker[0] += nums
         broker[1] += size
@@ -277,6 +294,23 @@ class BrokerStatsManager:
         else:
             series = self._broker_get_series
         return None if series is None else series.windows(field)
+
+    def topic_put_tps(self, topic: str, field: int = NUMS) -> float:
+        """Messages (or bytes) per second stored to ``topic`` over the last minute."""
+        series = self._topic_series.get(topic)
+        return 0.0 if series is None else _window(series.minute, field).tps
+
+    def group_get_tps(self, group: str, topic: str, field: int = NUMS) -> float:
+        """Messages (or bytes) per second ``group`` pulled from ``topic`` over the last minute."""
+        series = self._group_series.get(f"{topic}@{group}")
+        return 0.0 if series is None else _window(series.minute, field).tps
+
+    def broker_tps(self) -> tuple[float, float]:
+        """Messages stored and pulled per second over the last minute."""
+        return (
+            _window(self._broker_put_series.minute, NUMS).tps,
+            _window(self._broker_get_series.minute, NUMS).tps,
+        )
 
     def tps_group_get_nums(self, group: str, topic: str) -> float:
         """Messages per second ``group`` pulled from ``topic`` over the last minute."""

@@ -8,6 +8,7 @@ from pathlib import Path
 import attrs
 
 from supervisors.config import ConfigError, build_config, config_properties
+from supervisors.metrics_http import MetricsExporterType
 
 __all__ = ["KEYS", "RUNTIME_KEYS", "ConfigError", "RegistryConfig"]
 
@@ -33,6 +34,11 @@ class RegistryConfig:
     broker_expired_millis: int = attrs.field(default=120_000, validator=_positive)
     order_message_enable: bool = False
     server_channel_max_idle_time_seconds: int = attrs.field(default=120, validator=_not_negative)
+    # Prometheus metrics (docs/operations.md): PROM serves them at :metricsPromExporterPort
+    # /metrics (5558 by default, beside a broker's 5557); "" host = every address.
+    metrics_exporter_type: MetricsExporterType = MetricsExporterType.DISABLE
+    metrics_prom_exporter_port: int = attrs.field(default=5558, validator=_port)
+    metrics_prom_exporter_host: str = ""
     # ACL 1.0 (docs/security.md): check every request against plainAclFile.
     acl_enable: bool = False
     plain_acl_file: str = str(DEFAULT_HOME / "plain_acl.yml")
@@ -81,6 +87,9 @@ KEYS = {
     "brokerExpiredMillis": "broker_expired_millis",
     "orderMessageEnable": "order_message_enable",
     "serverChannelMaxIdleTimeSeconds": "server_channel_max_idle_time_seconds",
+    "metricsExporterType": "metrics_exporter_type",
+    "metricsPromExporterPort": "metrics_prom_exporter_port",
+    "metricsPromExporterHost": "metrics_prom_exporter_host",
     "aclEnable": "acl_enable",
     "plainAclFile": "plain_acl_file",
 }

@@ -1,4 +1,9 @@
-"""`Registry`: the actor, its handlers and the remoting listeners, started as one unit."""
+"""`Registry`: the actor, its handlers and the remoting listeners, started as one unit.
+
+With ``metricsExporterType=PROM`` it also serves Prometheus text at ``/metrics`` on
+metricsPromExporterPort (`actors.registry.metrics`), from a child of its own supervisor so a
+crash of the responder restarts it alone, on the same port.
+"""
 
 from __future__ import annotations
 
@@ -15,9 +20,18 @@ from actors.registry.actor import RegistryActor, RegistryStatistics
 from actors.registry.config import RegistryConfig
 from actors.registry.handlers import BROKER_CONNECTION, register_handlers
 from actors.registry.kv_config import KVConfig
+from actors.registry.metrics import RegistryMetricsCollector
 from protocol.connection import Connection, Dispatcher
+from protocol.rpc_metrics import RpcLatency, time_handlers
 from protocol.server import RemotingServer, ServerConfig, ServerStatistics
 from protocol.tls import server_ssl_context
+from supervisors.metrics_http import (
+    MetricsExporterType,
+    hold_listeners,
+    open_metrics_listeners,
+    serve_metrics,
+)
+from supervisors.supervisor import ChildSpec, Supervisor
 
 log = logging.getLogger("boltmq.registry")
 
@@ -39,11 +53,18 @@ class Registry:
         self.actor = RegistryActor(self.config, kv_config=self.kv_config)
         self.dispatcher = Dispatcher()
         register_handlers(self.dispatcher, self.actor)
+        self.rpc_latency = RpcLatency()  # rocketmq_rpc_latency (actors.registry.metrics)
+        if self.config.metrics_exporter_type == MetricsExporterType.PROM:
+            time_handlers(self.dispatcher, self.rpc_latency)
         idle = self.config.server_channel_max_idle_time_seconds
         self.server = RemotingServer(self.dispatcher, ServerConfig(idle_timeout=idle or None))
         self.server.add_close_listener(self._connection_closed)
         self.port: int | None = None
         self.websocket_port: int | None = None
+        #: The bound Prometheus port once running with metricsExporterType=PROM.
+        self.metrics_port: int | None = None
+        #: Supervises the metrics responder (None without metrics).
+        self.metrics_supervisor: Supervisor | None = None
         #: The ACL check (aclEnable=true), set up in `run`.
         self.acl: AccessValidator | None = None
         self._loaded = False
@@ -107,13 +128,32 @@ class Registry:
                     self.config.websocket_listen_port,
                     self.config.bind_address or "0.0.0.0",
                 )
+            if self.config.metrics_exporter_type == MetricsExporterType.PROM:
+                await self._start_metrics(nursery)
             log.info(
-                "registry ready: tcp port %d%s, KV config %s",
+                "registry ready: tcp port %d%s%s, KV config %s",
                 self.port,
                 f", websocket port {self.websocket_port}" if self.websocket_port else "",
+                f", metrics at :{self.metrics_port}/metrics" if self.metrics_port else "",
                 self.kv_config.path or "in memory",
             )
             task_status.started(self)
+
+    async def _start_metrics(self, nursery: trio.Nursery) -> None:
+        config = self.config
+        listeners = await open_metrics_listeners(
+            config.metrics_prom_exporter_port, config.metrics_prom_exporter_host
+        )
+        self.metrics_port = listeners[0].socket.getsockname()[1]
+        serve = partial(serve_metrics, listeners, RegistryMetricsCollector(self))
+        self.metrics_supervisor = Supervisor(
+            "registry metrics",
+            [
+                ChildSpec.function("metrics-port", partial(hold_listeners, listeners)),
+                ChildSpec.function("metrics", serve),
+            ],
+        )
+        await nursery.start(self.metrics_supervisor.run)
 
     def statistics(self) -> RegistryServiceStatistics:
         """Actor and server counters."""
