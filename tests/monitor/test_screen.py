@@ -43,7 +43,8 @@ def free_port() -> int:
 
 
 def write_spec(root: Path) -> tuple[Path, int]:
-    """One registry (TCP and websocket) and two masters; returns the spec and the ws port."""
+    """One registry and two masters, each with a websocket listener too (a websocket route
+    names only brokers that have one); returns the spec and the registry's websocket port."""
     ws_port = free_port()
     ports = [free_port() for _ in range(3)]
     text = f"""
@@ -60,11 +61,13 @@ brokerId = 0
 brokerRole = "ASYNC_MASTER"
 listenPort = {ports[1]}
 haListenPort = {free_port()}
+websocketListenPort = {free_port()}
 [[broker.broker-b.node]]
 brokerId = 0
 brokerRole = "ASYNC_MASTER"
 listenPort = {ports[2]}
 haListenPort = {free_port()}
+websocketListenPort = {free_port()}
 """
     path = root / "cluster.toml"
     path.write_text(text)
