@@ -17,7 +17,7 @@ from actors.registry.handlers import BROKER_CONNECTION, register_handlers
 from actors.registry.kv_config import KVConfig
 from protocol.connection import Connection, Dispatcher
 from protocol.server import RemotingServer, ServerConfig, ServerStatistics
-from protocol.tls import server_ssl_context
+from protocol.tls import server_ssl_context, tcp_server_ssl_context
 
 log = logging.getLogger("boltmq.registry")
 
@@ -90,6 +90,7 @@ class Registry:
         tls = server_ssl_context(
             self.config.websocket_tls_cert_path, self.config.websocket_tls_key_path
         )
+        self._configure_tcp_tls()
         if self.config.acl_enable:
             # Before listening: a missing or bad plain_acl.yml stops the start.
             self.acl = AccessValidator(self.config.plain_acl_file)
@@ -114,6 +115,18 @@ class Registry:
                 self.kv_config.path or "in memory",
             )
             task_status.started(self)
+
+    def _configure_tcp_tls(self) -> None:
+        # Raises TlsConfigError naming the key when tlsServerMode needs a file that is bad.
+        config = self.config
+        self.server.config.tls_context = tcp_server_ssl_context(
+            config.tls_server_mode,
+            config.tls_server_cert_path,
+            config.tls_server_key_path,
+            config.tls_server_trust_cert_path,
+            config.tls_server_need_client_auth,
+        )
+        self.server.config.tls_mode = config.tls_server_mode
 
     def statistics(self) -> RegistryServiceStatistics:
         """Actor and server counters."""
