@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import ssl
+from collections.abc import Callable
 from typing import Final
 
 import trio
@@ -23,6 +24,16 @@ CLIENT_AUTH_MODES: Final = ("none", "optional", "require")
 TLS_HANDSHAKE_RECORD: Final = 0x16
 #: Seconds an accepted connection has to send its first byte and finish the TLS handshake.
 HANDSHAKE_TIMEOUT: Final = 10.0
+
+
+def one_of(key: str, choices: tuple[str, ...]) -> Callable[[object, object, str], None]:
+    """An attrs validator refusing a value outside ``choices`` in one line naming ``key``."""
+
+    def check(_instance: object, _attribute: object, value: str) -> None:
+        if value not in choices:
+            raise ValueError(f"{key} is {value!r}; use one of {', '.join(choices)}")
+
+    return check
 
 
 class TlsConfigError(ValueError):

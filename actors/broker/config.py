@@ -11,7 +11,7 @@ from pathlib import Path
 
 import attrs
 
-from protocol.tls import CLIENT_AUTH_MODES, TLS_MODES
+from protocol.tls import CLIENT_AUTH_MODES, TLS_MODES, one_of
 from protocol.transport import format_address
 from storage import BrokerRole, FlushDiskType, MessageStoreConfig
 from supervisors.config import ConfigError, build_config, config_properties, load_config
@@ -47,13 +47,13 @@ class BrokerConfig:
     # broker's own calls (registries, other brokers, a slave's HA link) use TLS, checked
     # against tlsClientTrustCertPath. RocketMQ's tls.server.* / tls.client.* keys work too.
     tls_server_mode: str = attrs.field(
-        default="disabled", validator=attrs.validators.in_(TLS_MODES)
+        default="disabled", validator=one_of("tlsServerMode", TLS_MODES)
     )
     tls_server_cert_path: str = ""
     tls_server_key_path: str = ""
     tls_server_trust_cert_path: str = ""
     tls_server_need_client_auth: str = attrs.field(
-        default="none", validator=attrs.validators.in_(CLIENT_AUTH_MODES)
+        default="none", validator=one_of("tlsServerNeedClientAuth", CLIENT_AUTH_MODES)
     )
     tls_enable: bool = False
     tls_client_trust_cert_path: str = ""

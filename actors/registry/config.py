@@ -7,7 +7,7 @@ from pathlib import Path
 
 import attrs
 
-from protocol.tls import CLIENT_AUTH_MODES, TLS_MODES
+from protocol.tls import CLIENT_AUTH_MODES, TLS_MODES, one_of
 from supervisors.config import ConfigError, build_config, config_properties
 
 __all__ = ["KEYS", "RUNTIME_KEYS", "ConfigError", "RegistryConfig"]
@@ -32,13 +32,13 @@ class RegistryConfig:
     # TLS on the TCP listener (docs/security.md): disabled, permissive (one port, TLS told
     # apart by its first byte) or enforcing; RocketMQ's tls.server.* keys are accepted too.
     tls_server_mode: str = attrs.field(
-        default="disabled", validator=attrs.validators.in_(TLS_MODES)
+        default="disabled", validator=one_of("tlsServerMode", TLS_MODES)
     )
     tls_server_cert_path: str = ""
     tls_server_key_path: str = ""
     tls_server_trust_cert_path: str = ""
     tls_server_need_client_auth: str = attrs.field(
-        default="none", validator=attrs.validators.in_(CLIENT_AUTH_MODES)
+        default="none", validator=one_of("tlsServerNeedClientAuth", CLIENT_AUTH_MODES)
     )
     kv_config_path: str | None = str(DEFAULT_HOME / "kvConfig.json")  # None = memory only
     scan_not_active_broker_interval: int = attrs.field(default=10_000, validator=_positive)  # ms
