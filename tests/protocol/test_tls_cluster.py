@@ -97,11 +97,10 @@ async def test_enforcing_a_client_with_the_ca_sends_and_consumes(
     async with tls_cluster(tmp_path, certificates, "enforcing") as (registry, broker):
         await send_and_consume(registry.address, str(certificates[0]))
         # Without TLS the registry closes the connection: the client gets no route.
-        with caplog.at_level(logging.WARNING, "boltmq.remoting"):
-            with pytest.raises(MQClientError):
-                async with Producer(unique("PG"), namesrv_addr=registry.address) as producer:
-                    with trio.fail_after(30):
-                        await producer.send(Message(unique("T"), b"plaintext"))
+        with caplog.at_level(logging.WARNING, "boltmq.remoting"), pytest.raises(MQClientError):
+            async with Producer(unique("PG"), namesrv_addr=registry.address) as producer:
+                with trio.fail_after(30):
+                    await producer.send(Message(unique("T"), b"plaintext"))
         refused = [r.message for r in caplog.records if "refused a plaintext" in r.message]
         assert refused and "tlsServerMode is enforcing" in refused[0]
         # ... and still serves TLS clients.
