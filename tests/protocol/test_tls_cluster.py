@@ -106,6 +106,19 @@ async def test_enforcing_a_client_with_the_ca_sends_and_consumes(
         # ... and still serves TLS clients.
         await send_and_consume(registry.address, str(certificates[0]))
         assert broker.registrar is not None and broker.registrar.registrations >= 1
+        # boltmq admin: --tlsCaFile reaches the cluster; without TLS one line says it failed.
+        admin = [sys.executable, "-m", "boltmq.cli", "admin", "clusterList", "-n", registry.address]
+        with trio.fail_after(60):
+            secure = await trio.run_process(
+                [*admin, "--tlsCaFile", str(certificates[0]), "--json"],
+                capture_stdout=True, capture_stderr=True, check=False,
+            )  # fmt: skip
+            plain = await trio.run_process(
+                [*admin, "--timeout", "3"], capture_stdout=True, capture_stderr=True, check=False
+            )
+        assert secure.returncode == 0, secure.stderr
+        assert broker.config.broker_name in secure.stdout.decode()
+        assert plain.returncode != 0 and len(plain.stderr.decode().strip().splitlines()) == 1
 
 
 async def test_permissive_plaintext_and_tls_clients_share_the_ports(

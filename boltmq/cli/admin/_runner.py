@@ -55,6 +55,8 @@ async def _call(verb: Verb, args: argparse.Namespace) -> Result:
             timeout=args.timeout,
             access_key=getattr(args, "access_key", None),
             secret_key=getattr(args, "secret_key", None),
+            tls_ca_file=getattr(args, "tls_ca_file", None),
+            tls=True if getattr(args, "tls", False) else None,
         ) as admin:
             return await verb.function(admin, args)
 
