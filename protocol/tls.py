@@ -3,7 +3,9 @@
 A TCP listener runs in one of RocketMQ's ``tls.server.mode`` modes: ``disabled`` (plaintext
 only, the default), ``permissive`` (one port serves both: a connection whose first byte is 0x16,
 a TLS handshake record, gets TLS; any other byte is a plaintext remoting frame) or
-``enforcing`` (TLS only; a plaintext connection is closed and logged).
+``enforcing`` (TLS only; a plaintext connection is closed and logged). No plaintext peer can
+start with 0x16: a remoting frame would need a length of 369 MB or more, an HA offset report an
+offset of 2^60 bytes.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from collections.abc import Callable
 from typing import Final
 
 import trio
+
+from protocol.transport import format_address
 
 log = logging.getLogger("boltmq.remoting")
 
@@ -210,4 +214,4 @@ def _peer(stream: trio.SocketStream) -> str:
         host, port = stream.socket.getpeername()[:2]
     except OSError:
         return "unknown"
-    return f"{host}:{port}"
+    return format_address(host, port)

@@ -82,6 +82,11 @@ async def test_sync_master_replicates_to_its_slave_over_tls(
             assert codes == [ResponseCode.SUCCESS] * 120
             await wait_caught_up(master, slave)
             assert commit_log_bytes(slave.store) == commit_log_bytes(master.store)
+            # Broker to broker over TLS: the slave copies the master's config tables.
+            assert slave.ha.sync is not None
+            with trio.fail_after(30):
+                assert await slave.ha.sync.sync_all()
+            assert "Replicated" in slave.topics.topic_config_table
 
 
 async def test_a_plaintext_slave_gets_no_link_to_an_enforcing_master(
