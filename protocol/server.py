@@ -86,6 +86,9 @@ class RemotingServer:
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Serve listeners bound beforehand (a broker binds first to learn its port)."""
+        if self.config.tls_mode != "disabled":
+            ports = sorted({listener.socket.getsockname()[1] for listener in listeners})
+            log.info("remoting: tcp port %s%s", ", ".join(map(str, ports)), self._tls_note())
         async with trio.open_nursery() as nursery:
             await nursery.start(trio.serve_listeners, self._tcp_handler(), listeners)
             task_status.started()
