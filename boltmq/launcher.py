@@ -65,7 +65,8 @@ async def embedded(
     """A registry and a broker on ephemeral loopback ports for the duration of the block.
 
     Data goes under ``home`` (kept) or a temporary directory (removed at the end).
-    ``broker_settings`` are `BrokerConfig` fields (``flush_disk_type=...``, ``broker_name=...``).
+    ``broker_settings`` are `BrokerConfig` fields (``flush_disk_type=...``, ``broker_name=...``);
+    the ``tls_server_*`` ones apply to the registry's listener too.
     """
     temporary = home is None
     root = Path(tempfile.mkdtemp(prefix="boltmq-")) if home is None else Path(home).expanduser()
@@ -75,6 +76,7 @@ async def embedded(
                 listen_port=0,
                 bind_address="127.0.0.1",
                 kv_config_path=str(root / "namesrv" / "kvConfig.json"),
+                **{k: v for k, v in broker_settings.items() if k.startswith("tls_server_")},  # type: ignore[arg-type]
             )
         )
         await registry.load()

@@ -167,6 +167,7 @@ class ClientInstance:
         poll_name_server_interval: float = 30.0,
         heartbeat_broker_interval: float = 30.0,
         tls_ca_file: str | None = None,
+        tls: bool | None = None,
         access_key: str | None = None,
         secret_key: str | None = None,
         security_token: str | None = None,
@@ -179,11 +180,13 @@ class ClientInstance:
         self.heartbeat_broker_interval = heartbeat_broker_interval
         # Registries named ws:// answer routes with the brokers' ws:// addresses, so the
         # same pool reaches brokers over websocket too; tls_ca_file verifies wss:// peers.
+        # tls (implied by tls_ca_file) dials host:port registries and brokers with TLS.
         # ACL: every request to registries and brokers is signed with the credentials
         # (docs/security.md).
         self.credentials = SessionCredentials.from_options(access_key, secret_key, security_token)
         self.remoting = RemotingClient(
             tls_ca_file=tls_ca_file,
+            tls=tls,
             rpc_hook=self.credentials.sign if self.credentials is not None else None,
         )
         self.routes: dict[str, TopicRouteData] = {}

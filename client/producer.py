@@ -140,6 +140,7 @@ class Producer:
         send_latency_fault_enable: bool = False,
         max_async_in_flight: int = 10000,
         tls_ca_file: str | None = None,
+        tls: bool | None = None,
         access_key: str | None = None,
         secret_key: str | None = None,
         security_token: str | None = None,
@@ -153,6 +154,7 @@ class Producer:
         self.instance = instance or ClientInstance(
             namesrv_addr or "",
             tls_ca_file=tls_ca_file,
+            tls=tls,
             access_key=access_key,
             secret_key=secret_key,
             security_token=security_token,

@@ -75,6 +75,7 @@ class PullConsumer:
         auto_commit: bool = True,
         timeout: float = 3.0,
         tls_ca_file: str | None = None,
+        tls: bool | None = None,
         access_key: str | None = None,
         secret_key: str | None = None,
         security_token: str | None = None,
@@ -86,6 +87,7 @@ class PullConsumer:
         self.instance = instance or ClientInstance(
             namesrv_addr or "",
             tls_ca_file=tls_ca_file,
+            tls=tls,
             access_key=access_key,
             secret_key=secret_key,
             security_token=security_token,

@@ -1,7 +1,8 @@
 """The remoting client: one connection per address, calls by opaque, reconnect with backoff.
 
-Runs on trio or asyncio (anyio), over TCP (``host:port``) or websocket (``ws://host:port/``,
-``wss://`` verified against ``tls_ca_file``). Requests the peer sends us (a broker asking a
+Runs on trio or asyncio (anyio), over TCP (``host:port``, TLS with ``tls=True`` or a
+``tls_ca_file``) or websocket (``ws://host:port/``, ``wss://`` verified against
+``tls_ca_file``). Requests the peer sends us (a broker asking a
 consumer for its running info, say) go to the client's own `Dispatcher`.
 
     async with RemotingClient() as client:
@@ -40,14 +41,21 @@ class RemotingClient:
         backoff_initial: float = 0.1,
         backoff_max: float = 5.0,
         tls_ca_file: str | None = None,
+        tls: bool | None = None,
+        tls_cert_file: str = "",
+        tls_key_file: str = "",
         rpc_hook: Callable[[RemotingCommand], None] | None = None,
     ) -> None:
         self.dispatcher = dispatcher or Dispatcher()
         #: PEM file of the CAs that ``wss://`` peers are verified against (system CAs if None).
         self.tls_ca_file = tls_ca_file
-        # A CA file that cannot be read fails here, not at the first connection.
+        #: Whether ``host:port`` peers are dialed with TLS (default: when a CA file is given).
+        self.tls = tls_ca_file is not None if tls is None else tls
+        # A CA or certificate file that cannot be read fails here, not at the first connection.
         self._ssl_context: ssl.SSLContext | None = (
-            None if tls_ca_file is None else client_ssl_context(tls_ca_file)
+            client_ssl_context(tls_ca_file, tls_cert_file, tls_key_file)
+            if tls_ca_file is not None or self.tls or tls_cert_file
+            else None
         )
         self.connect_timeout = connect_timeout
         self.frame_limit = frame_limit
@@ -97,7 +105,9 @@ class RemotingClient:
             try:
                 with anyio.fail_after(self.connect_timeout):
                     transport = await self._open(address)
-            except (OSError, TimeoutError, ValueError) as exc:
+            except (OSError, TimeoutError, ValueError, anyio.BrokenResourceError) as exc:
+                if isinstance(exc, anyio.BrokenResourceError):
+                    exc = OSError("the peer closed the connection during the TLS handshake")
                 if isinstance(exc, TimeoutError) and not str(exc):
                     what = "websocket upgrade" if "://" in address else "connection"
                     exc = TimeoutError(f"no {what} within {self.connect_timeout:g}s")
@@ -131,7 +141,7 @@ class RemotingClient:
                 address, self.frame_limit + 8, ssl_context=self._ssl_context
             )
         host, port = parse_address(address)
-        return await connect_tcp(host, port)
+        return await connect_tcp(host, port, self._ssl_context if self.tls else None)
 
     async def invoke(
         self, address: str, request: RemotingCommand, timeout: float = 3.0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import ssl
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import attrs
 import trio
@@ -18,6 +18,7 @@ import trio_websocket
 
 from protocol.connection import CloseListener, Connection, Dispatcher
 from protocol.frame import DEFAULT_FRAME_LIMIT
+from protocol.tls import accept_tls
 from protocol.transport import FrameTransport, TrioStreamTransport
 from protocol.websocket import WebSocketTransport
 
@@ -31,6 +32,10 @@ class ServerConfig:
     frame_limit: int = DEFAULT_FRAME_LIMIT  # com.rocketmq.remoting.frameMaxLength
     max_in_flight: int = 1024
     idle_timeout: float | None = 120.0  # serverChannelMaxIdleTimeSeconds
+    #: TCP listeners' TLS (tls.server.mode): disabled, permissive or enforcing; see protocol.tls.
+    tls_mode: str = "disabled"
+    #: The server context for permissive and enforcing (`protocol.tls.tcp_server_ssl_context`).
+    tls_context: ssl.SSLContext | None = None
 
 
 @attrs.frozen
@@ -69,9 +74,9 @@ class RemotingServer:
         """Listen on ``host:port`` (port 0 picks one); reports the bound port when ready."""
         listeners = await trio.open_tcp_listeners(port, host=host)
         bound = listeners[0].socket.getsockname()[1]
-        log.info("remoting: listening on tcp %s:%d", host or "*", bound)
+        log.info("remoting: listening on tcp %s:%d%s", host or "*", bound, self._tls_note())
         async with trio.open_nursery() as nursery:
-            await nursery.start(trio.serve_listeners, self._serve_tcp_stream, listeners)
+            await nursery.start(trio.serve_listeners, self._tcp_handler(), listeners)
             task_status.started(bound)
 
     async def serve_listeners(
@@ -81,8 +86,11 @@ class RemotingServer:
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Serve listeners bound beforehand (a broker binds first to learn its port)."""
+        if self.config.tls_mode != "disabled":
+            ports = sorted({listener.socket.getsockname()[1] for listener in listeners})
+            log.info("remoting: tcp port %s%s", ", ".join(map(str, ports)), self._tls_note())
         async with trio.open_nursery() as nursery:
-            await nursery.start(trio.serve_listeners, self._serve_tcp_stream, listeners)
+            await nursery.start(trio.serve_listeners, self._tcp_handler(), listeners)
             task_status.started()
 
     async def serve_websocket(
@@ -113,8 +121,26 @@ class RemotingServer:
             )
             task_status.started(bound)
 
+    def _tcp_handler(self) -> Callable[[trio.SocketStream], Awaitable[None]]:
+        # Chosen once per listener: with TLS disabled a connection takes the plain path with no
+        # wrapper and no first-byte peek.
+        if self.config.tls_mode == "disabled" or self.config.tls_context is None:
+            return self._serve_tcp_stream
+        return self._serve_tcp_stream_tls
+
+    def _tls_note(self) -> str:
+        mode = self.config.tls_mode
+        return "" if mode == "disabled" else f" (TLS {mode})"
+
     async def _serve_tcp_stream(self, stream: trio.SocketStream) -> None:
         await self.serve_transport(TrioStreamTransport(stream))
+
+    async def _serve_tcp_stream_tls(self, stream: trio.SocketStream) -> None:
+        assert self.config.tls_context is not None
+        peer = TrioStreamTransport(stream).peer
+        served = await accept_tls(stream, self.config.tls_mode, self.config.tls_context)
+        if served is not None:
+            await self.serve_transport(TrioStreamTransport(served, peer=peer))
 
     async def _serve_websocket_request(self, request: trio_websocket.WebSocketRequest) -> None:
         try:

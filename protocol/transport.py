@@ -8,12 +8,14 @@ send; websocket delivers exactly one frame per message and sends one frame per m
 from __future__ import annotations
 
 import socket
+import ssl
 from collections.abc import Sequence
 from typing import Protocol
 
 import anyio
 import anyio.abc
 import trio
+from anyio.streams.tls import TLSStream
 
 Part = bytes | bytearray | memoryview
 
@@ -67,14 +69,25 @@ def _join(frames: Sequence[Sequence[Part]]) -> bytes:
 
 
 class TrioStreamTransport:
-    """TCP over a `trio.SocketStream` (the servers' transport)."""
+    """TCP over a `trio.SocketStream`, or a TLS stream over one given with its ``peer``
+    (the servers' transport)."""
 
     message_framed = False
 
-    def __init__(self, stream: trio.SocketStream, receive_size: int = 256 * 1024) -> None:
+    def __init__(
+        self,
+        stream: trio.SocketStream | trio.abc.Stream,
+        receive_size: int = 256 * 1024,
+        *,
+        peer: str | None = None,
+    ) -> None:
         self._stream = stream
         self._receive_size = receive_size
+        if peer is not None:
+            self.peer = peer
+            return
         try:
+            assert isinstance(stream, trio.SocketStream)
             name = stream.socket.getpeername()
             self.peer = format_address(name[0], name[1])
         except OSError:
@@ -112,19 +125,35 @@ class AnyioStreamTransport:
             return b""
 
     async def send_frames(self, frames: Sequence[Sequence[Part]]) -> None:
-        await self._stream.send(_join(frames))
+        try:
+            await self._stream.send(_join(frames))
+        except anyio.EndOfStream:
+            # A TLS stream whose peer closed (a refused client certificate, say).
+            raise anyio.BrokenResourceError("the peer closed the TLS connection") from None
 
     async def aclose(self) -> None:
         await self._stream.aclose()
 
 
-async def connect_tcp(host: str, port: int) -> AnyioStreamTransport:
-    """Open a TCP connection with Nagle off (small requests must not wait for acks)."""
-    stream = await anyio.connect_tcp(host, port)
+async def connect_tcp(
+    host: str, port: int, ssl_context: ssl.SSLContext | None = None
+) -> AnyioStreamTransport:
+    """Open a TCP connection with Nagle off (small requests must not wait for acks); TLS over
+    it with ``ssl_context``, the server's certificate checked against ``host``."""
+    raw = await anyio.connect_tcp(host, port)
     try:
-        stream.extra(anyio.abc.SocketAttribute.raw_socket).setsockopt(
+        raw.extra(anyio.abc.SocketAttribute.raw_socket).setsockopt(
             socket.IPPROTO_TCP, socket.TCP_NODELAY, 1
         )
     except (OSError, anyio.TypedAttributeLookupError):
         pass
+    stream: anyio.abc.ByteStream = raw
+    if ssl_context is not None:
+        try:
+            stream = await TLSStream.wrap(
+                raw, hostname=host, ssl_context=ssl_context, standard_compatible=False
+            )
+        except BaseException:
+            await anyio.aclose_forcefully(raw)
+            raise
     return AnyioStreamTransport(stream, format_address(host, port))

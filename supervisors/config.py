@@ -256,8 +256,9 @@ def _escape(text: str, *, is_key: bool) -> str:
 
 
 def _normalize(key: str) -> str:
-    # listenPort, listen_port, listen-port and LISTEN_PORT all name the same field.
-    return key.replace("_", "").replace("-", "").lower()
+    # listenPort, listen_port, listen-port and LISTEN_PORT all name the same field; so do
+    # RocketMQ's dotted names (tls.server.mode is tlsServerMode).
+    return key.replace("_", "").replace("-", "").replace(".", "").lower()
 
 
 def _fields_by_normalized_key(cls: type[Any]) -> dict[str, attrs.Attribute[Any]]:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import attrs
 
+from protocol.tls import CLIENT_AUTH_MODES, TLS_MODES, one_of
 from protocol.transport import format_address
 from storage import BrokerRole, FlushDiskType, MessageStoreConfig
 from supervisors.config import ConfigError, build_config, config_properties, load_config
@@ -42,6 +43,23 @@ class BrokerConfig:
     # PEM certificate chain and key: the websocket listener then speaks wss:// (TLS).
     websocket_tls_cert_path: str = ""
     websocket_tls_key_path: str = ""
+    # TLS (docs/security.md). Listeners (this port, the fast port, the HA port): disabled,
+    # permissive (one port, TLS told apart by its first byte) or enforcing. tlsEnable: the
+    # broker's own calls (registries, other brokers, a slave's HA link) use TLS, checked
+    # against tlsClientTrustCertPath. RocketMQ's tls.server.* / tls.client.* keys work too.
+    tls_server_mode: str = attrs.field(
+        default="disabled", validator=one_of("tlsServerMode", TLS_MODES)
+    )
+    tls_server_cert_path: str = ""
+    tls_server_key_path: str = ""
+    tls_server_trust_cert_path: str = ""
+    tls_server_need_client_auth: str = attrs.field(
+        default="none", validator=one_of("tlsServerNeedClientAuth", CLIENT_AUTH_MODES)
+    )
+    tls_enable: bool = False
+    tls_client_trust_cert_path: str = ""
+    tls_client_cert_path: str = ""
+    tls_client_key_path: str = ""
     # Also listen on listenPort - 2 (the "VIP" port older Java producers send to).
     fast_port_enable: bool = True
     bind_address: str = "0.0.0.0"

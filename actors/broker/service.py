@@ -60,7 +60,7 @@ from protocol.codes import RequestCode
 from protocol.connection import Connection, Dispatcher
 from protocol.rpc_metrics import time_handlers
 from protocol.server import RemotingServer, ServerConfig, ServerStatistics
-from protocol.tls import server_ssl_context
+from protocol.tls import client_ssl_context, server_ssl_context, tcp_server_ssl_context
 from storage import FileMessageStore, MessageStore, StoreStatistics
 from supervisors.actor import ActorStatistics
 from supervisors.metrics_http import (
@@ -145,6 +145,8 @@ class Broker:
         self._listeners: list[trio.SocketListener] = []
         self._fast_listeners: list[trio.SocketListener] = []
         self._websocket_tls: ssl.SSLContext | None = None
+        #: The context the broker's own TLS calls use (tlsEnable=true), set up in `run`.
+        self.tls_client_context: ssl.SSLContext | None = None
 
     # -- addresses -------------------------------------------------------------------------
 
@@ -160,6 +162,7 @@ class Broker:
         if self.before_start is not None:
             self.before_start()
         config = self.config
+        self._configure_tls()
         bind = config.bind_address or None
         metrics: list[ChildSpec] = []
         if config.metrics_exporter_type == MetricsExporterType.PROM:
@@ -197,7 +200,13 @@ class Broker:
             if config.access_key or config.secret_key
             else None
         )
-        async with RemotingClient(rpc_hook=credentials.sign if credentials else None) as client:
+        async with RemotingClient(
+            rpc_hook=credentials.sign if credentials else None,
+            tls=config.tls_enable,
+            tls_ca_file=config.tls_client_trust_cert_path or None,
+            tls_cert_file=config.tls_client_cert_path,
+            tls_key_file=config.tls_client_key_path,
+        ) as client:
             self.registrar = registrar = Registrar(config, self.topics, client)
             self.topics.on_change.append(lambda _topic: registrar.register_soon())
             self.supervisor = supervisor = Supervisor(
@@ -232,6 +241,24 @@ class Broker:
                     config.store_root, ", ".join(config.namesrv_list) or "none",
                 )  # fmt: skip
                 task_status.started(self)
+
+    def _configure_tls(self) -> None:
+        # Before listening: a bad tls* file raises TlsConfigError naming the key.
+        config = self.config
+        self.server.config.tls_context = tcp_server_ssl_context(
+            config.tls_server_mode,
+            config.tls_server_cert_path,
+            config.tls_server_key_path,
+            config.tls_server_trust_cert_path,
+            config.tls_server_need_client_auth,
+        )
+        self.server.config.tls_mode = config.tls_server_mode
+        if config.tls_enable:
+            self.tls_client_context = client_ssl_context(
+                config.tls_client_trust_cert_path or None,
+                config.tls_client_cert_path,
+                config.tls_client_key_path,
+            )
 
     async def _start_acl(self) -> list[ChildSpec]:
         # Before listening: a missing or bad plain_acl.yml stops the start (AclConfigError).

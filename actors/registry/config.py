@@ -7,6 +7,7 @@ from pathlib import Path
 
 import attrs
 
+from protocol.tls import CLIENT_AUTH_MODES, TLS_MODES, one_of
 from supervisors.config import ConfigError, build_config, config_properties
 from supervisors.metrics_http import MetricsExporterType
 
@@ -29,6 +30,17 @@ class RegistryConfig:
     # PEM certificate chain and key: the websocket listener then speaks wss:// (TLS).
     websocket_tls_cert_path: str = ""
     websocket_tls_key_path: str = ""
+    # TLS on the TCP listener (docs/security.md): disabled, permissive (one port, TLS told
+    # apart by its first byte) or enforcing; RocketMQ's tls.server.* keys are accepted too.
+    tls_server_mode: str = attrs.field(
+        default="disabled", validator=one_of("tlsServerMode", TLS_MODES)
+    )
+    tls_server_cert_path: str = ""
+    tls_server_key_path: str = ""
+    tls_server_trust_cert_path: str = ""
+    tls_server_need_client_auth: str = attrs.field(
+        default="none", validator=one_of("tlsServerNeedClientAuth", CLIENT_AUTH_MODES)
+    )
     kv_config_path: str | None = str(DEFAULT_HOME / "kvConfig.json")  # None = memory only
     scan_not_active_broker_interval: int = attrs.field(default=10_000, validator=_positive)  # ms
     broker_expired_millis: int = attrs.field(default=120_000, validator=_positive)
@@ -82,6 +94,11 @@ KEYS = {
     "websocketListenPort": "websocket_listen_port",
     "websocketTlsCertPath": "websocket_tls_cert_path",
     "websocketTlsKeyPath": "websocket_tls_key_path",
+    "tlsServerMode": "tls_server_mode",
+    "tlsServerCertPath": "tls_server_cert_path",
+    "tlsServerKeyPath": "tls_server_key_path",
+    "tlsServerTrustCertPath": "tls_server_trust_cert_path",
+    "tlsServerNeedClientAuth": "tls_server_need_client_auth",
     "kvConfigPath": "kv_config_path",
     "scanNotActiveBrokerInterval": "scan_not_active_broker_interval",
     "brokerExpiredMillis": "broker_expired_millis",

@@ -24,7 +24,7 @@ from actors.registry.metrics import RegistryMetricsCollector
 from protocol.connection import Connection, Dispatcher
 from protocol.rpc_metrics import RpcLatency, time_handlers
 from protocol.server import RemotingServer, ServerConfig, ServerStatistics
-from protocol.tls import server_ssl_context
+from protocol.tls import server_ssl_context, tcp_server_ssl_context
 from supervisors.metrics_http import (
     MetricsExporterType,
     hold_listeners,
@@ -111,6 +111,7 @@ class Registry:
         tls = server_ssl_context(
             self.config.websocket_tls_cert_path, self.config.websocket_tls_key_path
         )
+        self._configure_tcp_tls()
         if self.config.acl_enable:
             # Before listening: a missing or bad plain_acl.yml stops the start.
             self.acl = AccessValidator(self.config.plain_acl_file)
@@ -154,6 +155,18 @@ class Registry:
             ],
         )
         await nursery.start(self.metrics_supervisor.run)
+
+    def _configure_tcp_tls(self) -> None:
+        # Raises TlsConfigError naming the key when tlsServerMode needs a file that is bad.
+        config = self.config
+        self.server.config.tls_context = tcp_server_ssl_context(
+            config.tls_server_mode,
+            config.tls_server_cert_path,
+            config.tls_server_key_path,
+            config.tls_server_trust_cert_path,
+            config.tls_server_need_client_auth,
+        )
+        self.server.config.tls_mode = config.tls_server_mode
 
     def statistics(self) -> RegistryServiceStatistics:
         """Actor and server counters."""

@@ -21,7 +21,7 @@ from actors.broker.config import BrokerConfig, ConfigError, load_broker_config
 from actors.broker.service import Broker
 from actors.registry import Registry, RegistryConfig
 from boltmq.cli._run import EXIT_USAGE, Runner, run_until_signalled, serve
-from boltmq.cli.registry import load_registry
+from boltmq.cli.registry import load_registry, tls_problem
 from boltmq.launcher import (
     DEFAULT_HOME,
     STATE_FILE,
@@ -115,6 +115,12 @@ def setup_cluster(parser: argparse.ArgumentParser) -> Runner:
                 # One certificate for the process: the registry's wss:// listener uses it too.
                 websocket_tls_cert_path=config.websocket_tls_cert_path,
                 websocket_tls_key_path=config.websocket_tls_key_path,
+                # and its TCP listener the same TLS mode as the broker's.
+                tls_server_mode=config.tls_server_mode,
+                tls_server_cert_path=config.tls_server_cert_path,
+                tls_server_key_path=config.tls_server_key_path,
+                tls_server_trust_cert_path=config.tls_server_trust_cert_path,
+                tls_server_need_client_auth=config.tls_server_need_client_auth,
                 bind_address=config.bind_address,
                 kv_config_path=str(home / "namesrv" / "kvConfig.json"),
             )
@@ -226,7 +232,11 @@ def _broker_config(
         k: getattr(args, k) for k in BROKER_KEYS if getattr(args, k, None) is not None
     }
     try:
-        return load_broker_config(args.config, overrides)
+        config = load_broker_config(args.config, overrides)
     except (ConfigError, OSError) as exc:
         print(f"{parser.prog}: {exc}", file=sys.stderr)
         return None
+    if (problem := tls_problem(config)) is not None:
+        print(f"{parser.prog}: {problem}", file=sys.stderr)
+        return None
+    return config

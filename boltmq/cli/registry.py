@@ -9,10 +9,12 @@ import argparse
 import logging
 import sys
 
+from actors.broker.config import BrokerConfig
 from actors.registry.config import KEYS, ConfigError, RegistryConfig
 from actors.registry.kv_config import KVConfigError
 from actors.registry.service import Registry
 from boltmq.cli._run import EXIT_USAGE, Runner, serve
+from protocol.tls import TlsConfigError, tcp_server_ssl_context
 from supervisors.config import load_config
 from supervisors.supervisor import ChildSpec
 
@@ -36,12 +38,31 @@ def setup(parser: argparse.ArgumentParser) -> Runner:
         except (ConfigError, OSError) as exc:
             print(f"{parser.prog}: {exc}", file=sys.stderr)
             return EXIT_USAGE
+        if (problem := tls_problem(config)) is not None:
+            print(f"{parser.prog}: {problem}", file=sys.stderr)
+            return EXIT_USAGE
         registry = Registry(config)
         if not load_registry(registry):
             return 1
         return serve("registry", [ChildSpec.instance("registry", registry)])
 
     return run
+
+
+def tls_problem(config: RegistryConfig | BrokerConfig) -> str | None:
+    """Why the TLS settings cannot work (a bad tlsServerMode file, say), or None: checked
+    before starting so the start stops with one line naming the key."""
+    try:
+        tcp_server_ssl_context(
+            config.tls_server_mode,
+            config.tls_server_cert_path,
+            config.tls_server_key_path,
+            config.tls_server_trust_cert_path,
+            config.tls_server_need_client_auth,
+        )
+    except TlsConfigError as exc:
+        return str(exc)
+    return None
 
 
 def load_registry(registry: Registry) -> bool:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
+from protocol.tls import accept_tls
 from storage import BrokerRole, MessageStore, PutMessageResult, PutMessageStatus
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ class HAStatistics:
 class HAConnection:
     """One slave's link: its reported offset and the transfer position."""
 
-    def __init__(self, service: HAService, stream: trio.SocketStream, peer: str) -> None:
+    def __init__(self, service: HAService, stream: trio.abc.Stream, peer: str) -> None:
         self.service = service
         self.stream = stream
         self.address = peer
@@ -196,8 +197,12 @@ class HAConnection:
             service.transferred_bytes += size
 
 
-async def _send_buffers(stream: trio.SocketStream, parts: list[bytes | memoryview]) -> None:
+async def _send_buffers(stream: trio.abc.Stream, parts: list[bytes | memoryview]) -> None:
     """Write ``parts`` in order with as few sendmsg calls as the socket buffer allows."""
+    if not isinstance(stream, trio.SocketStream):
+        # TLS encrypts a copy anyway: one joined write.
+        await stream.send_all(b"".join(parts))
+        return
     sock = stream.socket
     while parts:
         sent = await sock.sendmsg(parts)
@@ -335,7 +340,15 @@ class HAService:
 
     async def _serve_slave(self, stream: trio.SocketStream) -> None:
         host, port = stream.socket.getpeername()[:2]
-        connection = HAConnection(self, stream, f"{host}:{port}")
+        served: trio.abc.Stream = stream
+        tls = self.broker.server.config
+        if tls.tls_mode != "disabled" and tls.tls_context is not None:
+            # The HA port follows tlsServerMode like the remoting port.
+            secured = await accept_tls(stream, tls.tls_mode, tls.tls_context, "HA")
+            if secured is None:
+                return
+            served = secured
+        connection = HAConnection(self, served, f"{host}:{port}")
         key = next(self._ids)
         self.connections[key] = connection
         try:

@@ -31,6 +31,8 @@ BACKOFF_MIN = 0.1
 BACKOFF_MAX = 5.0
 #: Seconds between looks for a master address while none is known.
 ADDRESS_POLL = 0.2
+#: Seconds a TLS handshake with the master may take.
+CONNECT_TIMEOUT = 10.0
 
 
 @attrs.frozen
@@ -85,9 +87,9 @@ class HAClient:
             host, port = parse_address(address)
             received = self.received_bytes
             try:
-                stream = await trio.open_tcp_stream(host, port)
-            except OSError as exc:
-                log.info("HA master %s not reachable: %s", address, exc)
+                stream = await self._connect(host, port)
+            except (OSError, trio.BrokenResourceError, trio.TooSlowError) as exc:
+                log.info("HA master %s not reachable: %s", address, exc.__cause__ or exc)
             else:
                 self.connects += 1
                 try:
@@ -101,7 +103,22 @@ class HAClient:
             await trio.sleep(backoff)
             backoff = min(backoff * 2, BACKOFF_MAX)
 
-    async def _replicate(self, stream: trio.SocketStream, address: str) -> str:
+    async def _connect(self, host: str, port: int) -> trio.abc.Stream:
+        # tlsEnable: the link is TLS, the master checked against tlsClientTrustCertPath.
+        stream = await trio.open_tcp_stream(host, port)
+        context = self.broker.tls_client_context
+        if context is None:
+            return stream
+        secure = trio.SSLStream(stream, context, server_hostname=host)
+        try:
+            with trio.fail_after(CONNECT_TIMEOUT):
+                await secure.do_handshake()
+        except BaseException:
+            await trio.aclose_forcefully(stream)
+            raise
+        return secure
+
+    async def _replicate(self, stream: trio.abc.Stream, address: str) -> str:
         """Run one link until it breaks; returns why it ended."""
         reasons: list[str] = []
 
@@ -125,7 +142,7 @@ class HAClient:
     def _max_offset(self) -> int:
         return self.broker.store.get_max_phy_offset()
 
-    async def _report(self, stream: trio.SocketStream) -> None:
+    async def _report(self, stream: trio.abc.Stream) -> None:
         # The only task that writes to the stream: at once, then per interval or when asked.
         interval = self.config.ha_send_heartbeat_interval / 1000
         while True:
@@ -134,7 +151,7 @@ class HAClient:
             with trio.move_on_after(interval):
                 await self._report_now.wait()
 
-    async def _receive(self, stream: trio.SocketStream) -> None:
+    async def _receive(self, stream: trio.abc.Stream) -> None:
         store = self.broker.store
         silent = self.config.ha_housekeeping_interval / 1000
         header_size = FRAME_HEADER.size

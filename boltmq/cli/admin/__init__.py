@@ -99,6 +99,14 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     acl = parser.add_argument_group("ACL (a cluster with aclEnable=true; see docs/security.md)")
     acl.add_argument("--accessKey", dest="access_key", help="account of plain_acl.yml to sign with")
     acl.add_argument("--secretKey", dest="secret_key", help="that account's secret key")
+    tls = parser.add_argument_group("TLS (listeners with tlsServerMode; see docs/security.md)")
+    tls.add_argument("--tls", action="store_true", help="dial host:port addresses with TLS")
+    tls.add_argument(
+        "--tlsCaFile",
+        dest="tls_ca_file",
+        metavar="FILE",
+        help="CAs (PEM) to verify with; implies --tls",
+    )
 
 
 def _positive(text: str) -> float:

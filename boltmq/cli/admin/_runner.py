@@ -55,6 +55,8 @@ async def _call(verb: Verb, args: argparse.Namespace) -> Result:
             timeout=args.timeout,
             access_key=getattr(args, "access_key", None),
             secret_key=getattr(args, "secret_key", None),
+            tls_ca_file=getattr(args, "tls_ca_file", None),
+            tls=True if getattr(args, "tls", False) else None,
         ) as admin:
             return await verb.function(admin, args)
 
@@ -71,6 +73,13 @@ def describe(exc: BaseException, args: argparse.Namespace) -> str:
     if isinstance(exc, RemotingError):
         remark = " ".join(exc.remark.split())
         if remark.startswith("no registry answered"):
+            tls = getattr(args, "tls", False) or getattr(args, "tls_ca_file", None)
+            if "closed" in remark and not tls:
+                # An enforcing TLS listener closes a plaintext connection at its first bytes.
+                return (
+                    f"{remark}; check that a registry runs at {namesrv} (-n or $NAMESRV_ADDR) "
+                    "and, if it requires TLS (tlsServerMode=enforcing), add --tls or --tlsCaFile"
+                )
             return f"{remark}; check that a registry runs at {namesrv} (-n or $NAMESRV_ADDR)"
         if isinstance(exc, ConnectionClosedError | RemotingTimeoutError):
             return (
