@@ -1,0 +1,97 @@
+"""The decoder fuzzer in CI: a short mutation run per target and hypothesis over the same targets.
+
+Each target may raise only its documented decode error; anything else is a crash. A longer run
+is ``python -m bench fuzz --inputs 1000000`` (figures in docs/PERFORMANCE.md).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bench.fuzz import Target, fuzz_target, mutate_bytes, mutate_json, targets
+
+TARGETS = targets()
+#: Inputs per target in CI: a second or two each on a busy machine.
+CI_INPUTS = 1500
+
+
+def test_every_decoder_has_a_target() -> None:
+    names = set(TARGETS)
+    assert {"frame", "header", "record", "batch", "msgid", "fastjson", "properties"} <= names
+    bodies = {name for name in names if name.startswith("body:")}
+    assert {"body:HeartbeatData", "body:TopicRouteData", "body:ConsumeStats"} <= bodies
+    assert len(bodies) >= 30
+    for target in TARGETS.values():
+        assert target.seeds, f"{target.name} has no seeds"
+
+
+@pytest.mark.parametrize("name", sorted(TARGETS))
+def test_short_mutation_run_finds_no_crash(name: str) -> None:
+    report = fuzz_target(TARGETS[name], CI_INPUTS, seed=20261124)
+    assert report.inputs == CI_INPUTS
+    crashes = [f"{c.error} at {c.where} on {c.data[:80]!r}" for c in report.crashes.values()]
+    assert not crashes, f"{name}: {crashes}"
+    # Mutations must reach past the first check: some inputs are rejected, some accepted.
+    assert 0 < report.rejected < report.inputs, f"{name}: rejected {report.rejected}"
+
+
+def _check(target: Target, data: bytes) -> None:
+    try:
+        target.run(data)
+    except target.accepted:
+        pass
+
+
+@pytest.mark.parametrize(
+    "name", ["frame", "header", "record", "batch", "msgid", "fastjson", "properties"]
+)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.binary(max_size=512), seed_index=st.integers(0, 1000), cut=st.integers(0, 600))
+def test_hypothesis_bytes_and_cut_seeds(name: str, data: bytes, seed_index: int, cut: int) -> None:
+    target = TARGETS[name]
+    seed = target.seeds[seed_index % len(target.seeds)]
+    _check(target, data)
+    _check(target, seed[:cut] + data)  # a real input cut short and continued with noise
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    index=st.integers(0, 10_000),
+    keys=st.lists(st.integers(0, 200), max_size=6),
+    values=st.lists(_JSON, min_size=6, max_size=6),
+)
+def test_hypothesis_every_body_with_its_own_keys(
+    index: int, keys: list[int], values: list[object]
+) -> None:
+    """Objects built from the class's own wire keys with values of any JSON type."""
+    bodies = [t for name, t in sorted(TARGETS.items()) if name.startswith("body:")]
+    target = bodies[index % len(bodies)]
+    doc: dict[str, object] = {}
+    for n, key in enumerate(keys):
+        if target.wire_keys:
+            doc[target.wire_keys[key % len(target.wire_keys)]] = values[n]
+    _check(target, json.dumps(doc).encode())
+
+
+def test_mutations_are_deterministic_and_bounded() -> None:
+    seed = TARGETS["frame"].seeds[0]
+    first = [mutate_bytes(random.Random(5), seed, [seed]) for _ in range(3)]
+    again = [mutate_bytes(random.Random(5), seed, [seed]) for _ in range(3)]
+    assert first == again
+    assert mutate_json(random.Random(1), b"not json", []) is None
+    mutated = mutate_json(random.Random(1), b'{"a": [1, 2]}', ["topic"])
+    assert mutated is not None and mutated != b'{"a": [1, 2]}'
