@@ -432,13 +432,12 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--inputs must be at least 1, not {args.inputs}")
     inputs = 20_000 if args.quick else args.inputs
     names = [name for name in args.targets.split(",") if name]
-    start = time.perf_counter()
     reports = run(names, inputs, args.seed, args.save)
     total = sum(report.inputs for report in reports)
     crashes = sum(len(report.crashes) for report in reports)
-    seconds = time.perf_counter() - start
+    seconds = sum(report.seconds for report in reports)
     print(
-        f"total {total:,} inputs in {seconds:.1f} s ({total / seconds:,.0f}/s), "
+        f"total {total:,} inputs in {seconds:.1f} s of fuzzing ({total / seconds:,.0f}/s), "
         f"{crashes} distinct crashes"
     )
     if crashes:
