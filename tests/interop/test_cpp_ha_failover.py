@@ -34,7 +34,7 @@ from tests.actors.broker.helpers import call, send_request
 
 from .cpp_client import rocketmq
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(300)
 
 TOPIC = "CppFailoverT"
 GROUP = "CG_cpp_failover"
@@ -42,6 +42,8 @@ GROUP = "CG_cpp_failover"
 BEFORE_STOP = 1300
 AFTER_RETURN = 50
 HOLD_AFTER = 20
+#: The C++ client's route refresh period (s).
+ROUTE_REFRESH = 30
 
 
 class GatedInbox:
@@ -123,8 +125,19 @@ async def test_cpp_push_consumer_reads_from_the_slave_while_the_master_is_down(
             pulled_from_master = served(master)
             assert pulled_from_master < BEFORE_STOP
 
+            # The client turns to the slave only once its route lacks the master, and it
+            # reads routes 3 s after it starts, then every 30 s: depending on where the stop
+            # falls in that cycle the switch comes at once or up to 30 s later (on a loaded
+            # machine the cache fills after the 3 s read). So the wait for the slave's
+            # messages starts at the first route read after the stop, not at the stop.
+            route_reads = registry.actor.route_table.route_queries
             await runner.stop()
             inbox.gate.set()
+            await wait_for(
+                lambda: registry.actor.route_table.route_queries > route_reads,
+                ROUTE_REFRESH + 15,
+                "the client's first route read after the stop",
+            )
             await wait_for(
                 lambda: len(set(inbox.snapshot())) >= BEFORE_STOP, 60, "the rest from the slave"
             )
@@ -132,7 +145,7 @@ async def test_cpp_push_consumer_reads_from_the_slave_while_the_master_is_down(
             # Its offsets go to the slave meanwhile (persisted every 5 s), which keeps them.
             await wait_for(
                 lambda: slave.offsets.query_offset(GROUP, TOPIC, 0) == BEFORE_STOP,
-                15,
+                30,
                 "the offset committed to the slave",
             )
 
@@ -149,7 +162,7 @@ async def test_cpp_push_consumer_reads_from_the_slave_while_the_master_is_down(
             # offsets (from the slave until its route lists the master again).
             total = BEFORE_STOP + AFTER_RETURN
             await send_range(client, master, BEFORE_STOP, total)
-            await wait_for(lambda: len(set(inbox.snapshot())) >= total, 30, "the new sends")
+            await wait_for(lambda: len(set(inbox.snapshot())) >= total, 60, "the new sends")
         finally:
             inbox.gate.set()
             await trio.to_thread.run_sync(consumer.shutdown)
