@@ -99,3 +99,39 @@ def test_mutations_are_deterministic_and_bounded() -> None:
     assert mutate_json(random.Random(1), b"not json", []) is None
     mutated = mutate_json(random.Random(1), b'{"a": [1, 2]}', ["topic"])
     assert mutated is not None and mutated != b'{"a": [1, 2]}'
+
+
+#: Inputs aimed at the spots where a decoder could raise something other than its own error:
+#: numbers past float and int-string limits, nesting past the recursion limit, lone
+#: surrogates, lengths at the 32-bit edges. Each must be accepted or rejected cleanly.
+HOSTILE: list[tuple[str, bytes]] = [
+    ("body:OffsetWrapper", b'{"consumeTps": 1' + b"0" * 400 + b"}"),
+    ("body:OffsetWrapper", b'{"consumeTps": "1e999", "brokerOffset": 1e999}'),
+    ("body:QueueData", b'{"brokerName": "b", "readQueueNums": "' + b"9" * 5000 + b'"}'),
+    ("body:QueueData", b'{"brokerName": "b", "perm": 1' + b"0" * 5000 + b"}"),
+    ("body:TopicRouteData", b'{"brokerDatas": [{"brokerAddrs": {"x": "a"}}]}'),
+    ("body:ConsumeStats", b'{"offsetTable": {{"topic": [], "brokerName": {}}: {}}}'),
+    (
+        "body:HeartbeatData",
+        b'{"clientID": "\\ud800", "consumerDataSet": [{"subscriptionDataSet": 7}]}',
+    ),
+    ("fastjson", b"[" * 100_000),
+    ("fastjson", b'{"a": "\\ud800\\udc00\\udc00"}'),
+    ("fastjson", b"{" + b"a:{" * 5000),
+    ("header", b'11\n{"queueId": 1e300, "consumerGroup": ["g"], "topic": {"t": 1}}'),
+    ("header", b'310\n{"b": "T", "a": "' + b"9" * 5000 + b'"}'),
+    ("frame", b"\x7f\xff\xff\xff\x00\x00\x00\x00"),
+    ("frame", b"\x00\x00\x00\x08\x01\xff\xff\xff\x00\x00\x00\x00"),
+    ("record", b"\x00\x00\x00\x60" + b"\xda\xa3\x20\xa7" + b"\xff" * 88),
+    ("batch", b"\x7f\xff\xff\xff" + b"\x00" * 16),
+    ("msgid", "é".encode() * 16),
+    ("properties", b"key=\\u12\nk\\\n"),
+    ("properties", b"\xff\xfe=\\uZZZZ"),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "data"), HOSTILE, ids=[f"{n}-{i}" for i, (n, _) in enumerate(HOSTILE)]
+)
+def test_hostile_input_is_accepted_or_rejected_cleanly(name: str, data: bytes) -> None:
+    _check(TARGETS[name], data)
