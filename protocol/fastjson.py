@@ -137,7 +137,12 @@ class _Parser:
         if match is not None:
             token = match.group()
             is_float = match.group(1) is not None or match.group(2) is not None
-            return (float(token) if is_float else int(token)), match.end()
+            if is_float:
+                return float(token), match.end()
+            try:
+                return int(token), match.end()
+            except ValueError:  # more digits than Python converts (sys.get_int_max_str_digits)
+                raise self.error(f"an integer of {len(token)} digits is too long", pos) from None
         match = _IDENT.match(text, pos)
         if match is not None and match.group() in _LITERALS:
             return _LITERALS[match.group()], match.end()

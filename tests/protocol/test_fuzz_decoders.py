@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.fuzz import Target, fuzz_target, mutate_bytes, mutate_json, targets
+from protocol import fastjson
 
 TARGETS = targets()
 #: Inputs per target in CI: under a second each on a busy machine.
@@ -135,3 +136,16 @@ HOSTILE: list[tuple[str, bytes]] = [
 )
 def test_hostile_input_is_accepted_or_rejected_cleanly(name: str, data: bytes) -> None:
     _check(TARGETS[name], data)
+
+
+# -- crashes the fuzzer found, kept as regression cases -----------------------------------------
+
+
+def test_regression_fastjson_integer_past_the_digit_limit_is_a_decode_error() -> None:
+    """Found by ``python -m bench fuzz --seed 7``: a bare-key object with a 5,000-digit integer
+    made ``fastjson.loads`` raise int()'s plain ValueError, not its FastjsonDecodeError."""
+    data = b"{tps: " + b"9" * 5000 + b"}"
+    with pytest.raises(fastjson.FastjsonDecodeError, match="integer of 5000 digits is too long"):
+        fastjson.loads(data)
+    _check(TARGETS["fastjson"], data)
+    assert fastjson.loads(b"{tps: " + b"9" * 40 + b"}") == {"tps": int("9" * 40)}
