@@ -27,6 +27,7 @@ import socket
 import sys
 import tempfile
 import time
+import zlib
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,7 +79,7 @@ class Ledger:
         for message in messages:
             key = message.body.decode()
             self.deliveries[key].append(now)
-            if message.reconsume_times == 0 and hash(key) % RETRY_EVERY == 0:
+            if message.reconsume_times == 0 and zlib.crc32(key.encode()) % RETRY_EVERY == 0:
                 self.retried[key] += 1
                 status = ConsumeConcurrentlyStatus.RECONSUME_LATER
         return status
@@ -96,11 +97,14 @@ class Verdict:
     by_retry: int
     by_restart: int
     unexplained: list[str]
+    #: Transactions left unknown that the broker never checked back by the end.
+    unresolved: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        """No loss, no rolled-back delivery, every duplicate explained."""
-        return not (self.lost or self.rolled_back_delivered or self.unexplained)
+        """No loss, no rolled-back delivery, every duplicate explained, every transaction
+        resolved."""
+        return not (self.lost or self.rolled_back_delivered or self.unexplained or self.unresolved)
 
 
 def account(ledger: Ledger) -> Verdict:
@@ -127,7 +131,15 @@ def account(ledger: Ledger) -> Verdict:
                 unexplained.append(key)
     consumed = sum(1 for key in ledger.acked if key in delivered)
     return Verdict(
-        len(ledger.acked), consumed, lost, rolled, duplicates, by_retry, by_restart, unexplained
+        len(ledger.acked),
+        consumed,
+        lost,
+        rolled,
+        duplicates,
+        by_retry,
+        by_restart,
+        unexplained,
+        sorted(ledger.pending_tx),
     )
 
 
@@ -392,6 +404,8 @@ def report(verdict: Verdict) -> str:
         lines.append(f"LOST (first 10): {verdict.lost[:10]}")
     if verdict.rolled_back_delivered:
         lines.append(f"ROLLED BACK BUT DELIVERED: {verdict.rolled_back_delivered[:10]}")
+    if verdict.unresolved:
+        lines.append(f"UNKNOWN TRANSACTIONS NEVER CHECKED (first 10): {verdict.unresolved[:10]}")
     if verdict.unexplained:
         lines.append(f"UNEXPLAINED DUPLICATES (first 10): {verdict.unexplained[:10]}")
     lines.append("soak: OK" if verdict.ok else "soak: FAILED")

@@ -54,3 +54,13 @@ def test_accounting_reports_a_loss_and_a_rolled_back_delivery() -> None:
     assert verdict.lost == ["lost-1"] and verdict.rolled_back_delivered == ["a"]
     assert not verdict.ok
     assert "LOST" in report(verdict) and "soak: FAILED" in report(verdict)
+
+
+def test_accounting_reports_an_unknown_transaction_never_checked() -> None:
+    ledger = _ledger()
+    ledger.retried.update({"b": 1})
+    ledger.restarts.append(("broker-a-0", 100.0, 110.0))
+    ledger.pending_tx.add("tx-7")
+    verdict = account(ledger)
+    assert verdict.unresolved == ["tx-7"] and not verdict.ok
+    assert "NEVER CHECKED" in report(verdict)
