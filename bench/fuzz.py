@@ -422,7 +422,8 @@ def run(names: list[str], inputs: int, seed: int, save: Path | None = None) -> l
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Command line: ``python -m bench fuzz --inputs N``; exit status 1 when anything crashed."""
+    """Command line: ``python -m bench fuzz --inputs N``; exit status 1 when anything crashed
+    or an input took over `SLOW_SECONDS` (timed again alone)."""
     parser = argparse.ArgumentParser(
         prog="python -m bench fuzz",
         description=__doc__,
@@ -446,12 +447,13 @@ def main(argv: list[str] | None = None) -> None:
     reports = run(names, inputs, args.seed, args.save)
     total = sum(report.inputs for report in reports)
     crashes = sum(len(report.crashes) for report in reports)
+    slow = sum(1 for report in reports if report.slowest_again > SLOW_SECONDS)
     seconds = sum(report.seconds for report in reports)
     print(
         f"total {total:,} inputs in {seconds:.1f} s of fuzzing ({total / seconds:,.0f}/s), "
-        f"{crashes} distinct crashes"
+        f"{crashes} distinct crashes, {slow} targets with an input over {SLOW_SECONDS} s"
     )
-    if crashes:
+    if crashes or slow:
         sys.exit(1)
 
 
