@@ -393,16 +393,17 @@ def _record_crash(report: Report, name: str, exc: Exception, data: bytes) -> Non
 
 
 def run(names: list[str], inputs: int, seed: int, save: Path | None = None) -> list[Report]:
-    """Fuzz ``names`` with ``inputs`` inputs in all (split evenly); print a line per target."""
+    """Fuzz ``names`` with ``inputs`` inputs in all (split evenly, at least one each); print a
+    line per target."""
     chosen = targets()
     unknown = [name for name in names if name not in chosen]
     if unknown:
         raise SystemExit(f"unknown fuzz target {unknown[0]!r}; choose from {', '.join(chosen)}")
     selected = [chosen[name] for name in names] if names else list(chosen.values())
-    each = max(1, inputs // len(selected))
+    each, extra = divmod(inputs, len(selected))
     reports = []
-    for target in selected:
-        report = fuzz_target(target, each, seed)
+    for n, target in enumerate(selected):
+        report = fuzz_target(target, max(1, each + (n < extra)), seed)
         reports.append(report)
         print(
             f"{report.target:<44} {report.inputs:>9,} inputs {report.rate:>10,.0f}/s  "
