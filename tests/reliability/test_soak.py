@@ -13,6 +13,7 @@ from bench.soak import Ledger, account, report, soak
 pytestmark = pytest.mark.timeout(300)
 
 
+@pytest.mark.slow
 async def test_thirty_seconds_of_soak_lose_nothing_and_explain_every_duplicate(
     tmp_path: Path,
 ) -> None:
