@@ -170,3 +170,16 @@ def test_regression_a_bad_list_is_refused_at_once_with_one_short_error(data: byt
     message = str(caught.value)
     assert "subscription_data_set" in message and len(message) < 500, message[:600]
     assert ConsumerData.from_json(b'{"groupName": "g", "subscriptionDataSet": []}').group_name
+
+
+def test_regression_fastjson_object_key_with_mixed_names_does_not_raise_type_error() -> None:
+    """Found by ``python -m bench.fuzz_atheris fastjson``: an object used as a map key whose
+    own names mix a string and an object key could not be sorted (TypeError)."""
+    doc = fastjson.loads(b'{{{"a":1}:1, "b":2}:3}')
+    [(key, value)] = doc.items()
+    assert value == 3 and isinstance(key, fastjson.ObjectKey)
+    assert key == fastjson.loads(b'{{"b":2, {"a":1}:1}:3}').popitem()[0]  # order-independent
+    _check(TARGETS["fastjson"], b'{{{"a":1}:1, "b":2}:3}')
+    # Plain names keep their text order: a MessageQueue key reads as before.
+    mq = fastjson.ObjectKey.of({"topic": "t", "brokerName": "b", "queueId": 1})
+    assert [name for name, _ in mq] == ["brokerName", "queueId", "topic"]
