@@ -1,7 +1,9 @@
 """``python -m bench [name ...] [--quick]``: run benchmarks and print their figures.
 
 Names: remoting, codec, store, registry, broker, stats, ha, pipeline-write, pipeline-read,
-monitor, metrics (default: all, in that order).
+monitor, metrics (default: these, in that order), and fuzz and soak, which run only when
+named. Arguments after a single name go to that benchmark: ``python -m bench fuzz --inputs
+1000000``, ``python -m bench soak --duration 600``.
 Each benchmark module has ``main(argv)``; with ``--quick`` each gets the arguments for a short
 run (its own ``--quick`` where it has one, else a short ``--seconds``). Modules are imported
 only when their benchmark runs, so one that is missing or fails costs only its own entry.
@@ -29,7 +31,11 @@ BENCHMARKS = {
     "pipeline-read": "bench.bench_pipeline_read:main",
     "monitor": "bench.bench_monitor:main",
     "metrics": "bench.bench_metrics:main",
+    "fuzz": "bench.fuzz:main",
+    "soak": "bench.soak:main",
 }
+#: Run only when named: long by design (a million inputs, a ten-minute soak).
+ON_REQUEST = frozenset({"fuzz", "soak"})
 # remoting and registry take only --seconds; the others have --quick of their own.
 QUICK_ARGS = {
     "remoting": ["--seconds", "0.5"],
@@ -43,6 +49,8 @@ QUICK_ARGS = {
     "pipeline-read": ["--quick"],
     "monitor": ["--quick"],
     "metrics": ["--quick"],
+    "fuzz": ["--quick"],
+    "soak": ["--quick"],
 }
 
 
@@ -65,11 +73,11 @@ def load(name: str) -> Callable[[list[str]], None]:
     return cast(Callable[[list[str]], None], function)
 
 
-def run(name: str, quick: bool) -> bool:
+def run(name: str, quick: bool, extra: list[str] | None = None) -> bool:
     """Run one benchmark, printing its figures or why it failed; True when it succeeded."""
     try:
         main = load(name)
-        main(QUICK_ARGS[name] if quick else [])
+        main((QUICK_ARGS[name] if quick else []) + (extra or []))
     except BenchmarkUnavailable as exc:
         print(f"{name}: skipped: {exc}", file=sys.stderr)
         return False
@@ -94,15 +102,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("names", nargs="*", metavar="name", help=", ".join(BENCHMARKS))
     parser.add_argument("--quick", action="store_true", help="short runs")
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
     unknown = [name for name in args.names if name not in BENCHMARKS]
     if unknown:
         parser.error(f"unknown benchmark {unknown[0]!r}; choose from {', '.join(BENCHMARKS)}")
+    if extra and len(args.names) != 1:
+        parser.error(f"arguments {' '.join(extra)!r} need exactly one benchmark name before them")
     failed: list[str] = []
-    for name in args.names or list(BENCHMARKS):
+    for name in args.names or [name for name in BENCHMARKS if name not in ON_REQUEST]:
         print(f"== {name} ==", flush=True)
         start = time.perf_counter()
-        if not run(name, args.quick):
+        if not run(name, args.quick, extra):
             failed.append(name)
         sys.stderr.flush()
         print(f"({time.perf_counter() - start:.1f} s)\n", flush=True)

@@ -53,7 +53,9 @@ class ObjectKey(tuple[tuple[str, Any], ...]):
     @classmethod
     def of(cls, mapping: Mapping[str, Any]) -> ObjectKey:
         """The key form of a JSON object."""
-        return cls(sorted((name, _freeze(value)) for name, value in mapping.items()))
+        return cls(
+            sorted(((name, _freeze(value)) for name, value in mapping.items()), key=_by_name)
+        )
 
     def as_dict(self) -> dict[str, Any]:
         """The object again, as a dict (nested keys thawed to dicts and lists)."""
@@ -137,7 +139,12 @@ class _Parser:
         if match is not None:
             token = match.group()
             is_float = match.group(1) is not None or match.group(2) is not None
-            return (float(token) if is_float else int(token)), match.end()
+            if is_float:
+                return float(token), match.end()
+            try:
+                return int(token), match.end()
+            except ValueError:  # more digits than Python converts (sys.get_int_max_str_digits)
+                raise self.error(f"an integer of {len(token)} digits is too long", pos) from None
         match = _IDENT.match(text, pos)
         if match is not None and match.group() in _LITERALS:
             return _LITERALS[match.group()], match.end()
@@ -260,6 +267,18 @@ def _sorted_keys(mapping: dict[Any, Any]) -> list[Any]:
         return sorted(mapping)
     except TypeError:
         return list(mapping)
+
+
+def _by_name(pair: tuple[Any, Any]) -> tuple[int, str, int]:
+    # Names of one object may mix strings, ints and object keys (fastjson's bare and object
+    # keys), which do not compare with each other: strings sort by text and ints by value as
+    # before, each kind in its own band, object keys by their text.
+    name = pair[0]
+    if isinstance(name, str):
+        return (0, name, 0)
+    if isinstance(name, int):
+        return (1, "", name)
+    return (2, repr(name), 0)
 
 
 def _freeze(value: Any) -> Any:

@@ -161,6 +161,33 @@ def unstructure_factory(cls: type) -> Callable[[Any], Any]:
 
 
 converter.register_structure_hook_factory(attrs.has, structure_factory)
+
+
+def _is_list(annotation: Any) -> bool:
+    return typing.get_origin(annotation) is list
+
+
+def _list_hook(annotation: Any) -> Callable[[Any, Any], Any]:
+    # cattrs' own list hook takes any iterable (a string becomes a list of characters) and,
+    # with detailed validation, tries every element and keeps every error: a 5 KB string
+    # where a list of objects belongs cost seconds. An array is required, and the first bad
+    # element ends the decode.
+    args = typing.get_args(annotation)
+    element = args[0] if args else Any
+    hook: list[Callable[[Any, Any], Any]] = []
+
+    def structure(value: Any, _: Any) -> list[Any]:
+        if type(value) is not list and type(value) is not tuple:
+            raise ValueError(f"expected a JSON array, got {type(value).__name__}")
+        if not hook:  # looked up on first use: element classes may register later
+            hook.append(converter.get_structure_hook(element))
+        structure_element = hook[0]
+        return [structure_element(item, element) for item in value]
+
+    return structure
+
+
+converter.register_structure_hook_factory(_is_list, _list_hook)
 converter.register_unstructure_hook_factory(attrs.has, unstructure_factory)
 
 _structure_mq = structure_factory(MessageQueue)
