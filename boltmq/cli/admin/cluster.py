@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable
 
@@ -160,7 +161,8 @@ async def _repeat(admin: Admin, args: argparse.Namespace) -> Result:
             await trio.sleep(args.interval)
 
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(_cancel_on_signal, nursery.cancel_scope)
+        if threading.current_thread() is threading.main_thread():  # signals reach it alone
+            nursery.start_soon(_cancel_on_signal, nursery.cancel_scope)
         try:
             await loop()
         except Exception as exc:  # raised after the nursery, not wrapped in a group

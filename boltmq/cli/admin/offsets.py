@@ -19,7 +19,6 @@ from boltmq.cli.admin._verbs import (
 from client import Admin
 from client.admin import SYSTEM_CONSUMER_GROUP_PREFIX, SYSTEM_CONSUMER_GROUPS, is_system_group
 from protocol.bodies import ConsumerConnection, ConsumeType, MessageQueue
-from protocol.codes import CURRENT_VERSION
 from protocol.command import RemotingError
 
 PROGRESS_COLUMNS = (
@@ -43,8 +42,9 @@ GROUPS_COLUMNS = (
     number("diffTotal", "Diff Total"),
 )
 
-#: RocketMQ's MQVersion ordinal of the clients BoltMQ's own clients say they are.
-_VERSION_DESC = {CURRENT_VERSION: "V4_9_8"}
+#: MQVersion.Version ordinals: V4_0_0_SNAPSHOT and V5_0_0_SNAPSHOT; from there each minor
+#: version takes 20 ordinals and each patch two (its SNAPSHOT, then the release).
+_FIRST_ORDINAL = {4: 212, 5: 412}
 _TYPE_DESC = {ConsumeType.CONSUME_ACTIVELY: "PULL", ConsumeType.CONSUME_PASSIVELY: "PUSH"}
 
 SYSTEM_HELP = (
@@ -189,6 +189,17 @@ def _reset_result(table: dict[MessageQueue, int]) -> Result:
     return Result.of_table(Table(RESET_COLUMNS, rows))
 
 
+def version_desc(ordinal: int) -> str:
+    """A client's version ordinal as RocketMQ names it (409 -> V4_9_8); else the number."""
+    for major in (5, 4):
+        offset = ordinal - _FIRST_ORDINAL[major]
+        if 0 <= offset < 200:
+            minor, step = divmod(offset, 20)
+            patch, release = divmod(step, 2)
+            return f"V{major}_{minor}_{patch}" + ("" if release else "_SNAPSHOT")
+    return str(ordinal)
+
+
 async def _all_groups_progress(admin: Admin, system: bool) -> Result:
     """One row per group the masters know: its live consumers, consume TPS and diff total."""
     groups = [g for g in await admin.consumer_groups() if system or not is_system_group(g)]
@@ -203,7 +214,7 @@ async def _all_groups_progress(admin: Admin, system: bool) -> Result:
         version = min((c.version for c in connections.connection_set), default=0)
         rows.append({
             "group": group, "count": count,
-            "version": _VERSION_DESC.get(version, str(version)) if count else "OFFLINE",
+            "version": version_desc(version) if count else "OFFLINE",
             "type": _TYPE_DESC.get(connections.consume_type) if connections.consume_type is not
             None else None,
             "model": connections.message_model.name if connections.message_model is not None

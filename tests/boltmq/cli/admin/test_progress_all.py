@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from boltmq.cli.admin.offsets import version_desc
 from client import BlockingPushConsumer
 from protocol.bodies import ConsumeFromWhere
 from tests.boltmq.cli.admin.helpers import (
@@ -91,3 +92,13 @@ def test_progress_flags_that_do_not_fit(cluster: Any, capsys: pytest.CaptureFixt
     assert code == 2 and "--system lists groups: give it without -g" in err
     code, out, _ = run_admin(capsys, None, "consumerProgress", "--help")
     assert code == 0 and "boltmq admin consumerProgress -n 127.0.0.1:9876 [--system]" in out
+
+
+@pytest.mark.parametrize(
+    ("ordinal", "name"),
+    [(409, "V4_9_8"), (401, "V4_9_4"), (393, "V4_9_0"), (333, "V4_6_0"), (317, "V4_5_2"),
+     (213, "V4_0_0"), (212, "V4_0_0_SNAPSHOT"), (413, "V5_0_0"), (433, "V5_1_0"), (37, "37")],
+)  # fmt: skip
+def test_version_names(ordinal: int, name: str) -> None:
+    # The ordinals Java, C++ and Go clients send (MQVersion.Version), as mqadmin names them.
+    assert version_desc(ordinal) == name
