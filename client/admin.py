@@ -26,7 +26,9 @@ from protocol.bodies import (
     BrokerStatsData,
     ClusterInfo,
     Connection,
+    ConsumeMessageDirectlyResult,
     ConsumerConnection,
+    ConsumerOffsetSerializeWrapper,
     ConsumerRunningInfo,
     ConsumeStats,
     GroupList,
@@ -47,6 +49,7 @@ from protocol.command import RemotingCommand, RemotingError
 from protocol.headers import (
     AddWritePermOfBrokerRequestHeader,
     CloneGroupOffsetRequestHeader,
+    ConsumeMessageDirectlyResultRequestHeader,
     CreateTopicRequestHeader,
     DeleteKVConfigRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
@@ -68,6 +71,20 @@ from protocol.headers import (
     encode_header,
 )
 from protocol.message import MessageExt, decode_offset_msg_id, decode_record, iter_records
+
+#: Consumer groups RocketMQ brokers create for themselves and their tools (MixAll's names).
+SYSTEM_CONSUMER_GROUPS = frozenset({
+    "TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY",
+    "CID_ONSAPI_PULL", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER", "__MONITOR_CONSUMER",
+    "DEFAULT_CONSUMER",
+})  # fmt: skip
+#: Groups with this prefix are the brokers' own (``CID_RMQ_SYS_TRANS`` and the like).
+SYSTEM_CONSUMER_GROUP_PREFIX = "CID_RMQ_SYS_"
+
+
+def is_system_group(group: str) -> bool:
+    """Whether ``group`` is one of the brokers' or tools' own consumer groups."""
+    return group in SYSTEM_CONSUMER_GROUPS or group.startswith(SYSTEM_CONSUMER_GROUP_PREFIX)
 
 
 @attrs.frozen
@@ -326,6 +343,24 @@ class Admin:
         response = await self._invoke_broker(broker_addr, request, "group configs")
         return SubscriptionGroupWrapper.from_json(response.body or b"{}")
 
+    async def all_consumer_offset(self, broker_addr: str) -> ConsumerOffsetSerializeWrapper:
+        """The broker's committed offsets, ``topic@group`` -> queue -> offset
+        (GET_ALL_CONSUMER_OFFSET)."""
+        request = RemotingCommand.request(RequestCode.GET_ALL_CONSUMER_OFFSET)
+        response = await self._invoke_broker(broker_addr, request, "consumer offsets")
+        return ConsumerOffsetSerializeWrapper.from_json(response.body or b"{}")
+
+    async def consumer_groups(self) -> list[str]:
+        """Every consumer group the masters know, from their subscription group tables and
+        their committed offsets (a group that only committed offsets has no config), sorted."""
+        groups: set[str] = set()
+        for address in (await self.masters()).values():
+            groups.update((await self.all_group_config(address)).subscription_group_table)
+            for key in (await self.all_consumer_offset(address)).offset_table:
+                groups.add(key.rpartition("@")[2])
+        groups.discard("")
+        return sorted(groups)
+
     async def producer_connections(self, group: str, topic: str) -> ProducerConnection:
         """Live producers of ``group`` (GET_PRODUCER_CONNECTION_LIST) at ``topic``'s masters."""
         route = await self.route(topic)
@@ -560,6 +595,23 @@ class Admin:
                 if wanted:  # the index matches by hash: drop collisions
                     found.append(message)
         return found
+
+    async def consume_message_directly(
+        self, group: str, client_id: str, offset_msg_id: str
+    ) -> ConsumeMessageDirectlyResult:
+        """Have the store host of ``offset_msg_id`` push that message to one live consumer
+        of ``group`` and say how its listener took it (CONSUME_MESSAGE_DIRECTLY)."""
+        (host, port), _ = decode_offset_msg_id(offset_msg_id)
+        header = ConsumeMessageDirectlyResultRequestHeader(
+            consumer_group=group, client_id=client_id, msg_id=offset_msg_id
+        )
+        request = RemotingCommand.request(
+            RequestCode.CONSUME_MESSAGE_DIRECTLY, encode_header(header)
+        )
+        # The broker relays to the consumer and waits for its listener: allow for both.
+        response = await self.instance.invoke_broker(f"{host}:{port}", request, self.timeout * 2)
+        _check(response, f"consume {offset_msg_id} directly at {client_id} of {group}")
+        return ConsumeMessageDirectlyResult.from_json(response.body or b"{}")
 
     # -- internals ----------------------------------------------------------------------------
 

@@ -75,6 +75,9 @@ class Result:
     document: Any
     tables: tuple[Table, ...] = ()
     notes: tuple[str, ...] = ()
+    #: The verb already printed its output as it went (a verb repeating with -i): only the
+    #: notes remain, and nothing at all with --json (the lines printed are the documents).
+    streamed: bool = False
 
     @classmethod
     def of_table(cls, table: Table, notes: Sequence[str] = ()) -> Result:
@@ -99,6 +102,8 @@ class Result:
 def render(result: Result, as_json: bool, out: TextIO | None = None) -> None:
     """Write ``result`` to ``out`` (stdout): JSON with ``as_json``, else tables and notes."""
     out = out if out is not None else sys.stdout
+    if result.streamed and as_json:
+        return
     if as_json:
         data = orjson.dumps(result.document, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
         out.write(data.decode() + "\n")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import sys
 import traceback
 
@@ -48,8 +49,15 @@ def run_verb(verb: Verb, args: argparse.Namespace) -> int:
     return 0
 
 
+def round_deadline(args: argparse.Namespace) -> float:
+    """Seconds one verb run (or one round of a verb repeating with -i) may take."""
+    return float(args.timeout * _VERB_DEADLINE_FACTOR)
+
+
 async def _call(verb: Verb, args: argparse.Namespace) -> Result:
-    with trio.fail_after(args.timeout * _VERB_DEADLINE_FACTOR):
+    # A verb repeating every -i seconds runs until interrupted: it bounds each round itself.
+    repeating = getattr(args, "interval", None) is not None
+    with trio.fail_after(math.inf if repeating else round_deadline(args)):
         async with Admin(
             namesrv_addr=args.namesrv_addr,
             timeout=args.timeout,
@@ -68,7 +76,7 @@ def describe(exc: BaseException, args: argparse.Namespace) -> str:
     if isinstance(exc, AdminError):
         return text
     if isinstance(exc, trio.TooSlowError):
-        limit = args.timeout * _VERB_DEADLINE_FACTOR
+        limit = round_deadline(args)
         return f"no answer within {limit:g} s; check the cluster's load or raise --timeout"
     if isinstance(exc, RemotingError):
         remark = " ".join(exc.remark.split())

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import signal
+import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable
 
-from boltmq.cli.admin._output import Column, Result, Table, number
+import orjson
+import trio
+
+from boltmq.cli.admin._output import Column, Result, Table, number, render
+from boltmq.cli.admin._runner import round_deadline
 from boltmq.cli.admin._verbs import (
     AdminError,
     arg,
@@ -31,14 +38,50 @@ CLUSTER_COLUMNS = (
 )
 
 
+MORE_COLUMNS = (
+    Column("cluster", "Cluster Name"),
+    Column("brokerName", "Broker Name"),
+    number("brokerId", "BID"),
+    Column("address", "Addr"),
+    number("inTotalYest", "InTotalYest"),
+    number("outTotalYest", "OutTotalYest"),
+    number("inTotalToday", "InTotalToday"),
+    number("outTotalToday", "OutTotalToday"),
+)
+
+
+def _interval(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number of seconds")
+    return value
+
+
 @verb(
     "clusterList",
-    "every broker of every cluster: address, version, TPS in and out, hours stored, disk use",
-    "boltmq admin clusterList -n 127.0.0.1:9876 [-c DefaultCluster] [--json]",
-    [cluster_arg()],
-)
+    "every broker of every cluster: address, version, TPS in and out, hours stored, disk use; "
+    "-m the messages put and got yesterday and today; -i repeat every N seconds",
+    "boltmq admin clusterList -n 127.0.0.1:9876 [-c DefaultCluster] [-m] [-i 5] [--json]",
+    [
+        cluster_arg(),
+        arg("-m", "--moreStats", dest="more", action="store_true",
+            help="messages put (In) and got (Out) yesterday and so far today, per broker"),
+        arg("-i", "--interval", type=_interval, metavar="SECONDS",
+            help="print again every SECONDS until Ctrl-C; with --json one JSON document per "
+            "line and round: {\"round\", \"timestamp\", \"brokers\"}"),
+    ],
+)  # fmt: skip
 async def cluster_list(admin: Admin, args: argparse.Namespace) -> Result:
     """clusterList: one row per broker (a broker that does not answer shows no figures)."""
+    if args.interval is None:
+        return Result.of_table(await _cluster_table(admin, args))
+    return await _repeat(admin, args)
+
+
+async def _cluster_table(admin: Admin, args: argparse.Namespace, title: str | None = None) -> Table:
     info = await admin.cluster_info()
     clusters = sorted(info.cluster_addr_table)
     if args.cluster is not None:
@@ -57,24 +100,84 @@ async def cluster_list(admin: Admin, args: argparse.Namespace) -> Result:
             for broker_id, address in sorted(data.broker_addrs.items()):
                 row: dict[str, object] = {
                     "cluster": cluster, "brokerName": broker_name, "brokerId": broker_id,
-                    "address": address, "version": None, "inTps": None, "outTps": None,
-                    "retentionHours": None, "diskRatio": None,
+                    "address": address,
                 }  # fmt: skip
+                columns = MORE_COLUMNS if args.more else CLUSTER_COLUMNS
+                row.update({c.key: None for c in columns if c.key not in row})
                 try:
                     runtime = await admin.broker_runtime_info(address)
                 except RemotingError:
                     rows.append(row)  # listed by the registry but not answering
                     continue
-                earliest = _int(runtime.get("earliestMessageTimeStamp"))
-                row.update(
-                    version=runtime.get("brokerVersionDesc"),
-                    inTps=round(_first_float(runtime.get("putTps")), 2),
-                    outTps=round(_first_float(runtime.get("getTransferedTps")), 2),
-                    retentionHours=(now_ms - earliest) // 3_600_000 if earliest > 0 else 0,
-                    diskRatio=round(_first_float(runtime.get("commitLogDiskRatio")), 4),
-                )
+                if args.more:
+                    row.update(_day_totals(runtime))
+                else:
+                    earliest = _int(runtime.get("earliestMessageTimeStamp"))
+                    row.update(
+                        version=runtime.get("brokerVersionDesc"),
+                        inTps=round(_first_float(runtime.get("putTps")), 2),
+                        outTps=round(_first_float(runtime.get("getTransferedTps")), 2),
+                        retentionHours=(now_ms - earliest) // 3_600_000 if earliest > 0 else 0,
+                        diskRatio=round(_first_float(runtime.get("commitLogDiskRatio")), 4),
+                    )
                 rows.append(row)
-    return Result.of_table(Table(CLUSTER_COLUMNS, rows))
+    return Table(MORE_COLUMNS if args.more else CLUSTER_COLUMNS, rows, title)
+
+
+def _day_totals(runtime: dict[str, str]) -> dict[str, int]:
+    """The broker counts puts and gets since it started and notes both at midnight."""
+    put_yesterday = _int(runtime.get("msgPutTotalYesterdayMorning"))
+    put_morning = _int(runtime.get("msgPutTotalTodayMorning"))
+    get_yesterday = _int(runtime.get("msgGetTotalYesterdayMorning"))
+    get_morning = _int(runtime.get("msgGetTotalTodayMorning"))
+    return {
+        "inTotalYest": put_morning - put_yesterday,
+        "outTotalYest": get_morning - get_yesterday,
+        "inTotalToday": _int(runtime.get("msgPutTotalTodayNow")) - put_morning,
+        "outTotalToday": _int(runtime.get("msgGetTotalTodayNow")) - get_morning,
+    }
+
+
+async def _repeat(admin: Admin, args: argparse.Namespace) -> Result:
+    """clusterList -i: a round every interval until SIGINT or SIGTERM, each printed at once."""
+    rounds = 0
+    failure: BaseException | None = None
+
+    async def loop() -> None:
+        nonlocal rounds
+        while True:
+            started = time.time()
+            title = f"round {rounds + 1} at {time.strftime('%H:%M:%S', time.localtime(started))}"
+            with trio.fail_after(round_deadline(args)):
+                table = await _cluster_table(admin, args, title)
+            rounds += 1
+            if args.json:
+                document = {"round": rounds, "timestamp": int(started * 1000),
+                            "brokers": table.to_json()}  # fmt: skip
+                sys.stdout.write(orjson.dumps(document).decode() + "\n")
+                sys.stdout.flush()
+            else:
+                render(Result.of_table(table), as_json=False)
+            await trio.sleep(args.interval)
+
+    async with trio.open_nursery() as nursery:
+        if threading.current_thread() is threading.main_thread():  # signals reach it alone
+            nursery.start_soon(_cancel_on_signal, nursery.cancel_scope)
+        try:
+            await loop()
+        except Exception as exc:  # raised after the nursery, not wrapped in a group
+            failure = exc
+        nursery.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+    return Result(None, (), (f"stopped after {rounds} round(s)",), streamed=True)
+
+
+async def _cancel_on_signal(scope: trio.CancelScope) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            scope.cancel()
+            return
 
 
 @verb(

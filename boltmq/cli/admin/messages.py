@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from boltmq.cli.admin._direct import direct_args, push_directly, wants_direct
 from boltmq.cli.admin._message_view import (
     MESSAGE_COLUMNS,
     TIME_HELP,
@@ -48,8 +49,10 @@ TAG_COLUMNS = (Column("tag", "Tag"), number("count", "Count"))
 
 @verb(
     "queryMsgById",
-    "a message in full by its offset msgId (store host + commit-log offset)",
-    "boltmq admin queryMsgById -i 7F00000100002A9F0000000000000C2E",
+    "a message in full by its offset msgId (store host + commit-log offset); with -g and -d "
+    "pushed to that consumer client instead (CONSUME_MESSAGE_DIRECTLY)",
+    "boltmq admin queryMsgById -i 7F00000100002A9F0000000000000C2E "
+    "[-g OrderConsumers -d 10.0.0.5@4242]",
     [
         arg(
             "-i",
@@ -59,12 +62,14 @@ TAG_COLUMNS = (Column("tag", "Tag"), number("count", "Count"))
             required=True,
             action="append",
             help="offset msgId(s), comma separated or -i repeated",
-        )
+        ),
+        *direct_args(),
     ],
 )
 async def query_msg_by_id(admin: Admin, args: argparse.Namespace) -> Result:
-    """queryMsgById: VIEW_MESSAGE_BY_ID at the store host each id names."""
+    """queryMsgById: VIEW_MESSAGE_BY_ID at the store host each id names (or a direct push)."""
     ids = [i.strip() for text in args.msg_ids for i in text.split(",") if i.strip()]
+    direct = wants_direct(args)
     found = []
     for msg_id in ids:
         try:
@@ -74,6 +79,8 @@ async def query_msg_by_id(admin: Admin, args: argparse.Namespace) -> Result:
                 f"{msg_id} is not an offset msgId (32 hex digits: store host and commit-log "
                 "offset); for a client msgId use queryMsgByUniqueKey -t TOPIC -i MSGID"
             ) from None
+    if direct:
+        return await push_directly(admin, args, ids)
     return details(found)
 
 
@@ -124,8 +131,10 @@ async def query_msg_by_key(admin: Admin, args: argparse.Namespace) -> Result:
 
 @verb(
     "queryMsgByUniqueKey",
-    "a message in full by its client msgId (UNIQ_KEY)",
-    "boltmq admin queryMsgByUniqueKey -t Orders -i 7F0000010F2A18B4AAC2166E0C2A0000",
+    "a message in full by its client msgId (UNIQ_KEY); with -g and -d pushed to that "
+    "consumer client instead (CONSUME_MESSAGE_DIRECTLY)",
+    "boltmq admin queryMsgByUniqueKey -t Orders -i 7F0000010F2A18B4AAC2166E0C2A0000 "
+    "[-g OrderConsumers -d 10.0.0.5@4242]",
     [
         topic_arg(),
         arg(
@@ -138,10 +147,12 @@ async def query_msg_by_key(admin: Admin, args: argparse.Namespace) -> Result:
             action="store_true",
             help="every stored copy (retries and resends share the msgId), not just the first",
         ),
+        *direct_args(),
     ],
 )
 async def query_msg_by_unique_key(admin: Admin, args: argparse.Namespace) -> Result:
-    """queryMsgByUniqueKey: QUERY_MESSAGE by UNIQ_KEY, oldest copy first."""
+    """queryMsgByUniqueKey: QUERY_MESSAGE by UNIQ_KEY, oldest copy first (or a direct push)."""
+    direct = wants_direct(args)
     found = await admin.query_message(args.topic, args.msg_id, unique_key=True)
     if not found:
         raise AdminError(
@@ -149,7 +160,10 @@ async def query_msg_by_unique_key(admin: Admin, args: argparse.Namespace) -> Res
             "offset msgId is looked up with queryMsgById)"
         )
     found.sort(key=lambda m: (m.store_timestamp, m.commit_log_offset))
-    return details(found if args.show_all else found[:1])
+    chosen = found if args.show_all else found[:1]
+    if direct:
+        return await push_directly(admin, args, [m.offset_msg_id for m in chosen])
+    return details(chosen)
 
 
 @verb(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+from typing import Any
 
 from boltmq.cli.admin._output import Column, Result, Table, number, timestamp
 from boltmq.cli.admin._verbs import (
@@ -16,7 +17,8 @@ from boltmq.cli.admin._verbs import (
     verb,
 )
 from client import Admin
-from protocol.bodies import MessageQueue
+from client.admin import SYSTEM_CONSUMER_GROUP_PREFIX, SYSTEM_CONSUMER_GROUPS, is_system_group
+from protocol.bodies import ConsumerConnection, ConsumeType, MessageQueue
 from protocol.command import RemotingError
 
 PROGRESS_COLUMNS = (
@@ -28,6 +30,27 @@ PROGRESS_COLUMNS = (
     Column("clientIp", "Client IP"),
     number("diff", "Diff"),
     timestamp("lastTimestamp", "LastTime"),
+)
+
+GROUPS_COLUMNS = (
+    Column("group", "Group"),
+    number("count", "Count"),
+    Column("version", "Version"),
+    Column("type", "Type"),
+    Column("model", "Model"),
+    number("consumeTps", "TPS"),
+    number("diffTotal", "Diff Total"),
+)
+
+#: MQVersion.Version ordinals: V4_0_0_SNAPSHOT and V5_0_0_SNAPSHOT; from there each minor
+#: version takes 20 ordinals and each patch two (its SNAPSHOT, then the release).
+_FIRST_ORDINAL = {4: 212, 5: 412}
+_TYPE_DESC = {ConsumeType.CONSUME_ACTIVELY: "PULL", ConsumeType.CONSUME_PASSIVELY: "PUSH"}
+
+SYSTEM_HELP = (
+    "also list the system groups ("
+    + ", ".join(sorted(SYSTEM_CONSUMER_GROUPS))
+    + f" and {SYSTEM_CONSUMER_GROUP_PREFIX}*)"
 )
 
 RESET_COLUMNS = (
@@ -45,12 +68,23 @@ TIME_HELP = (
 
 @verb(
     "consumerProgress",
-    "a group's progress per queue: broker and consumer offsets, the consumer, the diff",
-    "boltmq admin consumerProgress -n 127.0.0.1:9876 -g OrderConsumers [-t Orders] [--json]",
-    [group_arg(), topic_arg(required=False)],
-)
+    "a group's progress per queue: broker and consumer offsets, the consumer, the diff; "
+    "without -g one row per consumer group of the cluster",
+    "boltmq admin consumerProgress -n 127.0.0.1:9876 -g OrderConsumers [-t Orders] [--json]\n"
+    "  boltmq admin consumerProgress -n 127.0.0.1:9876 [--system]    # every group",
+    [
+        group_arg(required=False), topic_arg(required=False),
+        arg("--system", action="store_true", help=SYSTEM_HELP + "; without -g only"),
+    ],
+)  # fmt: skip
 async def consumer_progress(admin: Admin, args: argparse.Namespace) -> Result:
     """consumerProgress: GET_CONSUME_STATS per master, the client of each queue if online."""
+    if args.group is None:
+        if args.topic is not None:
+            raise UsageError("-t goes with -g: give the group whose progress on it to show")
+        return await _all_groups_progress(admin, args.system)
+    if args.system:
+        raise UsageError("--system lists groups: give it without -g")
     stats = await admin.consume_stats(args.group, args.topic)
     if not stats.offset_table:
         on = f" on topic {args.topic}" if args.topic else ""
@@ -153,6 +187,46 @@ def _reset_result(table: dict[MessageQueue, int]) -> Result:
         for mq, o in sorted(table.items(), key=lambda item: (item[0].broker_name, item[0].queue_id))
     ]
     return Result.of_table(Table(RESET_COLUMNS, rows))
+
+
+def version_desc(ordinal: int) -> str:
+    """A client's version ordinal as RocketMQ names it (409 -> V4_9_8); else the number."""
+    for major in (5, 4):
+        offset = ordinal - _FIRST_ORDINAL[major]
+        if 0 <= offset < 200:
+            minor, step = divmod(offset, 20)
+            patch, release = divmod(step, 2)
+            return f"V{major}_{minor}_{patch}" + ("" if release else "_SNAPSHOT")
+    return str(ordinal)
+
+
+async def _all_groups_progress(admin: Admin, system: bool) -> Result:
+    """One row per group the masters know: its live consumers, consume TPS and diff total."""
+    groups = [g for g in await admin.consumer_groups() if system or not is_system_group(g)]
+    rows: list[dict[str, Any]] = []
+    for group in groups:
+        stats = await admin.consume_stats(group)
+        try:
+            connections = await admin.consumer_connections(group)
+        except RemotingError:
+            connections = ConsumerConnection()  # offline: nobody heartbeats for it
+        count = len(connections.connection_set)
+        version = min((c.version for c in connections.connection_set), default=0)
+        rows.append({
+            "group": group, "count": count,
+            "version": version_desc(version) if count else "OFFLINE",
+            "type": _TYPE_DESC.get(connections.consume_type) if connections.consume_type is not
+            None else None,
+            "model": connections.message_model.name if connections.message_model is not None
+            else None,
+            "consumeTps": round(stats.consume_tps, 2),
+            "diffTotal": sum(w.broker_offset - w.consumer_offset
+                             for w in stats.offset_table.values()),
+        })  # fmt: skip
+    # As mqadmin: groups with more live consumers first, then the larger backlog.
+    rows.sort(key=lambda row: (-row["count"], -row["diffTotal"], row["group"]))
+    notes = () if rows else ("no consumer group on any master",)
+    return Result.of_table(Table(GROUPS_COLUMNS, rows), notes)
 
 
 async def _queue_clients(admin: Admin, group: str) -> dict[MessageQueue, str]:
