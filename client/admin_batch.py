@@ -6,7 +6,8 @@ group, every consumer offset. `BrokerReads` sends them to one address and counts
 it makes (``requests``), so a caller can report and bound its cost per refresh. The reads
 `Admin` already has (runtime info, topic and group tables) go through it; the ones here are
 those it lacks in a one-address form (a given registry's cluster info, every consumer
-offset, one broker's stats of one topic or group, one broker's view of a group's consumers).
+offset, one broker's stats of one topic or group, one broker's view of a group's consumers)
+and the one read of every producer on a broker.
 
     reads = BrokerReads(instance)
     info = await reads.runtime_info("127.0.0.1:10911")
@@ -23,6 +24,7 @@ from protocol.bodies import (
     ConsumerConnection,
     ConsumerOffsetSerializeWrapper,
     ConsumeStats,
+    ProducerTableInfo,
     SubscriptionGroupWrapper,
     TopicConfigSerializeWrapper,
     TopicStatsTable,
@@ -74,6 +76,17 @@ class BrokerReads:
         code = RequestCode.GET_ALL_CONSUMER_OFFSET
         body = await self._call(address, code, None, "consumer offsets")
         return ConsumerOffsetSerializeWrapper.from_json(body).offset_table
+
+    async def all_producer_info(self, address: str) -> ProducerTableInfo | None:
+        """GET_ALL_PRODUCER_INFO: every producer group and its connections; None when the
+        broker does not serve the request (RocketMQ 4.x answers REQUEST_CODE_NOT_SUPPORTED)."""
+        self.requests += 1
+        try:
+            return await self.admin.all_producer_info(address)
+        except MQClientError as exc:
+            if exc.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+                return None
+            raise
 
     async def topic_stats(self, address: str, topic: str) -> TopicStatsTable:
         """GET_TOPIC_STATS_INFO of one topic at one broker."""

@@ -4,8 +4,8 @@ Per refresh it sends:
 
 - GET_BROKER_CLUSTER_INFO to every registry (its liveness is part of the picture);
 - GET_BROKER_RUNTIME_INFO to every broker, masters and slaves;
-- GET_ALL_TOPIC_CONFIG, GET_ALL_SUBSCRIPTIONGROUP_CONFIG and GET_ALL_CONSUMER_OFFSET to every
-  master;
+- GET_ALL_TOPIC_CONFIG, GET_ALL_SUBSCRIPTIONGROUP_CONFIG, GET_ALL_CONSUMER_OFFSET and
+  GET_ALL_PRODUCER_INFO to every master;
 - at most ``detail_budget`` per-topic or per-group requests (GET_TOPIC_STATS_INFO per topic and
   broker; GET_CONSUMER_CONNECTION_LIST and GET_CONSUME_STATS per group), the least recently
   fetched first, so a big cluster is swept over several refreshes while a small one is
@@ -33,6 +33,7 @@ from protocol.bodies import (
     ClusterInfo,
     ConsumerConnection,
     OffsetWrapper,
+    ProducerInfo,
     TopicConfig,
     TopicOffset,
 )
@@ -76,6 +77,9 @@ class BrokerSample:
     groups: frozenset[str] = frozenset()
     #: ``topic@group`` -> queue id -> committed offset.
     consumer_offsets: dict[str, dict[int, int]] = attrs.Factory(dict)
+    #: Producer group -> connections (GET_ALL_PRODUCER_INFO); None when not known, with why.
+    producers: dict[str, list[ProducerInfo]] | None = None
+    producers_unknown: str | None = None
 
     @property
     def is_master(self) -> bool:
@@ -175,6 +179,7 @@ class Collector:
                 topics = await self.reads.all_topic_config(address)
                 groups = await self.reads.all_group_config(address)
                 offsets = await self.reads.all_consumer_offset(address)
+                producers, unknown = await self._producers(address)
             except Exception as exc:  # a broker that fails is shown with its error
                 samples[index] = BrokerSample(name, broker_id, address, cluster, _describe(exc))
                 return
@@ -188,10 +193,24 @@ class Collector:
                 dict(topics.topic_config_table),
                 frozenset(groups.subscription_group_table),
                 offsets,
+                producers,
+                unknown,
             )
 
         await _gather([partial(one, i, *p) for i, p in enumerate(places)])
         return [samples[i] for i in range(len(places))]
+
+    async def _producers(
+        self, address: str
+    ) -> tuple[dict[str, list[ProducerInfo]] | None, str | None]:
+        # A broker that cannot list its producers still has everything else to show.
+        try:
+            table = await self.reads.all_producer_info(address)
+        except Exception as exc:
+            return None, _describe(exc)
+        if table is None:
+            return None, "the broker does not serve GET_ALL_PRODUCER_INFO (RocketMQ 4.x)"
+        return table.data, None
 
     async def _fetch_details(self, brokers: list[BrokerSample]) -> None:
         """Spend the budget on the stalest topic stats and group details."""

@@ -120,7 +120,7 @@ def broker_row(
     rates: tuple[float, float] | None,
     history: list[float],
 ) -> BrokerRow:
-    """The client AllocateMessageQueueAveragely gives queue ``index`` of ``count``."""
+    """The brokers view's row of one broker."""
     role = "MASTER" if broker.is_master else "SLAVE"
     if broker.error is not None:
         return BrokerRow(
@@ -162,15 +162,48 @@ def broker_row(
 
 
 def client_rows(sample: Sample) -> list[ClientRow]:
-    """The brokers view's row of one broker."""
-    rows = []
+    """The clients view: producers (every master's GET_ALL_PRODUCER_INFO), then consumers."""
+    rows: list[ClientRow] = []
+    seen: set[tuple[str, str]] = set()
+    for broker in sample.brokers:
+        if not broker.is_master or broker.error is not None:
+            continue
+        if broker.producers is None:
+            rows.append(
+                ClientRow(
+                    role="producer",
+                    group="?",
+                    client_id="?",
+                    address=broker.address,
+                    language="-",
+                    version=0,
+                    note=f"producers unknown on {broker.broker_name}: {broker.producers_unknown}",
+                )
+            )
+            continue
+        # A producer heartbeats to every master it sends to: list each connection once.
+        for group, infos in sorted(broker.producers.items()):
+            for p in sorted(infos, key=lambda p: p.client_id):
+                if (group, p.client_id) in seen:
+                    continue
+                seen.add((group, p.client_id))
+                rows.append(
+                    ClientRow(
+                        role="producer",
+                        group=group,
+                        client_id=p.client_id,
+                        address=p.remote_ip,
+                        language=p.language.name,
+                        version=p.version,
+                    )
+                )
     for group, detail in sorted(sample.group_details.items()):
         if detail.connection is None:
             continue
         for c in sorted(detail.connection.connection_set, key=lambda c: c.client_id):
             rows.append(
                 ClientRow(
-                    kind="consumer",
+                    role="consumer",
                     group=group,
                     client_id=c.client_id,
                     address=c.client_addr,

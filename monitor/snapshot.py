@@ -135,14 +135,15 @@ class GroupRow:
 
 @attrs.frozen(kw_only=True)
 class ClientRow:
-    """One client connection."""
+    """One client connection; a producer row with ``note`` says producers are unknown there."""
 
-    kind: str
+    role: str  # "producer" or "consumer"
     group: str
     client_id: str
     address: str
     language: str
     version: int
+    note: str | None = None
 
 
 @attrs.frozen
