@@ -46,7 +46,9 @@ async def test_all_producer_info_lists_every_group_and_connection() -> None:
                 assert a.last_update_timestamp <= int(time.time() * 1000) + 1000
             # Both producers unregistered on the way out: the table forgets them.
             with trio.fail_after(30):
-                while {"pg_info_a", "pg_info_b"} & set((await admin.all_producer_info(broker)).data):
+                while {"pg_info_a", "pg_info_b"} & set(
+                    (await admin.all_producer_info(broker)).data
+                ):
                     await trio.sleep(0.1)
 
 
