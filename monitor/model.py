@@ -238,6 +238,11 @@ class Model:
         rows = []
         present = set()
         masters = {b.broker_name: b for b in sample.brokers if b.is_master}
+        before = {
+            (b.broker_name, b.broker_id): b
+            for b in (self.previous.brokers if self.previous is not None else [])
+            if b.error is None
+        }
         for broker in sample.brokers:
             key = (broker.broker_name, broker.broker_id)
             present.add(key)
@@ -249,6 +254,7 @@ class Model:
                     sample.wall_ms,
                     self._broker_rates.get(key),
                     list(self._broker_history.get(key, ())),
+                    before.get(key),
                 )
             )
         if sample.cluster_info is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from monitor import latency
 from monitor.collector import BrokerSample, Sample
 from monitor.snapshot import BrokerRow, ClientRow, TopicRow
 from protocol.bodies import OffsetWrapper, TopicOffset
@@ -119,8 +120,9 @@ def broker_row(
     now_ms: int,
     rates: tuple[float, float] | None,
     history: list[float],
+    previous: BrokerSample | None = None,
 ) -> BrokerRow:
-    """The brokers view's row of one broker."""
+    """The brokers view's row of one broker (``previous``: the same broker a refresh ago)."""
     role = "MASTER" if broker.is_master else "SLAVE"
     if broker.error is not None:
         return BrokerRow(
@@ -132,6 +134,9 @@ def broker_row(
             error=broker.error,
         )
     info = broker.runtime
+    key = "putMessageDistributeTime"
+    before = previous.runtime.get(key) if previous is not None else None
+    put = latency.summarize(info.get(key), before)
     boot = runtime_int(info, "bootTimestamp")
     earliest = runtime_int(info, "earliestMessageTimeStamp")
     repl_bytes: int | None = None
@@ -155,7 +160,9 @@ def broker_row(
         - runtime_int(info, "commitLogMinOffset"),
         disk_ratio=runtime_float(info, "commitLogDiskRatio"),
         retention_hours=max(now_ms - earliest, 0) / 3_600_000 if earliest > 0 else None,
-        put_latency=info.get("putMessageDistributeTime"),
+        put_latency=put.text() if put else None,
+        put_p99=put.p99 if put else None,
+        put_over_10ms=put.over_10ms if put else None,
         repl_lag_bytes=repl_bytes,
         repl_lag_seconds=repl_seconds,
     )

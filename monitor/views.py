@@ -127,7 +127,7 @@ BROKER_COLUMNS: list[Column[BrokerRow]] = [
         lambda r: r.retention_hours or 0,
         lambda r: "-" if r.retention_hours is None else f"{r.retention_hours:.1f}h",
     ),
-    Column("put latency", lambda r: r.put_latency or "", lambda r: r.put_latency or "-"),
+    Column("put latency", lambda r: r.put_over_10ms or 0, lambda r: r.put_latency or "-"),
     Column(
         "repl lag",
         lambda r: r.repl_lag_bytes or 0,
