@@ -42,6 +42,8 @@ from protocol.bodies import (
 DETAIL_BUDGET = 200
 #: Requests in flight at once.
 CONCURRENCY = 32
+#: Consumers asked for their queues (GET_CONSUMER_RUNNING_INFO) per refresh, drill-down only.
+RUNNING_INFO_BUDGET = 16
 
 
 @attrs.frozen
@@ -61,6 +63,17 @@ class GroupDetail:
     #: (topic, broker name, queue id) -> offsets and the last consumed message's store time.
     progress: dict[tuple[str, str, int], OffsetWrapper]
     consume_tps: float
+
+
+@attrs.frozen
+class QueueOwners:
+    """Which consumer holds each queue of a group, as the consumers themselves said."""
+
+    fetched: float
+    #: (topic, broker name, queue id) -> client id.
+    owners: dict[tuple[str, str, int], str]
+    #: Members that did not answer GET_CONSUMER_RUNNING_INFO (or were over the budget).
+    unanswered: frozenset[str]
 
 
 @attrs.frozen
@@ -100,6 +113,8 @@ class Sample:
     group_details: dict[str, GroupDetail]
     requests: int
     seconds: float
+    #: Group -> its queues' owners, for the drill-down's group only.
+    queue_owners: dict[str, QueueOwners] = attrs.Factory(dict)
 
 
 class Collector:
@@ -142,6 +157,7 @@ class Collector:
         self.last_cluster_info = info
         brokers = await self._sample_brokers(info)
         await self._fetch_details(brokers)
+        owners = await self._fetch_owners(brokers)
         self._forget_gone(brokers)
         return Sample(
             monotonic=time.monotonic(),
@@ -153,6 +169,7 @@ class Collector:
             group_details=dict(self.group_details),
             requests=self.reads.requests - requests_before,
             seconds=time.monotonic() - started,
+            queue_owners=owners,
         )
 
     async def _sample_brokers(self, info: ClusterInfo | None) -> list[BrokerSample]:
@@ -237,6 +254,34 @@ class Collector:
             chosen.append(job)
             spent += cost
         await _gather(chosen)
+
+    async def _fetch_owners(self, brokers: list[BrokerSample]) -> dict[str, QueueOwners]:
+        """Ask the online members of the drill-down's group which queues they hold: at most
+        RUNNING_INFO_BUDGET of them, through a master (it relays the call to the client)."""
+        relay = next((b.address for b in brokers if b.is_master and b.error is None), None)
+        result: dict[str, QueueOwners] = {}
+        for group in sorted(self.wanted):
+            detail = self.group_details.get(group)
+            if relay is not None and detail is not None and detail.connection is not None:
+                members = sorted(c.client_id for c in detail.connection.connection_set)
+                result[group] = await self._owners_of(relay, group, members)
+        return result
+
+    async def _owners_of(self, relay: str, group: str, members: list[str]) -> QueueOwners:
+        owners: dict[tuple[str, str, int], str] = {}
+        unanswered = set(members[RUNNING_INFO_BUDGET:])
+
+        async def ask(client_id: str) -> None:
+            try:
+                info = await self.reads.consumer_running_info(relay, group, client_id)
+            except Exception:  # a pull consumer, a client that does not answer, gone
+                unanswered.add(client_id)
+                return
+            for mq in info.mq_table:
+                owners[(mq.topic, mq.broker_name, mq.queue_id)] = client_id
+
+        await _gather([partial(ask, c) for c in members[:RUNNING_INFO_BUDGET]])
+        return QueueOwners(time.monotonic(), owners, frozenset(unanswered))
 
     async def _fetch_topic(self, broker: BrokerSample, topic: str) -> None:
         try:

@@ -48,6 +48,10 @@ class Thresholds:
     disk_ratio: float = 0.90
 
 
+#: After a drill-down's client computed, not said by the client (it did not answer).
+GUESS_MARK = "(guess)"
+
+
 class Model:
     """Keeps the history the rates, stall detection and alerts need."""
 
@@ -108,7 +112,8 @@ class Model:
     # -- drill-downs --------------------------------------------------------------------------
 
     def group_queues(self, group: str, topic: str | None = None) -> list[QueueRow]:
-        """Per-queue progress of ``group``: broker and consumer offsets, diff, likely client."""
+        """Per-queue progress of ``group``: broker and consumer offsets, diff, and the client
+        holding the queue (as it said, or computed and marked `GUESS_MARK`)."""
         sample = self.latest
         if sample is None:
             return []
@@ -146,8 +151,11 @@ class Model:
                             None,
                         )
                     )
-        # Which client holds a queue: the default AllocateMessageQueueAveragely over the
-        # members, as every member computes it (the broker does not record it).
+        # Which client holds a queue: what the members said (GET_CONSUMER_RUNNING_INFO) when
+        # every one answered; else, for a queue none claimed, the default
+        # AllocateMessageQueueAveragely over the members, marked as a guess.
+        said = sample.queue_owners.get(group)
+        everyone_said = said is not None and not said.unanswered
         by_topic: dict[str, list[QueueRow]] = {}
         for row in rows:
             by_topic.setdefault(row.topic, []).append(row)
@@ -155,8 +163,12 @@ class Model:
         for queue_rows in by_topic.values():
             ordered = sorted(queue_rows, key=lambda r: (r.broker_name, r.queue_id))
             for index, row in enumerate(ordered):
-                client = derive.averagely(index, len(ordered), clients) if clients else None
-                result.append(attrs.evolve(row, client=client))
+                queue = (row.topic, row.broker_name, row.queue_id)
+                owner = said.owners.get(queue) if said is not None else None
+                if owner is None and not everyone_said and clients:
+                    guess = derive.averagely(index, len(ordered), clients)
+                    owner = f"{guess} {GUESS_MARK}" if guess else None
+                result.append(attrs.evolve(row, client=owner))
         return result
 
     def topic_queues(self, topic: str) -> list[QueueRow]:
