@@ -419,7 +419,13 @@ class Model:
             if group.status in ("stalled", "growing", "slow"):
                 active[(f"group {group.status}", subject)] = f"lag {group.lag}: {group.reason}"
         depths = {g.group: g.dlq_depth for g in groups}
+        masters = derive.masters(sample)
+        existing = {t for b in masters for t in b.topics if t.startswith(DLQ_PREFIX)}
         for name, depth in sorted(depths.items()):
+            if depth is None and masters and DLQ_PREFIX + name not in existing:
+                # No DLQ yet: its first dead letters are new ones (RocketMQ creates the topic
+                # with the first), not a baseline.
+                self._dlq_baseline.setdefault(name, 0)
             if depth is None:
                 continue
             baseline = self._dlq_baseline.setdefault(name, depth)
