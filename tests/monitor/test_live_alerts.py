@@ -34,13 +34,16 @@ def fail_poison(messages: list[MessageExt]) -> ConsumeConcurrentlyStatus:
     return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
 
-async def refresh_until(collector: Collector, model: Model, what: str, done: object) -> Snapshot:
-    with trio.fail_after(90):
+async def refresh_until(
+    collector: Collector, model: Model, what: str, done: Callable[[Snapshot], bool]
+) -> Snapshot:
+    with trio.move_on_after(90):
         while True:
             snapshot = model.update(await collector.sample())
-            if done(snapshot):  # type: ignore[operator]
+            if done(snapshot):
                 return snapshot
             await trio.sleep(0.3)
+    pytest.fail(f"the monitor never showed {what}")
 
 
 async def test_dlq_got_new_messages(tmp_path: Path) -> None:
