@@ -36,6 +36,7 @@ from protocol.bodies import (
     MessageQueue,
     OffsetWrapper,
     ProducerConnection,
+    ProducerTableInfo,
     ResetOffsetBody,
     SubscriptionGroupConfig,
     SubscriptionGroupWrapper,
@@ -382,6 +383,16 @@ class Admin:
                 ResponseCode.SYSTEM_ERROR, f"producer group {group} is not online: {last}"
             )
         return ProducerConnection(connection_set=list(found.values()))
+
+    async def all_producer_info(self, broker_addr: str) -> ProducerTableInfo:
+        """Every producer group on a broker and its connections (GET_ALL_PRODUCER_INFO, 5.x).
+
+        A broker without the request (RocketMQ 4.x) raises MQClientError with
+        REQUEST_CODE_NOT_SUPPORTED.
+        """
+        request = RemotingCommand.request(RequestCode.GET_ALL_PRODUCER_INFO)
+        response = await self._invoke_broker(broker_addr, request, "producer info")
+        return ProducerTableInfo.from_json(response.body or b"{}")
 
     async def consumer_running_info(self, group: str, client_id: str) -> ConsumerRunningInfo:
         """A live consumer's queues and rates, relayed by a broker (GET_CONSUMER_RUNNING_INFO)."""

@@ -6,7 +6,9 @@ group, every consumer offset. `BrokerReads` sends them to one address and counts
 it makes (``requests``), so a caller can report and bound its cost per refresh. The reads
 `Admin` already has (runtime info, topic and group tables) go through it; the ones here are
 those it lacks in a one-address form (a given registry's cluster info, every consumer
-offset, one broker's stats of one topic or group, one broker's view of a group's consumers).
+offset, one broker's stats of one topic or group, one broker's view of a group's consumers)
+the one read of every producer on a broker, and a consumer's running info relayed by a
+broker.
 
     reads = BrokerReads(instance)
     info = await reads.runtime_info("127.0.0.1:10911")
@@ -22,7 +24,9 @@ from protocol.bodies import (
     ClusterInfo,
     ConsumerConnection,
     ConsumerOffsetSerializeWrapper,
+    ConsumerRunningInfo,
     ConsumeStats,
+    ProducerTableInfo,
     SubscriptionGroupWrapper,
     TopicConfigSerializeWrapper,
     TopicStatsTable,
@@ -31,6 +35,7 @@ from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.headers import (
     GetConsumerConnectionListRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
     GetConsumeStatsRequestHeader,
     GetTopicStatsInfoRequestHeader,
     encode_header,
@@ -75,6 +80,17 @@ class BrokerReads:
         body = await self._call(address, code, None, "consumer offsets")
         return ConsumerOffsetSerializeWrapper.from_json(body).offset_table
 
+    async def all_producer_info(self, address: str) -> ProducerTableInfo | None:
+        """GET_ALL_PRODUCER_INFO: every producer group and its connections; None when the
+        broker does not serve the request (RocketMQ 4.x answers REQUEST_CODE_NOT_SUPPORTED)."""
+        self.requests += 1
+        try:
+            return await self.admin.all_producer_info(address)
+        except MQClientError as exc:
+            if exc.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+                return None
+            raise
+
     async def topic_stats(self, address: str, topic: str) -> TopicStatsTable:
         """GET_TOPIC_STATS_INFO of one topic at one broker."""
         header = GetTopicStatsInfoRequestHeader(topic=topic)
@@ -100,6 +116,15 @@ class BrokerReads:
         if response.code != ResponseCode.SUCCESS or not response.body:
             return None  # CONSUMER_NOT_ONLINE: an answer, not a failure
         return ConsumerConnection.from_json(response.body)
+
+    async def consumer_running_info(
+        self, address: str, group: str, client_id: str
+    ) -> ConsumerRunningInfo:
+        """GET_CONSUMER_RUNNING_INFO of one consumer, relayed by the broker at ``address``."""
+        header = GetConsumerRunningInfoRequestHeader(consumer_group=group, client_id=client_id)
+        code = RequestCode.GET_CONSUMER_RUNNING_INFO
+        body = await self._call(address, code, header, f"running info of {client_id}")
+        return ConsumerRunningInfo.from_json(body)
 
     async def _call(self, address: str, code: int, header: object | None, what: str) -> bytes:
         request = RemotingCommand.request(

@@ -4,8 +4,8 @@ Per refresh it sends:
 
 - GET_BROKER_CLUSTER_INFO to every registry (its liveness is part of the picture);
 - GET_BROKER_RUNTIME_INFO to every broker, masters and slaves;
-- GET_ALL_TOPIC_CONFIG, GET_ALL_SUBSCRIPTIONGROUP_CONFIG and GET_ALL_CONSUMER_OFFSET to every
-  master;
+- GET_ALL_TOPIC_CONFIG, GET_ALL_SUBSCRIPTIONGROUP_CONFIG, GET_ALL_CONSUMER_OFFSET and
+  GET_ALL_PRODUCER_INFO to every master;
 - at most ``detail_budget`` per-topic or per-group requests (GET_TOPIC_STATS_INFO per topic and
   broker; GET_CONSUMER_CONNECTION_LIST and GET_CONSUME_STATS per group), the least recently
   fetched first, so a big cluster is swept over several refreshes while a small one is
@@ -33,6 +33,7 @@ from protocol.bodies import (
     ClusterInfo,
     ConsumerConnection,
     OffsetWrapper,
+    ProducerInfo,
     TopicConfig,
     TopicOffset,
 )
@@ -41,6 +42,8 @@ from protocol.bodies import (
 DETAIL_BUDGET = 200
 #: Requests in flight at once.
 CONCURRENCY = 32
+#: Consumers asked for their queues (GET_CONSUMER_RUNNING_INFO) per refresh, drill-down only.
+RUNNING_INFO_BUDGET = 16
 
 
 @attrs.frozen
@@ -63,6 +66,17 @@ class GroupDetail:
 
 
 @attrs.frozen
+class QueueOwners:
+    """Which consumer holds each queue of a group, as the consumers themselves said."""
+
+    fetched: float
+    #: (topic, broker name, queue id) -> client id.
+    owners: dict[tuple[str, str, int], str]
+    #: Members that did not answer GET_CONSUMER_RUNNING_INFO (or were over the budget).
+    unanswered: frozenset[str]
+
+
+@attrs.frozen
 class BrokerSample:
     """One broker (master or slave) at one refresh."""
 
@@ -76,6 +90,9 @@ class BrokerSample:
     groups: frozenset[str] = frozenset()
     #: ``topic@group`` -> queue id -> committed offset.
     consumer_offsets: dict[str, dict[int, int]] = attrs.Factory(dict)
+    #: Producer group -> connections (GET_ALL_PRODUCER_INFO); None when not known, with why.
+    producers: dict[str, list[ProducerInfo]] | None = None
+    producers_unknown: str | None = None
 
     @property
     def is_master(self) -> bool:
@@ -96,6 +113,8 @@ class Sample:
     group_details: dict[str, GroupDetail]
     requests: int
     seconds: float
+    #: Group -> its queues' owners, for the drill-down's group only.
+    queue_owners: dict[str, QueueOwners] = attrs.Factory(dict)
 
 
 class Collector:
@@ -138,6 +157,7 @@ class Collector:
         self.last_cluster_info = info
         brokers = await self._sample_brokers(info)
         await self._fetch_details(brokers)
+        owners = await self._fetch_owners(brokers)
         self._forget_gone(brokers)
         return Sample(
             monotonic=time.monotonic(),
@@ -149,6 +169,7 @@ class Collector:
             group_details=dict(self.group_details),
             requests=self.reads.requests - requests_before,
             seconds=time.monotonic() - started,
+            queue_owners=owners,
         )
 
     async def _sample_brokers(self, info: ClusterInfo | None) -> list[BrokerSample]:
@@ -175,6 +196,7 @@ class Collector:
                 topics = await self.reads.all_topic_config(address)
                 groups = await self.reads.all_group_config(address)
                 offsets = await self.reads.all_consumer_offset(address)
+                producers, unknown = await self._producers(address)
             except Exception as exc:  # a broker that fails is shown with its error
                 samples[index] = BrokerSample(name, broker_id, address, cluster, _describe(exc))
                 return
@@ -188,10 +210,24 @@ class Collector:
                 dict(topics.topic_config_table),
                 frozenset(groups.subscription_group_table),
                 offsets,
+                producers,
+                unknown,
             )
 
         await _gather([partial(one, i, *p) for i, p in enumerate(places)])
         return [samples[i] for i in range(len(places))]
+
+    async def _producers(
+        self, address: str
+    ) -> tuple[dict[str, list[ProducerInfo]] | None, str | None]:
+        # A broker that cannot list its producers still has everything else to show.
+        try:
+            table = await self.reads.all_producer_info(address)
+        except Exception as exc:
+            return None, _describe(exc)
+        if table is None:
+            return None, "the broker does not serve GET_ALL_PRODUCER_INFO (RocketMQ 4.x)"
+        return table.data, None
 
     async def _fetch_details(self, brokers: list[BrokerSample]) -> None:
         """Spend the budget on the stalest topic stats and group details."""
@@ -218,6 +254,34 @@ class Collector:
             chosen.append(job)
             spent += cost
         await _gather(chosen)
+
+    async def _fetch_owners(self, brokers: list[BrokerSample]) -> dict[str, QueueOwners]:
+        """Ask the online members of the drill-down's group which queues they hold: at most
+        RUNNING_INFO_BUDGET of them, through a master (it relays the call to the client)."""
+        relay = next((b.address for b in brokers if b.is_master and b.error is None), None)
+        result: dict[str, QueueOwners] = {}
+        for group in sorted(self.wanted):
+            detail = self.group_details.get(group)
+            if relay is not None and detail is not None and detail.connection is not None:
+                members = sorted(c.client_id for c in detail.connection.connection_set)
+                result[group] = await self._owners_of(relay, group, members)
+        return result
+
+    async def _owners_of(self, relay: str, group: str, members: list[str]) -> QueueOwners:
+        owners: dict[tuple[str, str, int], str] = {}
+        unanswered = set(members[RUNNING_INFO_BUDGET:])
+
+        async def ask(client_id: str) -> None:
+            try:
+                info = await self.reads.consumer_running_info(relay, group, client_id)
+            except Exception:  # a pull consumer, a client that does not answer, gone
+                unanswered.add(client_id)
+                return
+            for mq in info.mq_table:
+                owners[(mq.topic, mq.broker_name, mq.queue_id)] = client_id
+
+        await _gather([partial(ask, c) for c in members[:RUNNING_INFO_BUDGET]])
+        return QueueOwners(time.monotonic(), owners, frozenset(unanswered))
 
     async def _fetch_topic(self, broker: BrokerSample, topic: str) -> None:
         try:

@@ -48,6 +48,10 @@ class Thresholds:
     disk_ratio: float = 0.90
 
 
+#: After a drill-down's client computed, not said by the client (it did not answer).
+GUESS_MARK = "(guess)"
+
+
 class Model:
     """Keeps the history the rates, stall detection and alerts need."""
 
@@ -108,7 +112,8 @@ class Model:
     # -- drill-downs --------------------------------------------------------------------------
 
     def group_queues(self, group: str, topic: str | None = None) -> list[QueueRow]:
-        """Per-queue progress of ``group``: broker and consumer offsets, diff, likely client."""
+        """Per-queue progress of ``group``: broker and consumer offsets, diff, and the client
+        holding the queue (as it said, or computed and marked `GUESS_MARK`)."""
         sample = self.latest
         if sample is None:
             return []
@@ -146,8 +151,11 @@ class Model:
                             None,
                         )
                     )
-        # Which client holds a queue: the default AllocateMessageQueueAveragely over the
-        # members, as every member computes it (the broker does not record it).
+        # Which client holds a queue: what the members said (GET_CONSUMER_RUNNING_INFO) when
+        # every one answered; else, for a queue none claimed, the default
+        # AllocateMessageQueueAveragely over the members, marked as a guess.
+        said = sample.queue_owners.get(group)
+        everyone_said = said is not None and not said.unanswered
         by_topic: dict[str, list[QueueRow]] = {}
         for row in rows:
             by_topic.setdefault(row.topic, []).append(row)
@@ -155,8 +163,12 @@ class Model:
         for queue_rows in by_topic.values():
             ordered = sorted(queue_rows, key=lambda r: (r.broker_name, r.queue_id))
             for index, row in enumerate(ordered):
-                client = derive.averagely(index, len(ordered), clients) if clients else None
-                result.append(attrs.evolve(row, client=client))
+                queue = (row.topic, row.broker_name, row.queue_id)
+                owner = said.owners.get(queue) if said is not None else None
+                if owner is None and not everyone_said and clients:
+                    guess = derive.averagely(index, len(ordered), clients)
+                    owner = f"{guess} {GUESS_MARK}" if guess else None
+                result.append(attrs.evolve(row, client=owner))
         return result
 
     def topic_queues(self, topic: str) -> list[QueueRow]:
@@ -238,6 +250,11 @@ class Model:
         rows = []
         present = set()
         masters = {b.broker_name: b for b in sample.brokers if b.is_master}
+        before = {
+            (b.broker_name, b.broker_id): b
+            for b in (self.previous.brokers if self.previous is not None else [])
+            if b.error is None
+        }
         for broker in sample.brokers:
             key = (broker.broker_name, broker.broker_id)
             present.add(key)
@@ -249,6 +266,7 @@ class Model:
                     sample.wall_ms,
                     self._broker_rates.get(key),
                     list(self._broker_history.get(key, ())),
+                    before.get(key),
                 )
             )
         if sample.cluster_info is not None:
@@ -401,7 +419,13 @@ class Model:
             if group.status in ("stalled", "growing", "slow"):
                 active[(f"group {group.status}", subject)] = f"lag {group.lag}: {group.reason}"
         depths = {g.group: g.dlq_depth for g in groups}
+        masters = derive.masters(sample)
+        existing = {t for b in masters for t in b.topics if t.startswith(DLQ_PREFIX)}
         for name, depth in sorted(depths.items()):
+            if depth is None and masters and DLQ_PREFIX + name not in existing:
+                # No DLQ yet: its first dead letters are new ones (RocketMQ creates the topic
+                # with the first), not a baseline.
+                self._dlq_baseline.setdefault(name, 0)
             if depth is None:
                 continue
             baseline = self._dlq_baseline.setdefault(name, depth)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from monitor import latency
 from monitor.collector import BrokerSample, Sample
 from monitor.snapshot import BrokerRow, ClientRow, TopicRow
 from protocol.bodies import OffsetWrapper, TopicOffset
@@ -119,8 +120,9 @@ def broker_row(
     now_ms: int,
     rates: tuple[float, float] | None,
     history: list[float],
+    previous: BrokerSample | None = None,
 ) -> BrokerRow:
-    """The client AllocateMessageQueueAveragely gives queue ``index`` of ``count``."""
+    """The brokers view's row of one broker (``previous``: the same broker a refresh ago)."""
     role = "MASTER" if broker.is_master else "SLAVE"
     if broker.error is not None:
         return BrokerRow(
@@ -132,6 +134,9 @@ def broker_row(
             error=broker.error,
         )
     info = broker.runtime
+    key = "putMessageDistributeTime"
+    before = previous.runtime.get(key) if previous is not None else None
+    put = latency.summarize(info.get(key), before)
     boot = runtime_int(info, "bootTimestamp")
     earliest = runtime_int(info, "earliestMessageTimeStamp")
     repl_bytes: int | None = None
@@ -155,22 +160,57 @@ def broker_row(
         - runtime_int(info, "commitLogMinOffset"),
         disk_ratio=runtime_float(info, "commitLogDiskRatio"),
         retention_hours=max(now_ms - earliest, 0) / 3_600_000 if earliest > 0 else None,
-        put_latency=info.get("putMessageDistributeTime"),
+        put_latency=put.text() if put else None,
+        put_p99=put.p99 if put else None,
+        put_over_10ms=put.over_10ms if put else None,
         repl_lag_bytes=repl_bytes,
         repl_lag_seconds=repl_seconds,
     )
 
 
 def client_rows(sample: Sample) -> list[ClientRow]:
-    """The brokers view's row of one broker."""
-    rows = []
+    """The clients view: producers (every master's GET_ALL_PRODUCER_INFO), then consumers."""
+    rows: list[ClientRow] = []
+    seen: set[tuple[str, str]] = set()
+    for broker in sample.brokers:
+        if not broker.is_master or broker.error is not None:
+            continue
+        if broker.producers is None:
+            rows.append(
+                ClientRow(
+                    role="producer",
+                    group="?",
+                    client_id="?",
+                    address=broker.address,
+                    language="-",
+                    version=0,
+                    note=f"producers unknown on {broker.broker_name}: {broker.producers_unknown}",
+                )
+            )
+            continue
+        # A producer heartbeats to every master it sends to: list each connection once.
+        for group, infos in sorted(broker.producers.items()):
+            for p in sorted(infos, key=lambda p: p.client_id):
+                if (group, p.client_id) in seen:
+                    continue
+                seen.add((group, p.client_id))
+                rows.append(
+                    ClientRow(
+                        role="producer",
+                        group=group,
+                        client_id=p.client_id,
+                        address=p.remote_ip,
+                        language=p.language.name,
+                        version=p.version,
+                    )
+                )
     for group, detail in sorted(sample.group_details.items()):
         if detail.connection is None:
             continue
         for c in sorted(detail.connection.connection_set, key=lambda c: c.client_id):
             rows.append(
                 ClientRow(
-                    kind="consumer",
+                    role="consumer",
                     group=group,
                     client_id=c.client_id,
                     address=c.client_addr,

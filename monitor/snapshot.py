@@ -95,7 +95,11 @@ class BrokerRow:
     store_bytes: int | None = None
     disk_ratio: float | None = None
     retention_hours: float | None = None
+    #: From putMessageDistributeTime over the last refresh: the cell, the p99 bucket and the
+    #: share of puts that took 10 ms or more.
     put_latency: str | None = None
+    put_p99: str | None = None
+    put_over_10ms: float | None = None
     repl_lag_bytes: int | None = None
     repl_lag_seconds: float | None = None
 
@@ -135,14 +139,15 @@ class GroupRow:
 
 @attrs.frozen(kw_only=True)
 class ClientRow:
-    """One client connection."""
+    """One client connection; a producer row with ``note`` says producers are unknown there."""
 
-    kind: str
+    role: str  # "producer" or "consumer"
     group: str
     client_id: str
     address: str
     language: str
     version: int
+    note: str | None = None
 
 
 @attrs.frozen

@@ -127,7 +127,7 @@ BROKER_COLUMNS: list[Column[BrokerRow]] = [
         lambda r: r.retention_hours or 0,
         lambda r: "-" if r.retention_hours is None else f"{r.retention_hours:.1f}h",
     ),
-    Column("put latency", lambda r: r.put_latency or "", lambda r: r.put_latency or "-"),
+    Column("put latency", lambda r: r.put_over_10ms or 0, lambda r: r.put_latency or "-"),
     Column(
         "repl lag",
         lambda r: r.repl_lag_bytes or 0,
@@ -166,12 +166,13 @@ GROUP_COLUMNS: list[Column[GroupRow]] = [
 ]
 
 CLIENT_COLUMNS: list[Column[ClientRow]] = [
-    Column("kind", lambda r: r.kind, justify="left"),
+    Column("role", lambda r: r.role, justify="left"),
     Column("group", lambda r: r.group, justify="left"),
     Column("client id", lambda r: r.client_id, justify="left"),
     Column("address", lambda r: r.address, justify="left"),
     Column("language", lambda r: r.language, justify="left"),
-    Column("version", lambda r: r.version),
+    Column("version", lambda r: r.version, lambda r: str(r.version) if r.version else "-"),
+    Column("note", lambda r: r.note or "", justify="left"),
 ]
 
 GROUP_QUEUE_COLUMNS: list[Column[QueueRow]] = [

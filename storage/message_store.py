@@ -25,6 +25,7 @@ from storage.consume_queue import CQ_STORE_UNIT_SIZE, ENTRY, ConsumeQueueStore
 from storage.dispatch import CommitLogDispatcher
 from storage.index_file import IndexService
 from storage.results import (
+    PUT_LATENCY_BUCKETS,
     GetMessageResult,
     GetMessageStatus,
     MessageBatch,
@@ -90,6 +91,8 @@ class FileMessageStore:
             ("puts", "put_messages", "put_bytes", "put_failures", "write_batches", "flushes",
              "gets", "get_messages"), 0,
         )  # fmt: skip
+        #: Puts per latency bucket (results.PUT_LATENCY_BUCKETS), counted per group commit.
+        self.put_latency = [0] * len(PUT_LATENCY_BUCKETS)
         self.recovered_abnormally = False
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -544,6 +547,7 @@ class FileMessageStore:
             get_messages=c["get_messages"],
             dispatch_behind_bytes=commit_log.max_offset - self.reput_from_offset,
             running=self.running,
+            put_latency=tuple(self.put_latency),
         )
 
 

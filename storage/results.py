@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from bisect import bisect_right
 from typing import TYPE_CHECKING
 
 import attrs
@@ -11,6 +12,37 @@ if TYPE_CHECKING:
     from protocol.message import MessageExt
 
 Host = tuple[str, int]
+
+#: RocketMQ's put-latency buckets (StoreStatsService): each name and the lowest milliseconds
+#: of the next bucket (a put of ``ms`` goes to the first bucket whose limit is above it).
+PUT_LATENCY_BUCKETS: tuple[str, ...] = (
+    "[<=0ms]", "[0~10ms]", "[10~50ms]", "[50~100ms]", "[100~200ms]", "[200~500ms]",
+    "[500ms~1s]", "[1~2s]", "[2~3s]", "[3~4s]", "[4~5s]", "[5~10s]", "[10s~]",
+)  # fmt: skip
+PUT_LATENCY_LIMITS: tuple[int, ...] = (
+    1,
+    10,
+    50,
+    100,
+    200,
+    500,
+    1000,
+    2000,
+    3000,
+    4000,
+    5000,
+    10000,
+)
+
+
+def put_latency_bucket(ms: int) -> int:
+    """The index in `PUT_LATENCY_BUCKETS` of a put that took ``ms`` milliseconds."""
+    return bisect_right(PUT_LATENCY_LIMITS, ms)
+
+
+def put_latency_text(counts: tuple[int, ...] | list[int]) -> str:
+    """The histogram as RocketMQ writes putMessageDistributeTime: ``[<=0ms]:3 [0~10ms]:1 ...``."""
+    return " ".join(f"{name}:{n}" for name, n in zip(PUT_LATENCY_BUCKETS, counts, strict=True))
 
 
 class PutMessageStatus(enum.StrEnum):
@@ -210,3 +242,5 @@ class StoreStatistics:
     get_messages: int
     dispatch_behind_bytes: int
     running: bool
+    #: Puts per latency bucket of `PUT_LATENCY_BUCKETS` (RocketMQ's putMessageDistributeTime).
+    put_latency: tuple[int, ...] = ()

@@ -30,6 +30,7 @@ import time
 from typing import TYPE_CHECKING
 
 import orjson
+import trio
 
 from actors.broker.clients import (
     ClientChannel,
@@ -42,6 +43,8 @@ from protocol.bodies import (
     GroupList,
     MessageQueue,
     ProducerConnection,
+    ProducerInfo,
+    ProducerTableInfo,
     QueryConsumeTimeSpanBody,
     QueueTimeSpan,
     ResetOffsetBody,
@@ -114,6 +117,29 @@ class ConsumerAdmin:
             )
         body = ProducerConnection(connection_set=[_connection_body(c) for c in channels.values()])
         return request.response(body=body.to_json())
+
+    def get_all_producer_info(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        # GET_ALL_PRODUCER_INFO (RocketMQ 5): every producer group and its live connections.
+        now_ms = int(time.time() * 1000)
+        now = trio.current_time()
+        data = {
+            group: [
+                ProducerInfo(
+                    client_id=c.client_id,
+                    remote_ip=c.connection.peer,
+                    language=c.language,
+                    version=c.version,
+                    # the table keeps trio's clock; the wire wants epoch milliseconds
+                    last_update_timestamp=now_ms - int((now - c.last_update) * 1000),
+                )
+                for c in channels.values()
+            ]
+            for group, channels in self.broker.clients.producer_table.items()
+            if channels
+        }
+        return request.response(body=ProducerTableInfo(data=data).to_json())
 
     # -- offsets -------------------------------------------------------------------------------
 

@@ -69,6 +69,7 @@ def request_table(broker: Broker) -> dict[RequestCode, Handler]:
         # -- operators: connections, offsets and progress
         RequestCode.GET_CONSUMER_CONNECTION_LIST: consumers.get_consumer_connection_list,
         RequestCode.GET_PRODUCER_CONNECTION_LIST: consumers.get_producer_connection_list,
+        RequestCode.GET_ALL_PRODUCER_INFO: consumers.get_all_producer_info,
         RequestCode.GET_ALL_CONSUMER_OFFSET: consumers.get_all_consumer_offset,
         RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: consumers.reset_offset,
         RequestCode.CLONE_GROUP_OFFSET: consumers.clone_group_offset,

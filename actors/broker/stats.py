@@ -58,6 +58,7 @@ from protocol.headers import (
     ViewBrokerStatsDataRequestHeader,
     decode_header,
 )
+from storage.results import put_latency_text
 
 if TYPE_CHECKING:
     from actors.broker.service import Broker
@@ -495,6 +496,7 @@ def runtime_info(broker: Broker) -> dict[str, str]:
         "putMessageFailedTimes": str(store.put_failures),
         "putMessageSizeTotal": str(store.put_bytes),
         "putMessageAverageSize": repr(store.put_bytes / max(store.put_messages, 1)),
+        "putMessageDistributeTime": put_latency_text(store.put_latency),
         "putTps": stats.put_tps(),
         "getFoundTps": stats.get_found_tps(),
         "getTransferedTps": stats.get_transfered_tps(),

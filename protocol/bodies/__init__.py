@@ -58,6 +58,8 @@ from protocol.bodies._client import (
     ProcessQueueInfo,
     ProducerConnection,
     ProducerData,
+    ProducerInfo,
+    ProducerTableInfo,
     SubscriptionData,
     UnlockBatchRequestBody,
 )
@@ -113,6 +115,8 @@ __all__ = [
     "ProcessQueueInfo",
     "ProducerConnection",
     "ProducerData",
+    "ProducerInfo",
+    "ProducerTableInfo",
     "QueryConsumeTimeSpanBody",
     "QueueData",
     "QueueTimeSpan",

@@ -155,6 +155,24 @@ class ProducerConnection(Body):
     connection_set: list[Connection] = attrs.Factory(list)
 
 
+@attrs.frozen(kw_only=True)
+class ProducerInfo(Body):
+    """One producer connection in ProducerTableInfo."""
+
+    client_id: str = ""
+    remote_ip: str = attrs.field(default="", metadata={"wire": "remoteIP"})
+    language: LanguageCode = LanguageCode.JAVA
+    version: int = 0
+    last_update_timestamp: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class ProducerTableInfo(Body):
+    """GET_ALL_PRODUCER_INFO body: every producer group on a broker and its connections."""
+
+    data: dict[str, list[ProducerInfo]] = attrs.Factory(dict)
+
+
 # -- answers of a push consumer to the broker's calls (GET_CONSUMER_RUNNING_INFO 307, ...) ----
 
 

@@ -165,7 +165,7 @@ def test_drill_downs() -> None:
     model.update(sample(0, max_offset=50, consumed=20, members=2))
     (queue,) = model.group_queues("G", "T")
     assert (queue.broker_offset, queue.consumer_offset, queue.diff) == (50, 20, 30)
-    assert queue.client == "10.0.0.0@c"  # averagely: the first of the sorted members
+    assert queue.client == "10.0.0.0@c (guess)"  # averagely: the first of the sorted members
     (topic_queue,) = model.topic_queues("T")
     assert (topic_queue.min_offset, topic_queue.broker_offset) == (0, 50)
 
