@@ -23,9 +23,9 @@ sync:
 up *ARGS: sync
     .venv/bin/boltmq cluster {{ARGS}}
 
-# Run the whole test suite (installs chromium for the browser test first when missing).
+# Run the whole test suite (installs chromium and tmux for the browser and screen tests first when missing).
 test *ARGS: sync
-    @bash tests/interop/ensure_chromium.sh
+    @bash tests/ensure_packages.sh
     {{py}} -m pytest {{ARGS}}
 
 # Lint (ruff) and type-check (mypy) the packages.

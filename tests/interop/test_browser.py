@@ -4,7 +4,7 @@ The page is served by ``boltmq web`` and talks to the shared cluster over websoc
 sends 50 messages that a Python consumer must receive exactly; messages the C++ client sends
 must appear on the page with their bodies and tags, and the page's consumer group commits its
 offsets. Chromium and its driver are Debian's (``chromium``, ``chromium-driver``), installed by
-``./dev test`` when missing (tests/interop/ensure_chromium.sh); without them these tests skip
+``./dev test`` when missing (tests/ensure_packages.sh); without them these tests skip
 and say why. Every wait has a deadline.
 """
 
@@ -321,7 +321,7 @@ def test_chromium_is_where_the_test_set_up_puts_it() -> None:
     if shutil.which("apt-get") is None or os.geteuid() != 0:
         pytest.skip("the install step needs root and apt-get; the browser tests skip here")
     assert os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK), (
-        "tests/interop/ensure_chromium.sh did not install chromium and chromium-driver; "
+        "tests/ensure_packages.sh did not install chromium and chromium-driver; "
         "see /tmp/boltmq-chromium-install.log"
     )
     assert Path(ROOT / "web" / "boltmq.js").is_file()
