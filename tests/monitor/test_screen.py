@@ -181,13 +181,14 @@ async def drive(pane: Pane, cluster: boltmq.RunningCluster) -> None:
     queues = TOPICS["MonOrders"][0]
 
     def topic_queues(t: str) -> bool:
-        rows = [cells(line) for line in t.splitlines() if "broker-a" in line]
+        # Table rows only: an alert line can name broker-a too.
+        rows = [cells(line) for line in t.splitlines() if cells(line)[:1] == ["broker-a"]]
         whole = len(rows) == queues and all(len(row) == 6 for row in rows)
         return "topic MonOrders: queues" in t and whole
 
     # (A capture can catch the screen mid-draw: wait for the whole table, not the title.)
     text = await pane.wait(topic_queues, "the topic's queues")
-    rows = [cells(line) for line in text.splitlines() if "broker-a" in line]
+    rows = [cells(line) for line in text.splitlines() if cells(line)[:1] == ["broker-a"]]
     assert [row[1] for row in rows] == [str(q) for q in range(queues)]
     pane.keys("Escape")
     await pane.wait(lambda t: "MonOrders" in t and "MonStream" not in t, "the filter kept")

@@ -34,4 +34,3 @@ def test_rows_written_over_websocket_read_back_over_tcp(
         .option("topic", topic).save()  # fmt: skip
     found = read(spark, data.namesrv, topic=topic).collect()
     assert Counter((bytes(row["body"]), row["tags"]) for row in found) == Counter(rows)
-    assert {row["brokerName"] for row in found} == {"broker-a", "broker-b"}
