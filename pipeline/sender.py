@@ -3,8 +3,10 @@
 A batch (SEND_BATCH_MESSAGE) goes to one queue, which this module picks rather than the
 producer: a producer starts its round robin at the topic's first queue, and a write runs many
 short tasks, each with a producer of its own, so the first batch of every task would land on
-the same queue. Each task starts at a random queue instead (Java's producers start at a random
-index for the same reason) and moves one queue on per batch. A send named to a queue is tried
+the same queue. Each task of a write starts at its partition id plus an offset the write drew
+once (so a write's tasks spread over every queue, and writes do not all favour the first
+queues; Java's producers start at a random index for the same reason) and moves one queue on
+per batch. A send named to a queue is tried
 once by the producer, so a failed one is tried again here, on a queue of another broker when
 the topic has one, as the producer would.
 
@@ -56,10 +58,14 @@ class Sender:
     at the first send, so a partition with no rows opens no connection.
     """
 
-    def __init__(self, namesrv_addr: str, pinned: int | None = None) -> None:
+    def __init__(
+        self, namesrv_addr: str, pinned: int | None = None, start: int | None = None
+    ) -> None:
         self.namesrv_addr = namesrv_addr
-        #: The partition id an exactly-once write starts its queues at (None: a random queue).
+        #: The partition id an exactly-once write starts its queues at (None: not pinned).
         self.pinned = pinned
+        #: Where a plain write starts its round robin (None: a random queue).
+        self.start = start
         #: Messages sent per topic.
         self.counts: dict[str, int] = {}
         self.body_bytes = 0
@@ -148,11 +154,14 @@ class Sender:
         """The next queue of ``topic`` in this task's round robin, on another broker than
         ``avoid`` (the one that just failed) when the topic has one."""
         queues: list[MessageQueue] = portal.call(producer.queues, topic)
-        if self.pinned is not None:  # the same order in every attempt of the task
+        first = self.pinned if self.pinned is not None else self.start
+        if first is not None:  # the same order in every task (and every attempt of one)
             queues = sorted(queues, key=lambda q: (q.broker_name, q.queue_id))
         index = self._next_queue.get(topic)
         if index is None:
-            index = random.randrange(len(queues)) if self.pinned is None else self.pinned
+            # Not the random module's shared state: Spark forks its Python workers, which
+            # would all draw the same "random" queue.
+            index = first if first is not None else random.SystemRandom().randrange(len(queues))
         chosen = index
         if avoid is not None:
             for step in range(len(queues)):

@@ -14,6 +14,7 @@ when given, stands in for the query id.
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Iterator
 
 from pyspark import TaskContext
@@ -38,11 +39,13 @@ class BoltMQStreamWriter(DataSourceStreamWriter):
     def __init__(self, options: WriteOptions, columns: tuple[str, ...]) -> None:
         self.options = options
         self.columns = columns
+        #: Drawn once on the driver: each task starts its queues at this plus its partition id.
+        self.queue_offset = random.randrange(1 << 16)
 
     def write(self, iterator: Iterator[Row]) -> BoltMQCommitMessage:
         """Send the rows of one partition of a micro-batch; the counts go to the driver."""
         prefix = key_prefix(self.options) if self.options.exactly_once else None
-        return send_rows(self.options, self.columns, iterator, prefix)
+        return send_rows(self.options, self.columns, iterator, prefix, self.queue_offset)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Log what the micro-batch sent."""

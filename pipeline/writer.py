@@ -22,6 +22,7 @@ again sends the same keys, and a BoltMQ broker stores each key once (`dedup_key`
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -106,6 +107,8 @@ class BoltMQWriter(DataSourceWriter):
     def __init__(self, options: WriteOptions, columns: tuple[str, ...]) -> None:
         self.options = options
         self.columns = columns
+        #: Drawn once on the driver: each task starts its queues at this plus its partition id.
+        self.queue_offset = random.randrange(1 << 16)
 
     def write(self, iterator: Iterator[Row]) -> BoltMQCommitMessage:
         """Send the rows of one partition; the counts go back to the driver."""
@@ -113,7 +116,7 @@ class BoltMQWriter(DataSourceWriter):
         if self.options.exactly_once:
             assert self.options.write_id is not None  # write_options insists
             prefix = self.options.write_id
-        return send_rows(self.options, self.columns, iterator, prefix)
+        return send_rows(self.options, self.columns, iterator, prefix, self.queue_offset)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Log what the job sent."""
@@ -143,16 +146,21 @@ def dedup_key(prefix: str, partition: int, number: int) -> str:
 
 
 def send_rows(
-    options: WriteOptions, columns: tuple[str, ...], rows: Iterator[Row], prefix: str | None
+    options: WriteOptions,
+    columns: tuple[str, ...],
+    rows: Iterator[Row],
+    prefix: str | None,
+    queue_offset: int = 0,
 ) -> BoltMQCommitMessage:
-    """Send one partition's rows; with a ``prefix``, each with its dedup key (`dedup_key`),
-    to queues chosen from the partition id."""
-    partition = _partition_id() if prefix is not None else None
-    with Sender(options.namesrv_addr, pinned=partition) as sender:
+    """Send one partition's rows, starting at queue ``partition id + queue_offset``; with a
+    ``prefix``, each with its dedup key (`dedup_key`), to queues chosen from the partition id."""
+    partition = _partition_id()
+    pinned = partition if prefix is not None else None
+    start = None if prefix is not None else partition + queue_offset
+    with Sender(options.namesrv_addr, pinned=pinned, start=start) as sender:
         for number, row in enumerate(rows, 1):
             message = row_message(options, columns, row, number)
             if prefix is not None:
-                assert partition is not None
                 message.properties = {**message.properties,
                                       DEDUP_KEY: dedup_key(prefix, partition, number)}  # fmt: skip
             sender.add(message)
@@ -207,7 +215,7 @@ def _delivery(fields: dict[str, Any], number: int, topic: str) -> tuple[int, int
 def _partition_id() -> int:
     context = TaskContext.get()
     if context is None:
-        raise WriteError("an exactly-once write runs in a Spark task (no task context here)")
+        raise WriteError("a boltmq write runs in a Spark task (no task context here)")
     return context.partitionId()
 
 
