@@ -21,7 +21,15 @@ from boltmq.cli.admin._message_view import (
     time_arg,
 )
 from boltmq.cli.admin._output import Column, Result, Table, number
-from boltmq.cli.admin._verbs import AdminError, UsageError, arg, boolean, topic_arg, verb
+from boltmq.cli.admin._verbs import (
+    AdminError,
+    Arg,
+    UsageError,
+    arg,
+    boolean,
+    topic_arg,
+    verb,
+)
 from client import Admin, Message, Producer
 from client.browse import TOOLS_CONSUMER_GROUP, QueueBrowser
 from protocol.bodies import MessageQueue
@@ -196,28 +204,25 @@ async def query_msg_by_offset(admin: Admin, args: argparse.Namespace) -> Result:
 # -- reading queues ---------------------------------------------------------------------------
 
 
+def _reading_args() -> list[Arg]:
+    """The flags printMsg and printMsgByQueue share: charset, tags and a time range."""
+    return [
+        arg("-c", "--charsetName", dest="charset", default="utf-8",
+            help="the bodies' charset (default: UTF-8)"),
+        arg("-s", "--subExpression", dest="expression", default="*",
+            help="tag expression, e.g. 'TagA || TagB' (default: *)"),
+        arg("-b", "--beginTimestamp", dest="begin", type=time_arg, help=TIME_HELP),
+        arg("-e", "--endTimestamp", dest="end", type=time_arg, help=TIME_HELP),
+    ]  # fmt: skip
+
+
 @verb(
     "printMsg",
     "every message of a topic, queue by queue (optionally a time range and tags)",
     "boltmq admin printMsg -t Orders [-s 'TagA || TagB'] [-b 1700000000000] [-d false]",
     [
         topic_arg(),
-        arg(
-            "-c",
-            "--charsetName",
-            dest="charset",
-            default="utf-8",
-            help="the bodies' charset (default: UTF-8)",
-        ),
-        arg(
-            "-s",
-            "--subExpression",
-            dest="expression",
-            default="*",
-            help="tag expression, e.g. 'TagA || TagB' (default: *)",
-        ),
-        arg("-b", "--beginTimestamp", dest="begin", type=time_arg, help=TIME_HELP),
-        arg("-e", "--endTimestamp", dest="end", type=time_arg, help=TIME_HELP),
+        *_reading_args(),
         arg(
             "-d",
             "--printBody",
@@ -249,22 +254,7 @@ async def print_msg(admin: Admin, args: argparse.Namespace) -> Result:
         topic_arg(),
         arg("-a", "--brokerName", dest="broker_name", required=True, help="broker name"),
         arg("-i", "--queueId", dest="queue_id", type=int, required=True, help="queue id"),
-        arg(
-            "-c",
-            "--charsetName",
-            dest="charset",
-            default="utf-8",
-            help="the bodies' charset (default: UTF-8)",
-        ),
-        arg(
-            "-s",
-            "--subExpression",
-            dest="expression",
-            default="*",
-            help="tag expression, e.g. 'TagA || TagB' (default: *)",
-        ),
-        arg("-b", "--beginTimestamp", dest="begin", type=time_arg, help=TIME_HELP),
-        arg("-e", "--endTimestamp", dest="end", type=time_arg, help=TIME_HELP),
+        *_reading_args(),
         arg(
             "-p",
             "--printMsg",
