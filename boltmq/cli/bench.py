@@ -35,6 +35,7 @@ from typing import Any, TextIO
 import attrs
 import trio
 
+from boltmq.cli._argtypes import non_negative_seconds, positive_int
 from client.admin import Admin
 from client.message import Message
 from client.producer import Producer
@@ -454,18 +455,8 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
 # -- command line -------------------------------------------------------------------------
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
-    return value
 
 
-def _non_negative_float(text: str) -> float:
-    value = float(text)
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"{text} is not a number of seconds >= 0")
-    return value
 
 
 HELP = "load tool: produce or consume as fast as allowed, with msgs/s, MB/s and latency"
@@ -491,14 +482,14 @@ def command(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], i
     common.add_argument(
         "-d",
         "--duration",
-        type=_non_negative_float,
+        type=non_negative_seconds,
         default=10.0,
         metavar="S",
         help="seconds to run; 0 runs until Ctrl-C (default %(default)s)",
     )
     common.add_argument(
         "--message-count",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         metavar="N",
         help="stop after N messages",
@@ -512,19 +503,19 @@ def command(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], i
         epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
     produce.add_argument(
-        "-s", "--size", type=_positive_int, default=1024, help="body bytes (default %(default)s)"
+        "-s", "--size", type=positive_int, default=1024, help="body bytes (default %(default)s)"
     )
     produce.add_argument(
         "-b",
         "--batch",
-        type=_positive_int,
+        type=positive_int,
         default=1,
         help="messages per send; above 1 a SEND_BATCH_MESSAGE (default 1)",
     )
     produce.add_argument(
         "-w",
         "--workers",
-        type=_positive_int,
+        type=positive_int,
         default=16,
         help="sends in flight at once (default %(default)s)",
     )
@@ -534,7 +525,7 @@ def command(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], i
     )
     produce.add_argument(
         "--queues",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         metavar="N",
         help="first create or update the topic with N queues on every master",
@@ -557,12 +548,12 @@ def command(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], i
     )
     consume.add_argument(
         "--pull-batch",
-        type=_positive_int,
+        type=positive_int,
         default=32,
         metavar="N",
         help="messages asked per pull (a broker gives at most 32)",
     )
-    consume.add_argument("--idle-stop", type=_non_negative_float, default=0.0, metavar="S",
+    consume.add_argument("--idle-stop", type=non_negative_seconds, default=0.0, metavar="S",
                          help="stop once S seconds pass without a message (the run's time then "
                          "ends at the last message): drains a topic")  # fmt: skip
     return run

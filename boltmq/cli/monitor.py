@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Callable
 
+from boltmq.cli._argtypes import positive_int, positive_seconds, ratio
 from boltmq.cli._run import run_until_signalled
 from client.instance import parse_namesrv_addr
 from monitor.app import Settings, print_snapshot, run_screen, take_snapshot
@@ -42,7 +43,7 @@ def setup(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int
     )
     parser.add_argument(
         "--interval",
-        type=_positive_float,
+        type=positive_seconds,
         default=1.0,
         metavar="S",
         help="seconds between refreshes (default %(default)s)",
@@ -65,7 +66,7 @@ def setup(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int
     )
     parser.add_argument(
         "--detail-budget",
-        type=_positive_int,
+        type=positive_int,
         default=DETAIL_BUDGET,
         metavar="N",
         help="per-topic and per-group requests per refresh; a bigger cluster is swept over "
@@ -74,7 +75,7 @@ def setup(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int
     defaults = Thresholds()
     parser.add_argument(
         "--stall-refreshes",
-        type=_positive_int,
+        type=positive_int,
         default=defaults.stall_refreshes,
         metavar="N",
         help="a group with lag and no progress for N refreshes is stalled; lag rising for N "
@@ -82,21 +83,21 @@ def setup(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int
     )
     parser.add_argument(
         "--catch-up-alert",
-        type=_positive_float,
+        type=positive_seconds,
         default=defaults.catch_up_seconds,
         metavar="S",
         help="a group whose time to catch up exceeds S seconds is marked red (default %(default)s)",
     )
     parser.add_argument(
         "--slave-lag-bytes",
-        type=_positive_int,
+        type=positive_int,
         default=defaults.slave_lag_bytes,
         metavar="BYTES",
         help="a slave further behind than this is alerted (default %(default)s)",
     )
     parser.add_argument(
         "--disk-ratio",
-        type=_ratio,
+        type=ratio,
         default=defaults.disk_ratio,
         metavar="R",
         help="alert when a broker's commit log disk is fuller than R (default %(default)s)",
@@ -155,33 +156,3 @@ def _once(settings: Settings, *, as_json: bool, fail_on_alert: bool) -> int:
             log.error("alert: %s %s: %s", alert.kind, alert.subject, alert.message)
         return EXIT_ALERT
     return 0
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text} must be above 0")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text} must be above 0")
-    return value
-
-
-def _ratio(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a ratio such as 0.9") from None
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"{text} must be above 0 and at most 1")
-    return value

@@ -36,6 +36,7 @@ import argparse
 import os
 import sys
 
+from boltmq.cli._argtypes import positive_seconds
 from boltmq.cli._run import Runner
 
 # Importing a verb module registers its verbs (the order here is the order of --help).
@@ -93,7 +94,7 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     common.add_argument("--json", action="store_true", help="print a JSON document for scripts")
     common.add_argument(
-        "--timeout", type=_positive, default=10.0, help="seconds per request (default: 10)"
+        "--timeout", type=positive_seconds, default=10.0, help="seconds per request (default: 10)"
     )
     common.add_argument("--debug", action="store_true", help="show tracebacks and client logs")
     acl = parser.add_argument_group("ACL (a cluster with aclEnable=true; see docs/security.md)")
@@ -107,10 +108,3 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="CAs (PEM) to verify with; implies --tls",
     )
-
-
-def _positive(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
-    return value

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 import orjson
 import trio
 
+from boltmq.cli._argtypes import positive_int
 from boltmq.cli.admin._output import Column, Result, Table, number, render
 from boltmq.cli.admin._runner import round_deadline
 from boltmq.cli.admin._verbs import (
@@ -50,15 +51,6 @@ MORE_COLUMNS = (
 )
 
 
-def _interval(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number of seconds")
-    return value
-
 
 @verb(
     "clusterList",
@@ -69,7 +61,7 @@ def _interval(text: str) -> int:
         cluster_arg(),
         arg("-m", "--moreStats", dest="more", action="store_true",
             help="messages put (In) and got (Out) yesterday and so far today, per broker"),
-        arg("-i", "--interval", type=_interval, metavar="SECONDS",
+        arg("-i", "--interval", type=positive_int, metavar="SECONDS",
             help="print again every SECONDS until Ctrl-C; with --json one JSON document per "
             "line and round: {\"round\", \"timestamp\", \"brokers\"}"),
     ],
