@@ -69,6 +69,20 @@ def add_time_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+def add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    """``-o/--output`` and ``--mode``: where a job writes Parquet, and what if it exists."""
+    parser.add_argument("-o", "--output", required=True, help="Parquet directory to write")
+    parser.add_argument(
+        "--mode", default="errorifexists", choices=("errorifexists", "overwrite", "append"),
+        help="when the output exists: fail (default), replace it, or add to it",
+    )  # fmt: skip
+
+
+def topic_list(text: str) -> list[str]:
+    """``--topics a,b`` as a list, blanks dropped."""
+    return [topic.strip() for topic in text.split(",") if topic.strip()]
+
+
 def time_options(start: str | None, end: str | None) -> dict[str, str]:
     """startingTimestamp / endingTimestamp read options of --from / --to."""
     options = {}

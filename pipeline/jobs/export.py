@@ -18,10 +18,12 @@ from pyspark.sql import SparkSession
 from pipeline.jobs.common import (
     JobError,
     add_cluster_arguments,
+    add_output_arguments,
     add_time_arguments,
     run_main,
     session,
     time_options,
+    topic_list,
 )
 
 log = logging.getLogger("boltmq.pipeline.jobs")
@@ -91,18 +93,14 @@ def setup(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int
                         "(instead of --to)")  # fmt: skip
     parser.add_argument("--sub-expression", metavar="TAGS",
                         help="only these tags, 'TagA || TagB' (the broker filters)")
-    parser.add_argument("-o", "--output", required=True, help="Parquet directory to write")
-    parser.add_argument(
-        "--mode", default="errorifexists", choices=("errorifexists", "overwrite", "append"),
-        help="when the output exists: fail (default), replace it, or add to it",
-    )  # fmt: skip
+    add_output_arguments(parser)
 
     def job(args: argparse.Namespace) -> int:
         time_options(args.start, args.end)  # a bad time fails before Spark starts
         spark = session("boltmq-export", args.master)
         count = export(
             spark, namesrv_addr=args.namesrv_addr,
-            topics=[t.strip() for t in args.topics.split(",") if t.strip()],
+            topics=topic_list(args.topics),
             output=args.output, start=args.start, end=args.end,
             starting_offsets=args.starting_offsets, ending_offsets=args.ending_offsets,
             sub_expression=args.sub_expression, mode=args.mode,

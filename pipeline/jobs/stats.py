@@ -24,10 +24,12 @@ from pyspark.sql import functions as F
 
 from pipeline.jobs.common import (
     add_cluster_arguments,
+    add_output_arguments,
     add_time_arguments,
     run_main,
     session,
     time_options,
+    topic_list,
 )
 
 log = logging.getLogger("boltmq.pipeline.jobs")
@@ -109,18 +111,14 @@ def setup(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int
     parser.add_argument("-t", "--topics", required=True,
                         help="topics to read, comma-separated")  # fmt: skip
     add_time_arguments(parser)
-    parser.add_argument("-o", "--output", required=True, help="Parquet directory to write")
-    parser.add_argument(
-        "--mode", default="errorifexists", choices=("errorifexists", "overwrite", "append"),
-        help="when the output exists: fail (default), replace it, or add to it",
-    )  # fmt: skip
+    add_output_arguments(parser)
 
     def job(args: argparse.Namespace) -> int:
         time_options(args.start, args.end)  # a bad time fails before Spark starts
         spark = session("boltmq-stats", args.master)
         rows = stats(
             spark, namesrv_addr=args.namesrv_addr,
-            topics=[t.strip() for t in args.topics.split(",") if t.strip()],
+            topics=topic_list(args.topics),
             output=args.output, start=args.start, end=args.end, mode=args.mode,
         )  # fmt: skip
         print(f"stats: {rows} rows written to {args.output}")
