@@ -421,8 +421,11 @@ class Producer:
             fault.update(target.broker_name, (time.monotonic() - started) * 1000, isolation=False)
             self._counters["sends_ok"] += 1
             return answer
+        # Like Java's producer, the last broker refusal's code survives the retries (a caller
+        # can tell NO_PERMISSION from a broker that did not answer).
+        code = last_error.code if isinstance(last_error, MQClientError) else None
         raise MQClientError(
-            ResponseCode.SYSTEM_ERROR,
+            ResponseCode.SYSTEM_ERROR if code is None else code,
             f"{'batch ' if batch else ''}send to {topic} failed {attempts} time(s): "
             + "; ".join(errors),
         ) from last_error

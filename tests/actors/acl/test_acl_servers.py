@@ -171,6 +171,7 @@ async def test_project_client_with_credentials(tmp_path: Path) -> None:
                 await producer.send(Message("Forbidden", b"no"))
             # Retried as Java producers retry NO_PERMISSION, then reported with the remark.
             assert "NO_PERMISSION" in str(refused.value)
+            assert refused.value.code == ResponseCode.NO_PERMISSION
             assert "No PUB permission for topic Forbidden" in str(refused.value)
         async with Producer("PG2", namesrv_addr=namesrv) as anonymous:
             with pytest.raises(MQClientError) as unsigned:
