@@ -221,9 +221,13 @@ class ClientInstance:
         assert self._task_group is not None
         self._task_group.cancel_scope.cancel()
         # The body's own exception is not handed to the task groups, which would wrap it in
-        # an ExceptionGroup: it propagates unchanged once they have closed.
-        await self._task_group.__aexit__(None, None, None)
-        await self.remoting.__aexit__(None, None, None)
+        # an ExceptionGroup: it propagates unchanged once they have closed. The remoting
+        # client's group is closed even when ours raises (a cancellation from outside), or
+        # trio finds a nursery left open and reports its nursery stack corrupted.
+        try:
+            await self._task_group.__aexit__(None, None, None)
+        finally:
+            await self.remoting.__aexit__(None, None, None)
 
     # -- registries and routes ---------------------------------------------------------------
 

@@ -423,9 +423,9 @@ class Producer:
             return answer
         # Like Java's producer, the last broker refusal's code survives the retries (a caller
         # can tell NO_PERMISSION from a broker that did not answer).
-        code = last_error.code if isinstance(last_error, MQClientError) else None
+        refused = last_error.code if isinstance(last_error, MQClientError) else None
         raise MQClientError(
-            ResponseCode.SYSTEM_ERROR if code is None else code,
+            ResponseCode.SYSTEM_ERROR if refused is None else refused,
             f"{'batch ' if batch else ''}send to {topic} failed {attempts} time(s): "
             + "; ".join(errors),
         ) from last_error

@@ -305,19 +305,22 @@ class PushConsumer(PullMessageService):
         assert self._outer is not None
         self._stop_pulling.set()
         # _run stops the pulls, waits (bounded) for consumption in flight, then returns. (The
-        # group is not exited inside the shield below: cancel scopes must nest.)
-        await self._outer.__aexit__(None, None, None)
-        with anyio.CancelScope(shield=True):
-            with anyio.move_on_after(self.shutdown_timeout + 2 * self.timeout):
-                queues = list(self._process_queues)
-                await self.offset_store.persist(queues)
-                if self._locks_queues:
-                    await self._unlock(queues)
-                self._forget_registration()
-                await self.instance.unregister(None, self.group)
-            self._process_queues.clear()
-        if self._own_instance:
-            await self.instance.__aexit__(exc_type, exc, tb)
+        # group is not exited inside the shield below: cancel scopes must nest.) A cancellation
+        # from outside still persists offsets and closes the instance.
+        try:
+            await self._outer.__aexit__(None, None, None)
+        finally:
+            with anyio.CancelScope(shield=True):
+                with anyio.move_on_after(self.shutdown_timeout + 2 * self.timeout):
+                    queues = list(self._process_queues)
+                    await self.offset_store.persist(queues)
+                    if self._locks_queues:
+                        await self._unlock(queues)
+                    self._forget_registration()
+                    await self.instance.unregister(None, self.group)
+                self._process_queues.clear()
+            if self._own_instance:
+                await self.instance.__aexit__(exc_type, exc, tb)
 
     def _forget_registration(self) -> None:
         # Only our own: a refused second consumer of the group must not unhook the first.
