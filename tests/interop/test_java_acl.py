@@ -1,42 +1,28 @@
-"""RocketMQ's Java client with its ACL hook (AclClientRPCHook) against a broker with ACL on.
+"""RocketMQ's Java client with its ACL hook (AclClientRPCHook) against a broker with ACL on:
+signed, it sends and pulls; unsigned or with a wrong secret key, both are refused with
+NO_PERMISSION.
 
-The client comes from an unpacked official 4.9.x binary release named by the environment
-variable BOLTMQ_ROCKETMQ_HOME (its lib/ holds rocketmq-client, rocketmq-acl and their
-dependencies); without it these tests skip and say so. A release without netty-all in lib/
-takes Debian's netty jars (/usr/share/java, from libnetty-java, installed here when missing).
-tests/interop/java/AclClient.java is compiled with javac into a temporary directory and run
-with java; it prints one result per line. Loopback only, ephemeral ports, a deadline on every
-wait.
+The client is tests/interop/java/AclClient.java, compiled and run by tests/interop/java_client.py
+from the release named by BOLTMQ_ROCKETMQ_HOME (skipped, saying so, without it). Loopback only,
+ephemeral ports, a deadline on every wait.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 import uuid
 from pathlib import Path
 
 import pytest
-import trio
 
 import boltmq
 from actors.acl import AccessValidator
 from protocol import ResponseCode
 
-pytestmark = pytest.mark.timeout(300)
+from .java_client import java_client, results, run_java
 
-SOURCE = Path(__file__).parent / "java" / "AclClient.java"
-#: Debian's libnetty-java: its netty-all.jar is an empty aggregate, so the module jars it names.
-DEBIAN_NETTY = tuple(
-    Path("/usr/share/java") / f"netty-{module}.jar"
-    for module in (
-        "common", "buffer", "resolver", "transport", "codec", "handler",
-        "transport-native-unix-common", "transport-native-epoll",
-    )
-)  # fmt: skip
-#: Seconds one run of the Java client may take (a JVM start, two clients, a busy machine).
-RUN_TIMEOUT = 150
+__all__ = ["java_client"]
+
+pytestmark = pytest.mark.timeout(300)
 
 ACL = """
 accounts:
@@ -49,85 +35,6 @@ accounts:
     groupPerms:
       - {group}=SUB
 """
-
-
-@pytest.fixture(scope="module")
-def java_client(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
-    """The command line that runs AclClient (compiled here), up to its arguments."""
-    home = os.environ.get("BOLTMQ_ROCKETMQ_HOME")
-    if not home:
-        pytest.skip(
-            "BOLTMQ_ROCKETMQ_HOME is not set: point it at an unpacked RocketMQ 4.9.x binary "
-            "release to run the Java client's ACL test"
-        )
-    lib = Path(home) / "lib"
-    jars = sorted(lib.glob("*.jar"))
-    if not any(j.name.startswith("rocketmq-client-") for j in jars) or not any(
-        j.name.startswith("rocketmq-acl-") for j in jars
-    ):
-        pytest.fail(
-            f"BOLTMQ_ROCKETMQ_HOME={home}: {lib} has no rocketmq-client or rocketmq-acl jar"
-        )
-    for tool in ("java", "javac"):
-        if shutil.which(tool) is None:
-            pytest.fail(f"{tool} is not on PATH: install a JDK (11 or later) to run this test")
-    if not any(j.name.startswith("netty-all") for j in jars):
-        jars.extend(_debian_netty())
-    classes = tmp_path_factory.mktemp("java-acl")
-    classpath = os.pathsep.join(str(j) for j in jars)
-    compiled = subprocess.run(
-        ["javac", "-nowarn", "-cp", classpath, "-d", str(classes), str(SOURCE)],
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT,
-    )
-    assert compiled.returncode == 0, f"javac failed:\n{compiled.stderr}"
-    return [
-        # RocketMQ 4.9.4's client runs on JDK 17 as is: no --add-opens needed.
-        "java",
-        f"-Drocketmq.client.logRoot={classes / 'logs'}",
-        "-cp",
-        os.pathsep.join([str(classes), classpath]),
-        "AclClient",
-    ]
-
-
-def _debian_netty() -> tuple[Path, ...]:
-    if all(jar.exists() for jar in DEBIAN_NETTY):
-        return DEBIAN_NETTY
-    if shutil.which("apt-get") is None or os.geteuid() != 0:
-        pytest.fail(
-            "the RocketMQ release has no netty-all jar and libnetty-java is not installed: "
-            "apt-get install libnetty-java (as root) and run again"
-        )
-    for step in (
-        ["apt-get", "update", "-qq"],
-        ["apt-get", "install", "-y", "-qq", "libnetty-java"],
-    ):
-        done = subprocess.run(step, capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, f"{' '.join(step)} failed: {done.stderr.strip()[-500:]}"
-    missing = [str(jar) for jar in DEBIAN_NETTY if not jar.exists()]
-    assert not missing, f"libnetty-java is installed but {', '.join(missing)} missing"
-    return DEBIAN_NETTY
-
-
-async def run_java(command: list[str], *args: str) -> list[str]:
-    """Runs the Java client to completion and returns its result lines (it ends with DONE)."""
-    with trio.fail_after(RUN_TIMEOUT):
-        done = await trio.run_process(
-            [*command, *args], capture_stdout=True, capture_stderr=True, check=False
-        )
-    out = done.stdout.decode(errors="replace")
-    assert done.returncode == 0 and out.rstrip().endswith("DONE"), (
-        f"the Java client failed (exit {done.returncode}):\n{out}\n"
-        f"{done.stderr.decode(errors='replace')[-4000:]}"
-    )
-    return out.splitlines()
-
-
-def results(lines: list[str], kind: str) -> list[list[str]]:
-    """The ``kind`` lines (SENT, RECEIVED, ...) split into their fields."""
-    return [line.split(" ", 2)[1:] for line in lines if line.split(" ", 1)[0] == kind]
 
 
 async def test_java_client_with_acl_hook(
@@ -154,7 +61,7 @@ async def test_java_client_with_acl_hook(
         assert [status for status, _ in sent] == ["SEND_OK"] * count, lines
         received = results(lines, "RECEIVED")
         bodies = sorted(fields[1].split(" ", 1)[1] for fields in received)
-        assert bodies == sorted(f"java signed {i}" for i in range(count)), lines
+        assert bodies == sorted(f"java message {i}" for i in range(count)), lines
         assert validator.statistics().refused == 0
 
         # Unsigned: the producer's send and the consumer's pull are refused.

@@ -20,7 +20,7 @@ import org.apache.rocketmq.remoting.RPCHook;
  * RocketMQ's Java client against a broker with ACL on, driven by tests/interop/test_java_acl.py.
  *
  * <pre>
- * java AclClient produce-consume NAMESRV TOPIC GROUP COUNT ACCESS_KEY SECRET_KEY
+ * java AclClient produce-consume NAMESRV TOPIC GROUP COUNT [ACCESS_KEY SECRET_KEY]
  * java AclClient refused NAMESRV TOPIC GROUP [ACCESS_KEY SECRET_KEY]
  * </pre>
  *
@@ -28,9 +28,12 @@ import org.apache.rocketmq.remoting.RPCHook;
  * SENT status msgId, RECEIVED queueId queueOffset body, SEND_REFUSED code remark,
  * PULL_REFUSED code remark, SEND_OK / PULL_OK (a request that should have been refused was
  * not), and DONE at the end. Without ACCESS_KEY the clients carry no RPC hook (unsigned).
+ * TLS comes from RocketMQ's system properties (-Dtls.enable=true, -Dtls.client.certPath=...).
  */
 public final class AclClient {
     private static final long RECEIVE_DEADLINE_MS = 90_000;
+    /** A cold JVM's first send (route lookup, TLS set-up) on a busy machine takes seconds. */
+    private static final int SEND_TIMEOUT_MS = 20_000;
 
     private AclClient() {
     }
@@ -44,9 +47,9 @@ public final class AclClient {
         String namesrv = args[1];
         String topic = args[2];
         String group = args[3];
-        if (mode.equals("produce-consume") && args.length == 7) {
+        if (mode.equals("produce-consume") && (args.length == 5 || args.length == 7)) {
             int count = Integer.parseInt(args[4]);
-            produceConsume(namesrv, topic, group, count, hook(args[5], args[6]));
+            produceConsume(namesrv, topic, group, count, args.length == 7 ? hook(args[5], args[6]) : null);
         } else if (mode.equals("refused") && (args.length == 4 || args.length == 6)) {
             refused(namesrv, topic, group, args.length == 6 ? hook(args[4], args[5]) : null);
         } else {
@@ -68,10 +71,11 @@ public final class AclClient {
         DefaultMQProducer producer = new DefaultMQProducer(group + "-producer", hook);
         producer.setNamesrvAddr(namesrv);
         producer.setInstanceName("acl-producer");
+        producer.setSendMsgTimeout(SEND_TIMEOUT_MS);
         producer.start();
         try {
             for (int i = 0; i < count; i++) {
-                Message message = new Message(topic, "TagA", ("java signed " + i).getBytes(StandardCharsets.UTF_8));
+                Message message = new Message(topic, "TagA", ("java message " + i).getBytes(StandardCharsets.UTF_8));
                 SendResult result = producer.send(message);
                 System.out.println("SENT " + result.getSendStatus() + " " + result.getMsgId());
             }
@@ -110,6 +114,7 @@ public final class AclClient {
         producer.setNamesrvAddr(namesrv);
         producer.setInstanceName("acl-refused-producer");
         producer.setRetryTimesWhenSendFailed(0);
+        producer.setSendMsgTimeout(SEND_TIMEOUT_MS);
         producer.start();
         try {
             producer.send(new Message(topic, "TagA", "must be refused".getBytes(StandardCharsets.UTF_8)));
