@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,16 @@ from client import Message, MQClientError, Producer, PullConsumer, SendStatus
 from tests.client.test_websocket import make_certificates
 
 pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def restore_logging() -> Iterator[None]:
+    """`boltmq admin` configures the root logger; put it back for the tests after this one."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 def make_client_certificate(
@@ -61,7 +72,10 @@ def make_ca(directory: Path) -> tuple[Path, Path]:
 
 
 async def test_require_serves_a_client_certificate_and_refuses_the_others(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+    restore_logging: None,
 ) -> None:
     if shutil.which("openssl") is None:
         pytest.fail("the TLS tests make their certificates with the openssl command; install it")
