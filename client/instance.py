@@ -168,6 +168,8 @@ class ClientInstance:
         heartbeat_broker_interval: float = 30.0,
         tls_ca_file: str | None = None,
         tls: bool | None = None,
+        tls_cert_file: str = "",
+        tls_key_file: str = "",
         access_key: str | None = None,
         secret_key: str | None = None,
         security_token: str | None = None,
@@ -180,13 +182,17 @@ class ClientInstance:
         self.heartbeat_broker_interval = heartbeat_broker_interval
         # Registries named ws:// answer routes with the brokers' ws:// addresses, so the
         # same pool reaches brokers over websocket too; tls_ca_file verifies wss:// peers.
-        # tls (implied by tls_ca_file) dials host:port registries and brokers with TLS.
+        # tls (implied by tls_ca_file) dials host:port registries and brokers with TLS;
+        # tls_cert_file/tls_key_file are the certificate shown to listeners that require one
+        # (tlsServerNeedClientAuth).
         # ACL: every request to registries and brokers is signed with the credentials
         # (docs/security.md).
         self.credentials = SessionCredentials.from_options(access_key, secret_key, security_token)
         self.remoting = RemotingClient(
             tls_ca_file=tls_ca_file,
             tls=tls,
+            tls_cert_file=tls_cert_file,
+            tls_key_file=tls_key_file,
             rpc_hook=self.credentials.sign if self.credentials is not None else None,
         )
         self.routes: dict[str, TopicRouteData] = {}

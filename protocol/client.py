@@ -49,8 +49,10 @@ class RemotingClient:
         self.dispatcher = dispatcher or Dispatcher()
         #: PEM file of the CAs that ``wss://`` peers are verified against (system CAs if None).
         self.tls_ca_file = tls_ca_file
-        #: Whether ``host:port`` peers are dialed with TLS (default: when a CA file is given).
-        self.tls = tls_ca_file is not None if tls is None else tls
+        #: Whether ``host:port`` peers are dialed with TLS (default: when a CA file or a client
+        #: certificate is given).
+        self.tls = (tls_ca_file is not None or bool(tls_cert_file)) if tls is None else tls
+        self._tls_cert_file, self._tls_key_file = tls_cert_file, tls_key_file
         # A CA or certificate file that cannot be read fails here, not at the first connection.
         self._ssl_context: ssl.SSLContext | None = (
             client_ssl_context(tls_ca_file, tls_cert_file, tls_key_file)
@@ -135,7 +137,9 @@ class RemotingClient:
     async def _open(self, address: str) -> FrameTransport:
         if address.startswith(("ws://", "wss://")):
             if address.startswith("wss://") and self._ssl_context is None:
-                self._ssl_context = client_ssl_context(self.tls_ca_file)
+                self._ssl_context = client_ssl_context(
+                    self.tls_ca_file, self._tls_cert_file, self._tls_key_file
+                )
             # The message limit counts the frame's own 4-byte length field and some slack.
             return await connect_websocket(
                 address, self.frame_limit + 8, ssl_context=self._ssl_context

@@ -202,7 +202,14 @@ async def accept_tls(
             await secure.do_handshake()
             return secure
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-            log.warning("%s: TLS handshake with %s failed: %s", what, peer, exc.__cause__ or exc)
+            reason = exc.__cause__ or exc
+            hint = ""
+            if context.verify_mode != ssl.CERT_NONE and "CERTIFICATE" in str(reason).upper():
+                hint = (
+                    " (tlsServerNeedClientAuth: the client must present a certificate that a CA "
+                    "of tlsServerTrustCertPath signed)"
+                )
+            log.warning("%s: TLS handshake with %s failed: %s%s", what, peer, reason, hint)
     if deadline.cancelled_caught:
         log.warning("%s: no TLS handshake from %s within %.0f s", what, peer, HANDSHAKE_TIMEOUT)
     await trio.aclose_forcefully(stream)

@@ -5,7 +5,9 @@ updateSubGroup, deleteSubGroup, and the tables a slave's config sync reads).
 UPDATE_BROKER_CONFIG (25) changes only `RUNTIME_KEYS`, the settings the broker reads at each
 use; any other key, an unknown key or a bad value refuses the whole request and changes
 nothing. GET_BROKER_CONFIG (26) answers every setting as ``key=value`` lines. Changes go to
-the table actors and are answered once applied.
+the table actors and are answered once applied and written to the table's file
+(`TableActor.call_persisted`), as RocketMQ persists before it answers: a broker killed right
+after the answer still has the change when it restarts.
 
 The sheet's WIPE_WRITE_PERM_OF_BROKER (205) is a registry request; brokers have no such code.
 """
@@ -147,7 +149,7 @@ class ConfigAdmin:
             # As RocketMQ: a new data version, so the registries replace the queue data
             # with perms folded by the broker's permission (the registrar's on_change hook
             # registers at once).
-            await broker.topics.call(BumpDataVersion())
+            await broker.topics.call_persisted(BumpDataVersion())
         log.info("broker settings changed by %s: %s", connection.peer, changes)
         return request.response()
 
@@ -181,7 +183,7 @@ class ConfigAdmin:
                 ResponseCode.SYSTEM_ERROR,
                 f"topicFilterType {header.topic_filter_type!r} is not SINGLE_TAG or MULTI_TAG",
             )
-        await broker.topics.call(UpdateTopicConfig(
+        await broker.topics.call_persisted(UpdateTopicConfig(
             TopicConfig(
                 topic_name=header.topic,
                 read_queue_nums=header.read_queue_nums,
@@ -198,7 +200,7 @@ class ConfigAdmin:
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
         header = decode_header(DeleteTopicRequestHeader, request.ext_fields)
-        await self.broker.topics.call(DeleteTopicConfig(header.topic))
+        await self.broker.topics.call_persisted(DeleteTopicConfig(header.topic))
         return request.response()
 
     def get_all_topic_config(
@@ -221,16 +223,16 @@ class ConfigAdmin:
             config = SubscriptionGroupConfig.from_json(request.body or b"")
         except BodyError as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, f"bad group body: {exc}")
-        await self.broker.groups.call(UpdateGroup(config))
+        await self.broker.groups.call_persisted(UpdateGroup(config))
         return request.response()
 
     async def delete_group(
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
         header = decode_header(DeleteSubscriptionGroupRequestHeader, request.ext_fields)
-        await self.broker.groups.call(DeleteGroup(header.group_name))
+        await self.broker.groups.call_persisted(DeleteGroup(header.group_name))
         if header.remove_offset:
-            await self.broker.offsets.call(RemoveGroupOffsets(header.group_name))
+            await self.broker.offsets.call_persisted(RemoveGroupOffsets(header.group_name))
         return request.response()
 
     def get_all_group_config(

@@ -16,8 +16,9 @@ INVOKE_BROKER_TO_RESET_OFFSET (222) takes ResetOffsetRequestHeader (``topic``, `
 - **one queue** (RocketMQ 5's header): ``queueId`` and ``offset`` in the header.
 
 An explicit offset must lie within the queue's [min, max] offsets, else nothing is changed.
-The new offsets are committed in the broker's offset table at once, so a group that is offline
-starts from them, and every live consumer of the group is told with a oneway
+The new offsets are committed in the broker's offset table and written to its file before the
+answer, so a group that is offline starts from them (after a broker crash too), and every live
+consumer of the group is told with a oneway
 RESET_CONSUMER_CLIENT_OFFSET (220) carrying the same table (C++ consumers get the list form
 ``{"offsetTable":[{"brokerName","offset","queueId","topic"}]}`` their client reads). The answer's
 body is the ResetOffsetBody of the offsets set.
@@ -189,7 +190,7 @@ class ConsumerAdmin:
                 wanted[queue_id] = target
         else:
             wanted = explicit
-        await broker.offsets.call(CommitOffsets(group, topic, wanted))
+        await broker.offsets.call_persisted(CommitOffsets(group, topic, wanted))
         table = {self._queue(topic, queue_id): offset for queue_id, offset in wanted.items()}
         told = self._tell_consumers(header, table)
         log.info(
@@ -294,7 +295,9 @@ class ConsumerAdmin:
             ):
                 continue  # the live source group no longer subscribes it (RocketMQ's rule)
             cloned.add(topic)
-        await broker.offsets.call(CloneOffsets(source, header.dest_group, frozenset(cloned)))
+        await broker.offsets.call_persisted(
+            CloneOffsets(source, header.dest_group, frozenset(cloned))
+        )
         return request.response()
 
     # -- progress ------------------------------------------------------------------------------

@@ -10,7 +10,9 @@ Children of the broker's supervisor, in start order (stopped in reverse):
 5. ``schedule`` - delay levels and timed delivery (re-puts due messages); with
    ``aclEnable=true``, then ``acl-watcher`` - reloads plain_acl.yml when it changes.
 6. ``server`` - listeners on listenPort, listenPort - 2 and the websocket port; on stop it
-   answers every held pull first.
+   answers every held pull first. The TCP ports are bound at the start but listened on only
+   here, once the store has recovered (`actors.broker.ports`): a dialed port that answers
+   means a broker that serves.
 7. ``transaction-check`` - the check-back of unresolved half messages.
 8. ``ha-service`` (a master) or ``ha-client`` and ``slave-sync`` (a slave) - replication
    (``actors.broker.ha``); a failed link restarts alone.
@@ -47,6 +49,7 @@ from actors.broker.handlers import register_handlers
 from actors.broker.locks import RebalanceLockManager
 from actors.broker.metrics import BrokerMetricsCollector
 from actors.broker.offsets import ConsumerOffsetManager
+from actors.broker.ports import bind_tcp, listen
 from actors.broker.pull_handler import PullHoldService, PullHoldStatistics
 from actors.broker.registration import Registrar
 from actors.broker.request_stats import RequestStats
@@ -142,8 +145,9 @@ class Broker:
         self.acl: AccessValidator | None = None
         #: Called at the start of `run` (a launcher fills in late settings).
         self.before_start: Callable[[], object] | None = None
-        self._listeners: list[trio.SocketListener] = []
-        self._fast_listeners: list[trio.SocketListener] = []
+        # Bound in `run`, listened on by the `server` child (after the store's recovery).
+        self._sockets: list[trio.socket.SocketType] = []
+        self._fast_sockets: list[trio.socket.SocketType] = []
         self._websocket_tls: ssl.SSLContext | None = None
         #: The context the broker's own TLS calls use (tlsEnable=true), set up in `run`.
         self.tls_client_context: ssl.SSLContext | None = None
@@ -176,13 +180,11 @@ class Broker:
                 ChildSpec.function("metrics-port", partial(hold_listeners, listeners)),
                 ChildSpec.function("metrics", partial(serve_metrics, listeners, collector)),
             ]
-        self._listeners = await trio.open_tcp_listeners(config.listen_port, host=bind)
-        config.listen_port = self._listeners[0].socket.getsockname()[1]
+        self._sockets = await bind_tcp(config.listen_port, bind)
+        config.listen_port = self._sockets[0].getsockname()[1]
         if config.fast_port_enable and config.listen_port > 2:
             try:
-                self._fast_listeners = await trio.open_tcp_listeners(
-                    config.listen_port - 2, host=bind
-                )
+                self._fast_sockets = await bind_tcp(config.listen_port - 2, bind)
                 self.fast_port = config.listen_port - 2
             except OSError as exc:
                 log.warning("fast port %d not available (%s); serving on %d only",
@@ -279,9 +281,9 @@ class Broker:
     ) -> None:
         self.pull_hold.closing = False
         async with trio.open_nursery() as nursery:
-            await nursery.start(self.server.serve_listeners, self._listeners)
-            if self._fast_listeners:
-                await nursery.start(self.server.serve_listeners, self._fast_listeners)
+            await nursery.start(self.server.serve_listeners, listen(self._sockets))
+            if self._fast_sockets:
+                await nursery.start(self.server.serve_listeners, listen(self._fast_sockets))
             if self.config.websocket_listen_port:
                 self.websocket_port = await nursery.start(
                     partial(

@@ -9,8 +9,12 @@ command. Readers read the state inline, between two awaits, without a hop (docs/
 A persisted table (``path`` given) is written from a worker thread (tmp + fsync + rename,
 ``.bak`` kept: `supervisors.config_file`) at most once per ``interval`` after a change, from a
 snapshot the actor takes in its own task, and once more when the actor stops (also after a
-crash). The file is loaded before the actor first runs (`load`). A restart of the actor keeps
-the table (it lives on the instance); what each table loses is said in its module.
+crash). That batching is for the hot paths' casts (offset commits). An operator request that
+changes a table uses `call_persisted` instead: it answers only once the file holds the change,
+as RocketMQ persists before it answers, so a broker killed right after the answer still has
+the change when it restarts. The file is loaded before the actor first runs (`load`). A
+restart of the actor keeps the table (it lives on the instance); what each table loses is said
+in its module.
 
 `PersistedTable` is the older, plain form (no actor) the schedule service keeps its delay and
 timer offsets in.
@@ -27,6 +31,8 @@ from typing import Any, Generic, Protocol, TypeVar
 import attrs
 import trio
 
+from protocol.codes import ResponseCode
+from protocol.command import RemotingError
 from supervisors.actor import (
     Actor,
     ActorError,
@@ -46,6 +52,16 @@ TABLE_BATCH_LIMIT = 256
 TABLE_MAILBOX_SIZE = 65536
 #: Seconds a snapshot may wait for its turn in the mailbox before the flusher tries again.
 _SNAPSHOT_TIMEOUT = 60.0
+#: Seconds `TableActor.call_persisted` waits for the file write after the change.
+PERSIST_TIMEOUT = 10.0
+
+
+class TableWriteError(RemotingError):
+    """The table changed in memory but its file could not be written (in time); answered to
+    the operator as SYSTEM_ERROR with this remark."""
+
+    def __init__(self, remark: str) -> None:
+        super().__init__(ResponseCode.SYSTEM_ERROR, remark)
 
 
 class TableState(Protocol):
@@ -107,6 +123,11 @@ class TableActor(Actor[C | _TakeSnapshot | _CallNowait[Any]], Generic[C]):
         self._seen_version = state.version if state is not None else 0
         self._written_version = self._seen_version
         self._dirty = trio.Event()
+        # Set by a waiting `call_persisted`: the flusher writes at once, not after `interval`.
+        self._urgent = trio.Event()
+        # Set (and replaced) after every write attempt; `wait_written` waits on it.
+        self._write_done = trio.Event()
+        self._write_error: OSError | None = None
         self.file_writes = 0
         self.file_errors = 0
 
@@ -132,6 +153,41 @@ class TableActor(Actor[C | _TakeSnapshot | _CallNowait[Any]], Generic[C]):
         own task. For synchronous handlers, which cannot await `call`, as the store writer's
         callbacks. Raises `ActorStopped` or `MailboxFull` at once when it cannot be sent."""
         self.cast_nowait(_CallNowait(request, on_answer, on_error))
+
+    async def call_persisted(self, request: Request[R], timeout: float = 3.0) -> R:
+        """`call`, then `wait_written`: for operator requests, answered once the change is
+        on disk. Raises `TableWriteError` when the file cannot be written in time."""
+        result = await self.call(request, timeout=timeout)
+        await self.wait_written()
+        return result
+
+    async def wait_written(self, timeout: float = PERSIST_TIMEOUT) -> None:
+        """Wait until the file holds every change applied so far, asking the flusher to
+        write now. No-op for a table without a file.
+
+        Raises `TableWriteError` when a write fails, or none is done within ``timeout``
+        seconds; the change stays applied in memory and later writes retry it.
+        """
+        state = self._file_state
+        if state is None or self.path is None:
+            return
+        target = state.version
+        with trio.move_on_after(timeout):
+            while self._written_version < target:
+                self._urgent.set()
+                done = self._write_done
+                await done.wait()
+                if self._written_version < target and self._write_error is not None:
+                    raise TableWriteError(
+                        f"{self.name}: the change is applied but could not be written to "
+                        f"{self.path}: {self._write_error}; it will be written again, check "
+                        "the disk"
+                    )
+            return
+        raise TableWriteError(
+            f"{self.name}: the change is applied but {self.path} was not written within "
+            f"{timeout:g} s; it will be written later, check the disk and the broker's load"
+        )
 
     # -- the file -------------------------------------------------------------------------
 
@@ -225,7 +281,9 @@ class TableActor(Actor[C | _TakeSnapshot | _CallNowait[Any]], Generic[C]):
     async def _flusher(self) -> None:
         while True:
             await self._dirty.wait()
-            await trio.sleep(self.interval)
+            with trio.move_on_after(self.interval):
+                await self._urgent.wait()
+            self._urgent = trio.Event()
             # Changes from here on set the new event: the next round writes them.
             self._dirty = trio.Event()
             try:
@@ -237,6 +295,7 @@ class TableActor(Actor[C | _TakeSnapshot | _CallNowait[Any]], Generic[C]):
                 self._dirty.set()
                 continue
             if version == self._written_version:
+                self._wrote(None)
                 continue
             assert self.path is not None
             try:
@@ -246,9 +305,17 @@ class TableActor(Actor[C | _TakeSnapshot | _CallNowait[Any]], Generic[C]):
                 self.file_errors += 1
                 log.error("could not write %s: %s; trying again", self.path, exc)
                 self._dirty.set()
+                self._wrote(exc)
                 continue
             self._written_version = max(self._written_version, version)
             self.file_writes += 1
+            self._wrote(None)
+
+    def _wrote(self, error: OSError | None) -> None:
+        # Wakes the `wait_written` callers, who check whether their version is on disk.
+        self._write_error = error
+        done, self._write_done = self._write_done, trio.Event()
+        done.set()
 
     def _write_at_stop(self) -> None:
         state = self._file_state
@@ -259,6 +326,9 @@ class TableActor(Actor[C | _TakeSnapshot | _CallNowait[Any]], Generic[C]):
         except OSError as exc:
             self.file_errors += 1
             log.error("could not write %s as %s stopped: %s", self.path, self.name, exc)
+            self._wrote(exc)
+            return
+        self._wrote(None)
 
 
 def _parser(state: TableState) -> Callable[[bytes], bool]:

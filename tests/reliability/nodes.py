@@ -142,8 +142,8 @@ class Node:
         return self.process
 
     async def start(self, timeout: float = 60.0) -> None:
-        """Start and wait until this run logs that it is ready (a broker binds its port
-        before its store has recovered, so an answering port is not enough)."""
+        """Start and wait until this run logs that it is ready (a broker logs it once every
+        child of its supervisor has started)."""
         seen = len(self.log_text())
         process = self.launch()
         ready = "ready on" if self.kind == "broker" else "registry ready"

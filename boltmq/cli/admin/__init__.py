@@ -108,3 +108,17 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="CAs (PEM) to verify with; implies --tls",
     )
+    tls.add_argument(
+        "--tlsCertFile",
+        dest="tls_cert_file",
+        metavar="FILE",
+        default="",
+        help="client certificate (PEM) for listeners with tlsServerNeedClientAuth; implies --tls",
+    )
+    tls.add_argument(
+        "--tlsKeyFile",
+        dest="tls_key_file",
+        metavar="FILE",
+        default="",
+        help="the client certificate's private key (PEM), unless --tlsCertFile holds it",
+    )

@@ -65,6 +65,8 @@ async def _call(verb: Verb, args: argparse.Namespace) -> Result:
             secret_key=getattr(args, "secret_key", None),
             tls_ca_file=getattr(args, "tls_ca_file", None),
             tls=True if getattr(args, "tls", False) else None,
+            tls_cert_file=getattr(args, "tls_cert_file", ""),
+            tls_key_file=getattr(args, "tls_key_file", ""),
         ) as admin:
             return await verb.function(admin, args)
 
@@ -81,7 +83,16 @@ def describe(exc: BaseException, args: argparse.Namespace) -> str:
     if isinstance(exc, RemotingError):
         remark = " ".join(exc.remark.split())
         if remark.startswith("no registry answered"):
-            tls = getattr(args, "tls", False) or getattr(args, "tls_ca_file", None)
+            cert = getattr(args, "tls_cert_file", "")
+            tls = getattr(args, "tls", False) or getattr(args, "tls_ca_file", None) or cert
+            if "closed" in remark and tls and not cert:
+                # A listener requiring a client certificate closes the connection after the
+                # handshake.
+                return (
+                    f"{remark}; check that a registry runs at {namesrv} (-n or $NAMESRV_ADDR) "
+                    "and, if it requires a client certificate (tlsServerNeedClientAuth), add "
+                    "--tlsCertFile and --tlsKeyFile"
+                )
             if "closed" in remark and not tls:
                 # An enforcing TLS listener closes a plaintext connection at its first bytes.
                 return (

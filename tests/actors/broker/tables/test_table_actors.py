@@ -22,7 +22,7 @@ from actors.broker.config import BrokerConfig
 from actors.broker.groups import AutoCreateGroup, SubscriptionGroupManager, UpdateGroup
 from actors.broker.locks import LockBatch, RebalanceLockManager, UnlockBatch
 from actors.broker.offsets import CommitOffset, CommitOffsets, ConsumerOffsetManager
-from actors.broker.table_actor import TableActor
+from actors.broker.table_actor import TableActor, TableWriteError
 from actors.broker.topics import (
     CreateTopicInSendBack,
     TopicManager,
@@ -199,6 +199,39 @@ async def test_offsets_are_written_after_the_interval_and_at_stop(tmp_path: Path
     # A new actor loads the file before it runs.
     again = ConsumerOffsetManager(path)
     assert again.load() and again.query_offset("G", "T", 0) == 2
+
+
+async def test_call_persisted_answers_once_the_file_holds_the_change(tmp_path: Path) -> None:
+    path = tmp_path / "consumerOffset.json"
+    offsets = ConsumerOffsetManager(path, interval_ms=3_600_000)  # batching never writes
+    async with trio.open_nursery() as nursery:
+        await nursery.start(offsets.run)
+        offsets.cast_nowait(CommitOffset("G", "T", 0, 1))  # a hot-path cast, batched
+        with trio.fail_after(10):
+            await offsets.call_persisted(CommitOffsets("Admin", "T", {0: 7}))
+        # Written on the operator's change: the cast before it too, in the same snapshot.
+        assert b'"T@Admin":{0:7}' in path.read_bytes()
+        assert b'"T@G":{0:1}' in path.read_bytes()
+        assert offsets.statistics().file_writes == 1
+        with trio.fail_after(10):
+            await offsets.aclose()
+
+
+async def test_call_persisted_says_when_the_file_cannot_be_written(tmp_path: Path) -> None:
+    blocker = tmp_path / "config"
+    blocker.write_text("a file where the table's directory should be")
+    path = blocker / "consumerOffset.json"
+    offsets = ConsumerOffsetManager(path, interval_ms=3_600_000)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(offsets.run)
+        with trio.fail_after(10), pytest.raises(TableWriteError) as refused:
+            await offsets.call_persisted(CommitOffsets("Admin", "T", {0: 7}))
+        assert refused.value.code == ResponseCode.SYSTEM_ERROR
+        assert f"could not be written to {path}" in refused.value.remark
+        assert offsets.query_offset("Admin", "T", 0) == 7  # applied in memory all the same
+        assert offsets.statistics().file_errors >= 1
+        with trio.fail_after(10):
+            await offsets.aclose()
 
 
 async def test_nothing_is_written_when_nothing_changed(tmp_path: Path) -> None:

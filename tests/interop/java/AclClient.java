@@ -1,0 +1,163 @@
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.List;
+
+import org.apache.rocketmq.acl.common.AclClientRPCHook;
+import org.apache.rocketmq.acl.common.SessionCredentials;
+import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
+import org.apache.rocketmq.client.consumer.DefaultMQPullConsumer;
+import org.apache.rocketmq.client.exception.MQBrokerException;
+import org.apache.rocketmq.client.exception.MQClientException;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.common.message.MessageQueue;
+import org.apache.rocketmq.remoting.RPCHook;
+
+/**
+ * RocketMQ's Java client against a broker with ACL on, driven by tests/interop/test_java_acl.py.
+ *
+ * <pre>
+ * java AclClient produce-consume NAMESRV TOPIC GROUP COUNT [ACCESS_KEY SECRET_KEY]
+ * java AclClient refused NAMESRV TOPIC GROUP [ACCESS_KEY SECRET_KEY]
+ * </pre>
+ *
+ * Prints one result per line for the test to parse:
+ * SENT status msgId, RECEIVED queueId queueOffset body, SEND_REFUSED code remark,
+ * PULL_REFUSED code remark, SEND_OK / PULL_OK (a request that should have been refused was
+ * not), and DONE at the end. Without ACCESS_KEY the clients carry no RPC hook (unsigned).
+ * TLS comes from RocketMQ's system properties (-Dtls.enable=true, -Dtls.client.certPath=...).
+ */
+public final class AclClient {
+    private static final long RECEIVE_DEADLINE_MS = 90_000;
+    /** A cold JVM's first send (route lookup, TLS set-up) on a busy machine takes seconds. */
+    private static final int SEND_TIMEOUT_MS = 20_000;
+
+    private AclClient() {
+    }
+
+    public static void main(String[] args) throws Exception {
+        if (args.length < 4) {
+            System.err.println("usage: AclClient produce-consume|refused NAMESRV TOPIC GROUP ...");
+            System.exit(2);
+        }
+        String mode = args[0];
+        String namesrv = args[1];
+        String topic = args[2];
+        String group = args[3];
+        if (mode.equals("produce-consume") && (args.length == 5 || args.length == 7)) {
+            int count = Integer.parseInt(args[4]);
+            produceConsume(namesrv, topic, group, count, args.length == 7 ? hook(args[5], args[6]) : null);
+        } else if (mode.equals("refused") && (args.length == 4 || args.length == 6)) {
+            refused(namesrv, topic, group, args.length == 6 ? hook(args[4], args[5]) : null);
+        } else {
+            System.err.println("AclClient: unknown mode or wrong argument count: " + String.join(" ", args));
+            System.exit(2);
+        }
+        System.out.println("DONE");
+        System.out.flush();
+        // The clients' non-daemon threads can outlive shutdown(); the answer is printed.
+        System.exit(0);
+    }
+
+    private static RPCHook hook(String accessKey, String secretKey) {
+        return new AclClientRPCHook(new SessionCredentials(accessKey, secretKey));
+    }
+
+    private static void produceConsume(String namesrv, String topic, String group, int count, RPCHook hook)
+            throws Exception {
+        DefaultMQProducer producer = new DefaultMQProducer(group + "-producer", hook);
+        producer.setNamesrvAddr(namesrv);
+        producer.setInstanceName("acl-producer");
+        producer.setSendMsgTimeout(SEND_TIMEOUT_MS);
+        producer.start();
+        try {
+            for (int i = 0; i < count; i++) {
+                Message message = new Message(topic, "TagA", ("java message " + i).getBytes(StandardCharsets.UTF_8));
+                SendResult result = producer.send(message);
+                System.out.println("SENT " + result.getSendStatus() + " " + result.getMsgId());
+            }
+        } finally {
+            producer.shutdown();
+        }
+
+        DefaultLitePullConsumer consumer = new DefaultLitePullConsumer(group, hook);
+        consumer.setNamesrvAddr(namesrv);
+        consumer.setInstanceName("acl-consumer");
+        consumer.setAutoCommit(false);
+        consumer.start();
+        try {
+            Collection<MessageQueue> queues = consumer.fetchMessageQueues(topic);
+            consumer.assign(queues);
+            for (MessageQueue queue : queues) {
+                consumer.seek(queue, 0);
+            }
+            int received = 0;
+            long deadline = System.currentTimeMillis() + RECEIVE_DEADLINE_MS;
+            while (received < count && System.currentTimeMillis() < deadline) {
+                List<MessageExt> batch = consumer.poll(1000);
+                for (MessageExt message : batch) {
+                    System.out.println("RECEIVED " + message.getQueueId() + " " + message.getQueueOffset() + " "
+                            + new String(message.getBody(), StandardCharsets.UTF_8));
+                    received++;
+                }
+            }
+        } finally {
+            consumer.shutdown();
+        }
+    }
+
+    private static void refused(String namesrv, String topic, String group, RPCHook hook) throws Exception {
+        DefaultMQProducer producer = new DefaultMQProducer(group + "-producer", hook);
+        producer.setNamesrvAddr(namesrv);
+        producer.setInstanceName("acl-refused-producer");
+        producer.setRetryTimesWhenSendFailed(0);
+        producer.setSendMsgTimeout(SEND_TIMEOUT_MS);
+        producer.start();
+        try {
+            producer.send(new Message(topic, "TagA", "must be refused".getBytes(StandardCharsets.UTF_8)));
+            System.out.println("SEND_OK");
+        } catch (Exception e) {
+            System.out.println("SEND_REFUSED " + responseCode(e) + " " + oneLine(e));
+        } finally {
+            producer.shutdown();
+        }
+
+        DefaultMQPullConsumer consumer = new DefaultMQPullConsumer(group, hook);
+        consumer.setNamesrvAddr(namesrv);
+        consumer.setInstanceName("acl-refused-consumer");
+        consumer.start();
+        try {
+            List<MessageQueue> queues = new ArrayList<>(consumer.fetchSubscribeMessageQueues(topic));
+            consumer.pull(queues.get(0), "*", 0, 32);
+            System.out.println("PULL_OK");
+        } catch (Exception e) {
+            System.out.println("PULL_REFUSED " + responseCode(e) + " " + oneLine(e));
+        } finally {
+            consumer.shutdown();
+        }
+    }
+
+    /** The broker's response code carried by the exception or its causes, or -1. */
+    private static int responseCode(Throwable error) {
+        for (Throwable e = error; e != null; e = e.getCause()) {
+            if (e instanceof MQBrokerException) {
+                return ((MQBrokerException) e).getResponseCode();
+            }
+            if (e instanceof MQClientException && ((MQClientException) e).getResponseCode() > 0) {
+                return ((MQClientException) e).getResponseCode();
+            }
+        }
+        return -1;
+    }
+
+    private static String oneLine(Throwable error) {
+        StringBuilder text = new StringBuilder();
+        for (Throwable e = error; e != null; e = e.getCause()) {
+            text.append(e.getClass().getSimpleName()).append(": ").append(e.getMessage()).append(" | ");
+        }
+        return text.toString().replaceAll("\\s+", " ");
+    }
+}

@@ -1,0 +1,80 @@
+"""Operator changes survive a SIGKILL that comes right after their answer.
+
+The broker answers UPDATE_AND_CREATE_TOPIC, DELETE_TOPIC_IN_BROKER,
+UPDATE_AND_CREATE_SUBSCRIPTIONGROUP and INVOKE_BROKER_TO_RESET_OFFSET only once the table's
+file holds the change (as RocketMQ persists before answering), so a broker killed the moment
+the answer arrives has the change when it starts again. Without that, the tables' batching
+(0.2 s for topics and groups, ``flushConsumerOffsetInterval`` for offsets) loses it.
+
+Real registry and broker processes, loopback only, free ports, a deadline on every wait.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import boltmq
+from tests.reliability.nodes import Node, broker_node, registry_node, wait_until
+
+pytestmark = pytest.mark.timeout(240)
+
+KEPT, DELETED, GROUP = "DurableTopic", "DeletedTopic", "DurableGroup"
+
+
+async def restart(broker: Node) -> None:
+    """SIGKILL at once, then start on the same store."""
+    await broker.kill()
+    await broker.start()
+
+
+async def wait_routed(namesrv: str, topic: str) -> None:
+    async with boltmq.Admin(namesrv_addr=namesrv) as admin:
+
+        async def routed() -> bool:
+            try:
+                await admin.route(topic)
+            except Exception:
+                return False
+            return True
+
+        await wait_until(routed, 60, f"route of {topic}")
+
+
+async def test_admin_changes_survive_a_kill_right_after_the_answer(tmp_path: Path) -> None:
+    registry = registry_node(tmp_path)
+    await registry.start()
+    # Offsets batched every 30 s: only the write before the answer can save the reset.
+    broker = broker_node(
+        tmp_path, "broker-a-0", registry.address, flushConsumerOffsetInterval=30_000
+    )
+    await broker.start()
+    namesrv = registry.address
+    try:
+        async with boltmq.Admin(namesrv_addr=namesrv) as admin:
+            await admin.create_topic(KEPT, broker_addr=broker.address, queue_nums=3)
+            await admin.create_topic(DELETED, broker_addr=broker.address, queue_nums=2)
+            await admin.create_group(GROUP, broker_addr=broker.address)
+        await restart(broker)
+        async with boltmq.Admin(namesrv_addr=namesrv) as admin:
+            topics = (await admin.all_topic_config(broker.address)).topic_config_table
+            assert topics[KEPT].write_queue_nums == topics[KEPT].read_queue_nums == 3
+            assert DELETED in topics
+            groups = (await admin.all_group_config(broker.address)).subscription_group_table
+            assert GROUP in groups
+
+        await wait_routed(namesrv, KEPT)
+        async with boltmq.Admin(namesrv_addr=namesrv) as admin:
+            reset = await admin.reset_offset(GROUP, KEPT, 0)
+            assert len(reset) == 3
+            await admin.delete_topic(DELETED)
+        await restart(broker)
+        async with boltmq.Admin(namesrv_addr=namesrv) as admin:
+            offsets = (await admin.all_consumer_offset(broker.address)).offset_table
+            assert offsets.get(f"{KEPT}@{GROUP}") == {0: 0, 1: 0, 2: 0}, offsets
+            topics = (await admin.all_topic_config(broker.address)).topic_config_table
+            assert KEPT in topics and DELETED not in topics
+    finally:
+        await broker.stop()
+        await registry.stop()
