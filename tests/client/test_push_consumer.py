@@ -439,8 +439,9 @@ async def test_listener_calls_run_concurrently_up_to_the_limit(
                         consume_from_where=FIRST, consume_thread_max=4)  # fmt: skip
     push.subscribe(topic)
     async with push:
-        await wait_until(lambda: running == 4)
-        assert push.statistics().in_flight == 10  # four running, six waiting for a worker
+        # Four running, six waiting for a worker (the last pulls may land a moment later).
+        await wait_until(lambda: running == 4 and push.statistics().in_flight == 10)
+        assert running == 4
         gate.set()
         await wait_until(lambda: push.statistics().consumed_ok == 10)
     assert most == 4

@@ -27,7 +27,7 @@ from client import Admin, PullConsumer
 from protocol.bodies import ConsumeFromWhere, MessageQueue
 from tests.client.helpers import ROOT, RunningCluster, poll_until
 
-from .cpp_client import rocketmq
+from .cpp_client import rocketmq, send_sync_with_route
 
 pytestmark = [pytest.mark.timeout(180)]
 Unique = Callable[[str], str]
@@ -216,7 +216,7 @@ def test_cpp_messages_appear_on_the_page_and_its_group_commits_offsets(
             msg.set_tags(tag)
             msg.set_keys(f"ck-{i}")
             msg.set_body(body)
-            result = producer.send_sync(msg)
+            result = send_sync_with_route(producer, msg)
             assert result.status == rocketmq.SendStatus.OK
             msg_id = result.msg_id.decode() if isinstance(result.msg_id, bytes) else result.msg_id
             sent[msg_id] = (body.decode(), tag)
