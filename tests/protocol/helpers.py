@@ -6,8 +6,11 @@ wait so a hang fails instead of freezing the run.
 
 from __future__ import annotations
 
+import queue
 import struct
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from typing import Any
 
 import pytest
 import trio
@@ -174,3 +177,42 @@ def frame(code: int, opaque: int, ext: dict[str, str] | None = None, flag: int =
 
 def raw_length_frame(length: int, rest: bytes) -> bytes:
     return struct.pack(">i", length) + rest
+
+
+def echo(conn: Connection, request: RemotingCommand) -> RemotingCommand:
+    """A handler that answers with the request's own body."""
+    return request.response(body=request.body)
+
+
+def serve_in_thread(
+    handlers: Mapping[int, Callable[..., Any]],
+    listen: Callable[[RemotingServer], Callable[..., Any]] = lambda server: server.serve_tcp,
+    config: ServerConfig | None = None,
+) -> Iterator[int]:
+    """The port of a server with ``handlers`` (code -> handler), run by trio in a thread of its
+    own so that tests can drive clients on other event loops (asyncio) against it.
+
+    ``listen`` picks the listener (``serve_tcp`` by default, ``serve_websocket``); a generator
+    for fixtures: the server stops when the fixture ends.
+    """
+    ports: queue.Queue[int] = queue.Queue()
+    stop = threading.Event()
+
+    async def main() -> None:
+        dispatcher = Dispatcher()
+        for code, handler in handlers.items():
+            dispatcher.register(code, handler)
+        server = RemotingServer(dispatcher, config or ServerConfig())
+        async with trio.open_nursery() as nursery:
+            ports.put(await nursery.start(listen(server), 0))
+            while not stop.is_set():
+                await trio.sleep(0.02)
+            nursery.cancel_scope.cancel()
+
+    thread = threading.Thread(target=trio.run, args=(main,), daemon=True)
+    thread.start()
+    try:
+        yield ports.get(timeout=10)
+    finally:
+        stop.set()
+        thread.join(timeout=10)

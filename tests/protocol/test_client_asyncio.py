@@ -3,45 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import queue
-import threading
 from collections.abc import Iterator
 
 import pytest
-import trio
 
 from protocol.client import RemotingClient
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
-from protocol.connection import Connection, Dispatcher
-from protocol.server import RemotingServer
+
+from .helpers import echo, serve_in_thread
 
 
 @pytest.fixture
 def server_port() -> Iterator[int]:
-    ports: queue.Queue[int] = queue.Queue()
-    stop = threading.Event()
-
-    def echo(conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        return request.response(body=request.body)
-
-    async def main() -> None:
-        dispatcher = Dispatcher()
-        dispatcher.register(1, echo)
-        server = RemotingServer(dispatcher)
-        async with trio.open_nursery() as nursery:
-            ports.put(await nursery.start(server.serve_tcp, 0))
-            while not stop.is_set():
-                await trio.sleep(0.02)
-            nursery.cancel_scope.cancel()
-
-    thread = threading.Thread(target=trio.run, args=(main,), daemon=True)
-    thread.start()
-    try:
-        yield ports.get(timeout=10)
-    finally:
-        stop.set()
-        thread.join(timeout=10)
+    yield from serve_in_thread({1: echo})
 
 
 def test_client_runs_on_asyncio(server_port: int) -> None:

@@ -8,10 +8,8 @@ certificate are made with openssl; every wait has a deadline.
 from __future__ import annotations
 
 import logging
-import queue
 import shutil
 import ssl
-import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -19,14 +17,14 @@ from typing import Any
 
 import anyio
 import pytest
-import trio
 
 from protocol.client import RemotingClient
 from protocol.command import ConnectionClosedError, RemotingCommand
-from protocol.connection import Connection, Dispatcher
-from protocol.server import RemotingServer, ServerConfig
+from protocol.server import ServerConfig
 from protocol.tls import TlsConfigError, tcp_server_ssl_context
 from tests.client.test_websocket import make_certificates
+
+from .helpers import echo, serve_in_thread
 
 ECHO = 9201
 BACKENDS = pytest.mark.parametrize("backend", ["trio", "asyncio"])
@@ -42,29 +40,9 @@ def certificates(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, 
 
 def serve(context: ssl.SSLContext | None, mode: str) -> Iterator[str]:
     """``127.0.0.1:port`` of an echo server in ``mode``, in a thread of its own."""
-    ports: queue.Queue[int] = queue.Queue()
-    stop = threading.Event()
-
-    def echo(conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        return request.response(body=request.body)
-
-    async def main() -> None:
-        dispatcher = Dispatcher()
-        dispatcher.register(ECHO, echo)  # type: ignore[arg-type]
-        server = RemotingServer(dispatcher, ServerConfig(tls_mode=mode, tls_context=context))
-        async with trio.open_nursery() as nursery:
-            ports.put(await nursery.start(server.serve_tcp, 0))
-            while not stop.is_set():
-                await trio.sleep(0.02)
-            nursery.cancel_scope.cancel()
-
-    thread = threading.Thread(target=trio.run, args=(main,), daemon=True)
-    thread.start()
-    try:
-        yield f"127.0.0.1:{ports.get(timeout=10)}"
-    finally:
-        stop.set()
-        thread.join(timeout=10)
+    config = ServerConfig(tls_mode=mode, tls_context=context)
+    for port in serve_in_thread({ECHO: echo}, config=config):
+        yield f"127.0.0.1:{port}"
 
 
 @pytest.fixture(scope="module")

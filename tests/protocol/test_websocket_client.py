@@ -6,22 +6,20 @@ Loopback only, port 0, a deadline around every wait (``anyio.fail_after``).
 
 from __future__ import annotations
 
-import queue
 import re
-import threading
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import anyio
 import pytest
-import trio
 
 from protocol.client import RemotingClient
 from protocol.codes import ResponseCode
 from protocol.command import ConnectionClosedError, RemotingCommand
 from protocol.connection import Connection, Dispatcher
-from protocol.server import RemotingServer
 from protocol.websocket_client import split_websocket_url
+
+from .helpers import echo, serve_in_thread
 
 ECHO, BIG, CLOSE, CALL_BACK, CLIENT_SIDE = 9101, 9102, 9103, 9104, 9150
 BACKENDS = pytest.mark.parametrize("backend", ["trio", "asyncio"])
@@ -30,12 +28,6 @@ BACKENDS = pytest.mark.parametrize("backend", ["trio", "asyncio"])
 @pytest.fixture(scope="module")
 def ws_url() -> Iterator[str]:
     """``ws://127.0.0.1:port/`` of a server with test handlers, in a thread of its own."""
-    ports: queue.Queue[int] = queue.Queue()
-    stop = threading.Event()
-
-    def echo(conn: Connection, request: RemotingCommand) -> RemotingCommand:
-        return request.response(body=request.body)
-
     def big(conn: Connection, request: RemotingCommand) -> RemotingCommand:
         size = int((request.ext_fields or {})["size"])
         return request.response(body=bytes(i % 251 for i in range(size)))
@@ -48,24 +40,9 @@ def ws_url() -> Iterator[str]:
         answer = await conn.invoke(RemotingCommand.request(CLIENT_SIDE, body=request.body), 5)
         return request.response(body=b"client said: " + (answer.body or b""))
 
-    async def main() -> None:
-        dispatcher = Dispatcher()
-        for code, handler in ((ECHO, echo), (BIG, big), (CLOSE, close), (CALL_BACK, call_back)):
-            dispatcher.register(code, handler)  # type: ignore[arg-type]
-        server = RemotingServer(dispatcher)
-        async with trio.open_nursery() as nursery:
-            ports.put(await nursery.start(server.serve_websocket, 0))
-            while not stop.is_set():
-                await trio.sleep(0.02)
-            nursery.cancel_scope.cancel()
-
-    thread = threading.Thread(target=trio.run, args=(main,), daemon=True)
-    thread.start()
-    try:
-        yield f"ws://127.0.0.1:{ports.get(timeout=10)}/any/path"
-    finally:
-        stop.set()
-        thread.join(timeout=10)
+    handlers = {ECHO: echo, BIG: big, CLOSE: close, CALL_BACK: call_back}
+    for port in serve_in_thread(handlers, lambda server: server.serve_websocket):
+        yield f"ws://127.0.0.1:{port}/any/path"
 
 
 def run(backend: str, test: Callable[[], Awaitable[Any]]) -> Any:
