@@ -15,7 +15,7 @@ Workloads, 1 KiB bodies, each in ASYNC_FLUSH and SYNC_FLUSH:
 
 ``--against DIR`` runs the broker of another checkout in the same run, alternating which goes
 first each round, and prints the medians side by side. ``--profile DIR`` attaches py-spy
-(``py-spy record --format raw``) to the broker during each workload and prints its top
+(``py-spy record --gil --format raw``, the thread holding the GIL) to the broker during each workload and prints its top
 functions by own samples; the profiled CPU figures are inflated by the sampling.
 """
 
@@ -25,6 +25,7 @@ import argparse
 import collections
 import os
 import platform
+import re
 import resource
 import shutil
 import statistics
@@ -42,14 +43,16 @@ from protocol import RemotingClient
 
 WORKLOADS = ("single", "batch", "consume")
 TICK = os.sysconf("SC_CLK_TCK")
+_LINE = re.compile(r":\d+\)$")
 
 
-def _proc_cpu(pid: int) -> float:
-    """User+system CPU seconds of process ``pid`` (all its threads) from /proc."""
+def _proc_cpu(pid: int) -> tuple[float, float, int]:
+    """(user, system) CPU seconds and minor page faults of process ``pid`` (all its threads)
+    from /proc."""
     with open(f"/proc/{pid}/stat", "rb") as stat:
         # The command name may hold spaces: the fields after it start past the last ')'.
         fields = stat.read().rsplit(b")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
+    return int(fields[11]) / TICK, int(fields[12]) / TICK, int(fields[7])
 
 
 def _self_cpu() -> float:
@@ -70,7 +73,7 @@ class _Profiler:
             spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
             self.proc = subprocess.Popen(
                 [spy, "record", "--pid", str(self.pid), "--format", "raw", "--rate", "250",
-                 "--output", str(self.path), "--nonblocking"],
+                 "--output", str(self.path), "--nonblocking", "--gil"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
             time.sleep(0.5)  # py-spy needs a moment to attach before the window opens
@@ -92,7 +95,8 @@ def top_functions(path: Path, count: int = 25) -> list[tuple[str, float, float]]
         if not stack:
             continue
         samples = int(n)
-        frames = stack.split(";")
+        # Per function, not per line: the line numbers split one function's cost.
+        frames = [_LINE.sub(")", frame) for frame in stack.split(";")]
         total += samples
         own[frames[-1]] += samples
         for frame in set(frames):
@@ -149,9 +153,11 @@ async def _run_mode(
                         cpu0, self0, t0 = _proc_cpu(proc.pid), _self_cpu(), time.perf_counter()
                         count = await work
                         took = time.perf_counter() - t0
-                        cpu = _proc_cpu(proc.pid) - cpu0
+                        user, system, faults = _proc_cpu(proc.pid)
                         client_cpu = _self_cpu() - self0
-                    figures[label] = cpu / count * 1e6
+                    figures[label] = (user + system - cpu0[0] - cpu0[1]) / count * 1e6
+                    figures[f"{label}_faults"] = (faults - cpu0[2]) / count
+                    figures[f"{label}_sys"] = (system - cpu0[1]) / count * 1e6
                     figures[f"{label}_rate"] = count / took
                     figures[f"{label}_client"] = client_cpu / count * 1e6
 
@@ -182,7 +188,9 @@ async def _run_mode(
 
 def _line(label: str, f: dict[str, float]) -> str:
     return "  ".join(
-        f"{w} {f[w]:6.1f} us/msg ({f[w + '_rate']:>7,.0f}/s, client {f[w + '_client']:5.1f})"
+        f"{w} {f[w]:5.1f} us/msg (sys {f[w + '_sys']:4.1f}, faults {f[w + '_faults']:4.2f}, "
+        f"{f[w + '_rate']:>7,.0f}/s, "
+        f"client {f[w + '_client']:4.1f})"
         for w in WORKLOADS
     ).join((f"    {label:<8} ", ""))
 
@@ -245,7 +253,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     if args.quick:
-        args.seconds, args.backlog = 1.0, 20_000
+        args.seconds, args.backlog = min(args.seconds, 1.0), min(args.backlog, 20_000)
     if args.against is not None:
         args.against = args.against.resolve()
         if not (args.against / "storage").is_dir():
