@@ -15,8 +15,9 @@ Workloads, 1 KiB bodies, each in ASYNC_FLUSH and SYNC_FLUSH:
 
 ``--against DIR`` runs the broker of another checkout in the same run, alternating which goes
 first each round, and prints the medians side by side. ``--profile DIR`` attaches py-spy
-(``py-spy record --gil --format raw``, the thread holding the GIL) to the broker during each workload and prints its top
-functions by own samples; the profiled CPU figures are inflated by the sampling.
+(``py-spy record --gil --format raw``: samples of the thread holding the GIL) to the broker
+during each workload and prints its top functions by own samples; the profiled CPU figures
+are inflated by the sampling.
 """
 
 from __future__ import annotations
