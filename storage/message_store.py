@@ -17,7 +17,7 @@ from typing import Any
 
 import trio
 
-from storage._encode import encode_batch, encode_message
+from storage._encode import encode_batch
 from storage._record import read_dispatch_request
 from storage.checkpoint import StoreCheckpoint, StoreLock, create_abort_file, delete_abort_file
 from storage.commit_log import CommitLog, EncodedPut
@@ -287,11 +287,13 @@ class FileMessageStore:
     ) -> None:
         """`put_message` without waiting: ``callback`` gets the result after the group commit."""
         refused = self._refuse_put()
-        if refused is None:
-            encoded = encode_message(msg, self.config.store_host, self.config.max_message_size)
-            self._put_nowait(encoded, callback)
+        writer = self._writer
+        if refused is None and writer is not None:
+            # The writer encodes it: appended now, straight into the file where it can be.
+            config = self.config
+            writer.put_message_nowait(msg, config.store_host, config.max_message_size, callback)
         else:
-            callback(refused)
+            callback(refused or PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE))
 
     def put_messages_nowait(
         self, batch: MessageBatch, callback: Callable[[PutMessageResult], object]

@@ -1,7 +1,8 @@
 """The store writer actor: it owns the write side of the commit log.
 
-An awaited put with nothing queued ahead of it is appended in its caller's task, into the open
-inline group (`storage.inline_puts`, the writer's base class). Any other put is queued: the
+A put with nothing queued ahead of it, awaited or with a callback (the send path), is appended
+in its caller's task, into the open inline group (`storage.inline_puts`, the writer's base
+class). Any other put is queued: the
 writer takes every put waiting in its mailbox and cuts them into group commits of at most
 `GROUP_LIMIT` puts (the callers already share one wake-up event per such run). For each group
 it appends the records straight into the mapped commit-log file (assigning physical offset,
@@ -192,10 +193,63 @@ class StoreWriter(InlinePuts):
             self._backlog -= 1
 
     def put_nowait(self, put: EncodedPut, callback: Callable[[PutMessageResult], object]) -> None:
-        """Queue ``put`` for the next group commit; ``callback`` gets its result."""
+        """Append ``put`` now when nothing is queued, else queue it for the next group commit;
+        ``callback`` gets its result as an awaited put would: with ASYNC_FLUSH at once when
+        appended now, else (and always with SYNC_FLUSH) when its group commit is answered."""
         if self._status is not ActorStatus.RUNNING:
             callback(self._not_running())
             return
+        group = None if self._backlog else self._inline_group()
+        if group is not None:
+            stored = append_put(
+                self.store.commit_log, put, group, self._msg_id_prefix, self._index_enabled
+            )
+            _answer_inline(group, callback, stored)
+            return
+        self._queue_nowait(put, callback)
+
+    def put_message_nowait(
+        self,
+        msg: MessageExtBrokerInner,
+        store_host: tuple[str, int],
+        max_message_size: int,
+        callback: Callable[[PutMessageResult], object],
+    ) -> None:
+        """`put_nowait` of one message, encoded here: when nothing is queued, straight into
+        the commit log where it can be (`storage.group_commit.append_message`)."""
+        if self._status is not ActorStatus.RUNNING:
+            callback(self._not_running())
+            return
+        group = None if self._backlog else self._inline_group()
+        if group is not None:
+            stored = append_message(
+                self.store.commit_log,
+                msg,
+                store_host,
+                max_message_size,
+                group,
+                self._msg_id_prefix,
+                self._index_enabled,
+            )
+            if stored is not None:
+                _answer_inline(group, callback, stored)
+                return
+        encoded = encode_message(msg, store_host, max_message_size)
+        if isinstance(encoded, PutMessageResult):
+            self.store.counters["put_failures"] += 1
+            callback(encoded)
+        elif group is not None:
+            # Nothing was awaited since `_inline_group`: the group is still open for this put.
+            stored = append_put(
+                self.store.commit_log, encoded, group, self._msg_id_prefix, self._index_enabled
+            )
+            _answer_inline(group, callback, stored)
+        else:
+            self._queue_nowait(encoded, callback)
+
+    def _queue_nowait(
+        self, put: EncodedPut, callback: Callable[[PutMessageResult], object]
+    ) -> None:
         try:
             self._send.send_nowait(PendingPut(put, callback, self._take_event()))
         except trio.WouldBlock:
@@ -396,6 +450,11 @@ class StoreWriter(InlinePuts):
             if not flushed:
                 group.set_flush_timeout()
             _answer(group.pendings, group.results)
+            for callback, result in group.callbacks:
+                try:
+                    callback(result)
+                except Exception:
+                    log.exception("store writer: a put callback failed")
             for setter, value in group.replies:
                 setter(value)
             if group.flushed is not None:
@@ -434,6 +493,17 @@ class StoreWriter(InlinePuts):
             largest_batch=self._largest_batch,
             inline_puts=self._inline_puts,
         )
+
+
+def _answer_inline(
+    group: CommitGroup, callback: Callable[[PutMessageResult], object], stored: PutMessageResult
+) -> None:
+    """Answer a callback put appended inline: at once with ASYNC_FLUSH (as an awaited inline
+    put is, so answers keep the call order), after the flush that covers it with SYNC_FLUSH."""
+    if group.flushed is None:
+        callback(stored)
+    else:
+        group.callbacks.append((callback, stored))
 
 
 def _answer(pendings: list[PendingPut], results: list[PutMessageResult]) -> None:
