@@ -300,25 +300,13 @@ class FileMessageStore:
     ) -> None:
         """`put_messages` without waiting: ``callback`` gets the result."""
         refused = self._refuse_put()
-        if refused is None:
-            encoded = encode_batch(batch, self.config.store_host, self.config.max_message_size)
-            self._put_nowait(encoded, callback)
-        else:
-            callback(refused)
-
-    def _put_nowait(
-        self, encoded: EncodedPut | PutMessageResult, callback: Callable[[PutMessageResult], object]
-    ) -> None:
         writer = self._writer
-        if isinstance(encoded, PutMessageResult):
-            self.counters["put_failures"] += 1
-            callback(encoded)
-        elif writer is None:
-            callback(
-                PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store closed")
-            )
+        if refused is None and writer is not None:
+            # The writer encodes it: appended now, straight into the file where it can be.
+            config = self.config
+            writer.put_batch_nowait(batch, config.store_host, config.max_message_size, callback)
         else:
-            writer.put_nowait(encoded, callback)
+            callback(refused or PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE))
 
     async def put_encoded(self, put: EncodedPut) -> PutMessageResult:
         """Store records the caller has already encoded (no copy of the record bytes)."""

@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from storage._encode import encode_message
-from storage._record import offset_msg_id_prefix
 from storage.commit_log import EncodedPut
 from storage.group_commit import (
     CommitGroup,
@@ -80,8 +79,6 @@ class StoreWriter(InlinePuts):
 
     def __init__(self, store: FileMessageStore, *, mailbox_size: int = WRITER_MAILBOX_SIZE) -> None:
         super().__init__("store-writer", store, mailbox_size=mailbox_size)
-        self._msg_id_prefix = offset_msg_id_prefix(store.config.store_host)
-        self._index_enabled = store.index is not None
         # The wake-up event the next puts share, and how many already took it.
         self._open_event = trio.Event()
         self._open_count = 0
@@ -192,61 +189,6 @@ class StoreWriter(InlinePuts):
         finally:
             self._backlog -= 1
 
-    def put_nowait(self, put: EncodedPut, callback: Callable[[PutMessageResult], object]) -> None:
-        """Append ``put`` now when nothing is queued, else queue it for the next group commit;
-        ``callback`` gets its result as an awaited put would: with ASYNC_FLUSH at once when
-        appended now, else (and always with SYNC_FLUSH) when its group commit is answered."""
-        if self._status is not ActorStatus.RUNNING:
-            callback(self._not_running())
-            return
-        group = None if self._backlog else self._inline_group()
-        if group is not None:
-            stored = append_put(
-                self.store.commit_log, put, group, self._msg_id_prefix, self._index_enabled
-            )
-            _answer_inline(group, callback, stored)
-            return
-        self._queue_nowait(put, callback)
-
-    def put_message_nowait(
-        self,
-        msg: MessageExtBrokerInner,
-        store_host: tuple[str, int],
-        max_message_size: int,
-        callback: Callable[[PutMessageResult], object],
-    ) -> None:
-        """`put_nowait` of one message, encoded here: when nothing is queued, straight into
-        the commit log where it can be (`storage.group_commit.append_message`)."""
-        if self._status is not ActorStatus.RUNNING:
-            callback(self._not_running())
-            return
-        group = None if self._backlog else self._inline_group()
-        if group is not None:
-            stored = append_message(
-                self.store.commit_log,
-                msg,
-                store_host,
-                max_message_size,
-                group,
-                self._msg_id_prefix,
-                self._index_enabled,
-            )
-            if stored is not None:
-                _answer_inline(group, callback, stored)
-                return
-        encoded = encode_message(msg, store_host, max_message_size)
-        if isinstance(encoded, PutMessageResult):
-            self.store.counters["put_failures"] += 1
-            callback(encoded)
-        elif group is not None:
-            # Nothing was awaited since `_inline_group`: the group is still open for this put.
-            stored = append_put(
-                self.store.commit_log, encoded, group, self._msg_id_prefix, self._index_enabled
-            )
-            _answer_inline(group, callback, stored)
-        else:
-            self._queue_nowait(encoded, callback)
-
     def _queue_nowait(
         self, put: EncodedPut, callback: Callable[[PutMessageResult], object]
     ) -> None:
@@ -270,12 +212,6 @@ class StoreWriter(InlinePuts):
             count = 0
         self._open_count = count
         return event
-
-    def _not_running(self) -> PutMessageResult:
-        return PutMessageResult(
-            PutMessageStatus.SERVICE_NOT_AVAILABLE,
-            remark=f"actor {self.name} is {self._status.value}: put not sent",
-        )
 
     def on_dropped(self, command: object) -> None:
         """A queued put the writer will not append: it learns so."""
@@ -493,17 +429,6 @@ class StoreWriter(InlinePuts):
             largest_batch=self._largest_batch,
             inline_puts=self._inline_puts,
         )
-
-
-def _answer_inline(
-    group: CommitGroup, callback: Callable[[PutMessageResult], object], stored: PutMessageResult
-) -> None:
-    """Answer a callback put appended inline: at once with ASYNC_FLUSH (as an awaited inline
-    put is, so answers keep the call order), after the flush that covers it with SYNC_FLUSH."""
-    if group.flushed is None:
-        callback(stored)
-    else:
-        group.callbacks.append((callback, stored))
 
 
 def _answer(pendings: list[PendingPut], results: list[PutMessageResult]) -> None:
