@@ -319,11 +319,17 @@ class StoreWriter(InlinePuts):
         """SYNC_FLUSH: flush once for every group appended so far, then complete them."""
         try:
             while True:
+                waited = False
                 while not self._unflushed and self._inline is None:
                     if self._stopping:
                         return
                     self._flush_wanted = trio.Event()
                     await self._flush_wanted.wait()
+                    waited = True
+                if waited:
+                    # Woken by the first put since the last flush: one more scheduler pass
+                    # lets the puts other connections already received join this flush.
+                    await trio.lowlevel.checkpoint()
                 self._seal_inline()
                 groups, self._unflushed = self._unflushed, []
                 flushed = await self._flush()
