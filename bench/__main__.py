@@ -1,7 +1,8 @@
 """``python -m bench [name ...] [--quick]``: run benchmarks and print their figures.
 
-Names: remoting, codec, store, registry, broker, stats, ha, pipeline-write, pipeline-read,
-monitor, metrics (default: these, in that order), and fuzz and soak, which run only when
+Names: remoting, codec, store, registry, broker, broker-cpu, group-commit, stats, ha,
+pipeline-write, pipeline-read, monitor, metrics (default: these, in that order), and fuzz and
+soak, which run only when
 named. Arguments after a single name go to that benchmark: ``python -m bench fuzz --inputs
 1000000``, ``python -m bench soak --duration 600``.
 Each benchmark module has ``main(argv)``; with ``--quick`` each gets the arguments for a short
