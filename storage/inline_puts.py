@@ -1,16 +1,16 @@
 """Puts appended in their callers' tasks: the store writer's open inline group.
 
-A put (`StoreWriter.put`, or a callback put: `StoreWriter.put_nowait`) with nothing queued
-ahead of it is appended in its caller's task, as RocketMQ appends in the sending thread under
-its put lock: in trio code
-that does not await is atomic, so the append (read the write position, copy, advance) needs
-no lock and no hop to the writer. Such puts collect in an open "inline" group, which is
-completed later as one group commit: with ASYNC_FLUSH by the writer (the first inline put of a
-group sends it a `SealInline` command) or by a reader that must see the puts now
-(`InlinePuts.settle`); with SYNC_FLUSH by the group commit service after the fdatasync that
-covers it, the callers waiting for that. While anything is queued (puts that
-found the writer busy, HA appends), puts queue behind it, so the append order is the call
-order.
+A put (`StoreWriter.put`, or a callback put: `InlinePuts.put_nowait` and its message and
+batch forms, the send path) with nothing queued ahead of it is appended in its caller's task,
+as RocketMQ appends in the sending thread under its put lock: in trio code that does not await
+is atomic, so the append (read the write position, copy, advance) needs no lock and no hop to
+the writer. Such puts collect in an open "inline" group, which is completed later as one group
+commit: with ASYNC_FLUSH by the writer (the first inline put of a group sends it a
+`SealInline` command) or by a reader that must see the puts now (`InlinePuts.settle`); with
+SYNC_FLUSH by the group commit service after the fdatasync that covers it, the callers (and
+callbacks) waiting for that. With ASYNC_FLUSH an inline put is answered at once, a callback
+put too, so answers keep the call order. While anything is queued (puts that found the writer
+busy, HA appends), puts queue behind it, so the append order is the call order.
 
 `InlinePuts` is the base of `storage.store_writer.StoreWriter`: it decides whether a put may
 be appended inline and keeps the open group until it is sealed; the writer appends into it

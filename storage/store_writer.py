@@ -1,11 +1,10 @@
 """The store writer actor: it owns the write side of the commit log.
 
-A put with nothing queued ahead of it, awaited or with a callback (the send path), is appended
-in its caller's task, into the open inline group (`storage.inline_puts`, the writer's base
-class). Any other put is queued: the
-writer takes every put waiting in its mailbox and cuts them into group commits of at most
-`GROUP_LIMIT` puts (the callers already share one wake-up event per such run). For each group
-it appends the records straight into the mapped commit-log file (assigning physical offset,
+A put with nothing queued ahead of it, awaited or with a callback (the send path), is
+appended in its caller's task, into the open inline group (`storage.inline_puts`, the writer's
+base class). Any other put is queued: the writer takes every put waiting in its mailbox and
+cuts them into group commits of at most `GROUP_LIMIT` puts (the callers already share one
+wake-up event per such run). For each group it appends the records straight into the mapped commit-log file (assigning physical offset,
 queue offset and store timestamp), then completes it: publishes the new committed offset,
 dispatches the group's consume-queue entries and index keys, tells the message-arriving
 listener (the pull-hold service) which queues grew, and answers each put. A slave's
@@ -192,6 +191,7 @@ class StoreWriter(InlinePuts):
     def _queue_nowait(
         self, put: EncodedPut, callback: Callable[[PutMessageResult], object]
     ) -> None:
+        """Queue ``put`` for the next group commit (something is queued ahead of it)."""
         try:
             self._send.send_nowait(PendingPut(put, callback, self._take_event()))
         except trio.WouldBlock:
