@@ -4,11 +4,12 @@ A put with nothing queued ahead of it, awaited or with a callback (the send path
 appended in its caller's task, into the open inline group (`storage.inline_puts`, the writer's
 base class). Any other put is queued: the writer takes every put waiting in its mailbox and
 cuts them into group commits of at most `GROUP_LIMIT` puts (the callers already share one
-wake-up event per such run). For each group it appends the records straight into the mapped commit-log file (assigning physical offset,
-queue offset and store timestamp), then completes it: publishes the new committed offset,
-dispatches the group's consume-queue entries and index keys, tells the message-arriving
-listener (the pull-hold service) which queues grew, and answers each put. A slave's
-replicated appends are queued the same way (`storage.replicated_append`).
+wake-up event per such run). For each group it appends the records straight into the
+mapped commit-log file (assigning physical offset, queue offset and store timestamp), then
+completes it: publishes the new committed offset, dispatches the group's consume-queue
+entries and index keys, tells the message-arriving listener (the pull-hold service) which
+queues grew, and answers each put. A slave's replicated appends are queued the same way
+(`storage.replicated_append`).
 
 With ASYNC_FLUSH a group is completed at once. With SYNC_FLUSH it goes to the group commit
 service, a second task that fdatasyncs in a worker thread while puts keep being appended:
