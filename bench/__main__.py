@@ -1,7 +1,8 @@
 """``python -m bench [name ...] [--quick]``: run benchmarks and print their figures.
 
-Names: remoting, codec, store, registry, broker, stats, ha, pipeline-write, pipeline-read,
-monitor, metrics (default: these, in that order), and fuzz and soak, which run only when
+Names: remoting, codec, store, registry, broker, broker-cpu, group-commit, stats, ha,
+pipeline-write, pipeline-read, monitor, metrics (default: these, in that order), and fuzz and
+soak, which run only when
 named. Arguments after a single name go to that benchmark: ``python -m bench fuzz --inputs
 1000000``, ``python -m bench soak --duration 600``.
 Each benchmark module has ``main(argv)``; with ``--quick`` each gets the arguments for a short
@@ -25,6 +26,8 @@ BENCHMARKS = {
     "store": "bench.bench_store:main",
     "registry": "bench.bench_registry:main",
     "broker": "bench.bench_produce_consume:main",
+    "broker-cpu": "bench.bench_broker_cpu:main",
+    "group-commit": "bench.bench_group_commit:main",
     "stats": "bench.bench_stats:main",
     "ha": "bench.bench_ha:main",
     "pipeline-write": "bench.bench_pipeline_write:main",
@@ -43,6 +46,8 @@ QUICK_ARGS = {
     "store": ["--quick"],
     "registry": ["--seconds", "0.5"],
     "broker": ["--quick"],
+    "broker-cpu": ["--quick"],
+    "group-commit": ["--quick"],
     "stats": ["--quick"],
     "ha": ["--quick"],
     "pipeline-write": ["--quick"],

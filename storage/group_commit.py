@@ -67,6 +67,7 @@ class CommitGroup:
     """What one group commit appended and still has to publish, dispatch and answer."""
 
     __slots__ = (
+        "callbacks",
         "end_offset",
         "failures",
         "flushed",
@@ -94,6 +95,9 @@ class CommitGroup:
         # Results of puts appended in their caller's task (`append_put`); with SYNC_FLUSH
         # those callers wait on ``flushed``, set once the group is answered.
         self.inline: list[PutMessageResult] = []
+        # SYNC_FLUSH callback puts appended inline (the send path): each callback with its
+        # result (one of ``inline``), called when the group is answered after its flush.
+        self.callbacks: list[tuple[Callable[[PutMessageResult], object], PutMessageResult]] = []
         self.flushed: Any = None
         self.queue_entries: dict[tuple[str, int], bytearray] = {}
         self.index_keys: list[tuple[str, int]] = []

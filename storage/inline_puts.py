@@ -1,15 +1,16 @@
 """Puts appended in their callers' tasks: the store writer's open inline group.
 
-An awaited put (`StoreWriter.put`) with nothing queued ahead of it is appended in its
-caller's task, as RocketMQ appends in the sending thread under its put lock: in trio code
-that does not await is atomic, so the append (read the write position, copy, advance) needs
-no lock and no hop to the writer. Such puts collect in an open "inline" group, which is
-completed later as one group commit: with ASYNC_FLUSH by the writer (the first inline put of a
-group sends it a `SealInline` command) or by a reader that must see the puts now
-(`InlinePuts.settle`); with SYNC_FLUSH by the group commit service after the fdatasync that
-covers it, the callers waiting for that. While anything is queued (callback puts, puts that
-found the writer busy, HA appends), puts queue behind it, so the append order is the call
-order.
+A put (`StoreWriter.put`, or a callback put: `InlinePuts.put_nowait` and its message and
+batch forms, the send path) with nothing queued ahead of it is appended in its caller's task,
+as RocketMQ appends in the sending thread under its put lock: in trio code that does not await
+is atomic, so the append (read the write position, copy, advance) needs no lock and no hop to
+the writer. Such puts collect in an open "inline" group, which is completed later as one group
+commit: with ASYNC_FLUSH by the writer (the first inline put of a group sends it a
+`SealInline` command) or by a reader that must see the puts now (`InlinePuts.settle`); with
+SYNC_FLUSH by the group commit service after the fdatasync that covers it, the callers (and
+callbacks) waiting for that. With ASYNC_FLUSH an inline put is answered at once, a callback
+put too, so answers keep the call order. While anything is queued (puts that found the writer
+busy, HA appends), puts queue behind it, so the append order is the call order.
 
 `InlinePuts` is the base of `storage.store_writer.StoreWriter`: it decides whether a put may
 be appended inline and keeps the open group until it is sealed; the writer appends into it
@@ -19,12 +20,22 @@ and completes the sealed groups.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import trio
 
-from storage.group_commit import CommitGroup
-from storage.results import PutMessageResult
+from storage._encode import encode_batch, encode_message
+from storage._record import offset_msg_id_prefix
+from storage.commit_log import EncodedPut
+from storage.group_commit import CommitGroup, append_message, append_put
+from storage.inline_batch import append_batch
+from storage.results import (
+    MessageBatch,
+    MessageExtBrokerInner,
+    PutMessageResult,
+    PutMessageStatus,
+)
 from storage.store_config import FlushDiskType
 from storage.writer_commands import SealInline, StoreWriterCommand
 from supervisors.actor import Actor, ActorStatus
@@ -61,6 +72,116 @@ class InlinePuts(Actor[StoreWriterCommand]):
         self._seal_sent = False
         # A failure to complete inline puts outside the writer's task (`_seal_for_caller`).
         self._crash: Exception | None = None
+        self._msg_id_prefix = offset_msg_id_prefix(store.config.store_host)
+        self._index_enabled = store.index is not None
+
+    # -- callback puts (the send path) ----------------------------------------------------
+
+    def put_nowait(self, put: EncodedPut, callback: Callable[[PutMessageResult], object]) -> None:
+        """Append ``put`` now when nothing is queued, else queue it for the next group commit;
+        ``callback`` gets its result as an awaited put would: with ASYNC_FLUSH at once when
+        appended now, else (and always with SYNC_FLUSH) when its group commit is answered."""
+        if self._status is not ActorStatus.RUNNING:
+            callback(self._not_running())
+            return
+        group = None if self._backlog else self._inline_group()
+        if group is not None:
+            stored = append_put(
+                self.store.commit_log, put, group, self._msg_id_prefix, self._index_enabled
+            )
+            _answer_inline(group, callback, stored)
+            return
+        self._queue_nowait(put, callback)
+
+    def put_message_nowait(
+        self,
+        msg: MessageExtBrokerInner,
+        store_host: tuple[str, int],
+        max_message_size: int,
+        callback: Callable[[PutMessageResult], object],
+    ) -> None:
+        """`put_nowait` of one message, encoded here: when nothing is queued, straight into
+        the commit log where it can be (`storage.group_commit.append_message`)."""
+        if self._status is not ActorStatus.RUNNING:
+            callback(self._not_running())
+            return
+        group = None if self._backlog else self._inline_group()
+        if group is not None:
+            stored = append_message(
+                self.store.commit_log,
+                msg,
+                store_host,
+                max_message_size,
+                group,
+                self._msg_id_prefix,
+                self._index_enabled,
+            )
+            if stored is not None:
+                _answer_inline(group, callback, stored)
+                return
+        encoded = encode_message(msg, store_host, max_message_size)
+        if isinstance(encoded, PutMessageResult):
+            self.store.counters["put_failures"] += 1
+            callback(encoded)
+        elif group is not None:
+            # Nothing was awaited since `_inline_group`: the group is still open for this put.
+            stored = append_put(
+                self.store.commit_log, encoded, group, self._msg_id_prefix, self._index_enabled
+            )
+            _answer_inline(group, callback, stored)
+        else:
+            self._queue_nowait(encoded, callback)
+
+    def put_batch_nowait(
+        self,
+        batch: MessageBatch,
+        store_host: tuple[str, int],
+        max_message_size: int,
+        callback: Callable[[PutMessageResult], object],
+    ) -> None:
+        """`put_nowait` of a batch, encoded here: when nothing is queued, straight into the
+        commit log where it can be (`storage.inline_batch.append_batch`)."""
+        if self._status is not ActorStatus.RUNNING:
+            callback(self._not_running())
+            return
+        group = None if self._backlog else self._inline_group()
+        if group is not None:
+            stored = append_batch(
+                self.store.commit_log,
+                batch,
+                store_host,
+                max_message_size,
+                group,
+                self._msg_id_prefix,
+                self._index_enabled,
+            )
+            if stored is not None:
+                _answer_inline(group, callback, stored)
+                return
+        encoded = encode_batch(batch, store_host, max_message_size)
+        if isinstance(encoded, PutMessageResult):
+            self.store.counters["put_failures"] += 1
+            callback(encoded)
+        elif group is not None:
+            # Nothing was awaited since `_inline_group`: the group is still open for this put.
+            stored = append_put(
+                self.store.commit_log, encoded, group, self._msg_id_prefix, self._index_enabled
+            )
+            _answer_inline(group, callback, stored)
+        else:
+            self._queue_nowait(encoded, callback)
+
+    def _queue_nowait(
+        self, put: EncodedPut, callback: Callable[[PutMessageResult], object]
+    ) -> None:
+        """Queue ``put`` to the writer; ``callback`` gets its result (the writer's)."""
+        raise NotImplementedError
+
+    def _not_running(self) -> PutMessageResult:
+        return PutMessageResult(
+            PutMessageStatus.SERVICE_NOT_AVAILABLE,
+            remark=f"actor {self.name} is {self._status.value}: put not sent",
+        )
 
     def settle(self) -> None:
         """Complete the puts appended inline so far, so that reads see them (ASYNC_FLUSH;
@@ -154,3 +275,14 @@ class InlinePuts(Actor[StoreWriterCommand]):
                 self._send.send_nowait(_SEAL_INLINE)  # wake the writer to raise it
             except trio.WouldBlock:
                 pass  # the mailbox is full: the writer runs anyway
+
+
+def _answer_inline(
+    group: CommitGroup, callback: Callable[[PutMessageResult], object], stored: PutMessageResult
+) -> None:
+    """Answer a callback put appended inline: at once with ASYNC_FLUSH (as an awaited inline
+    put is, so answers keep the call order), after the flush that covers it with SYNC_FLUSH."""
+    if group.flushed is None:
+        callback(stored)
+    else:
+        group.callbacks.append((callback, stored))

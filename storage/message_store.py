@@ -17,7 +17,7 @@ from typing import Any
 
 import trio
 
-from storage._encode import encode_batch, encode_message
+from storage._encode import encode_batch
 from storage._record import read_dispatch_request
 from storage.checkpoint import StoreCheckpoint, StoreLock, create_abort_file, delete_abort_file
 from storage.commit_log import CommitLog, EncodedPut
@@ -287,36 +287,26 @@ class FileMessageStore:
     ) -> None:
         """`put_message` without waiting: ``callback`` gets the result after the group commit."""
         refused = self._refuse_put()
-        if refused is None:
-            encoded = encode_message(msg, self.config.store_host, self.config.max_message_size)
-            self._put_nowait(encoded, callback)
+        writer = self._writer
+        if refused is None and writer is not None:
+            # The writer encodes it: appended now, straight into the file where it can be.
+            config = self.config
+            writer.put_message_nowait(msg, config.store_host, config.max_message_size, callback)
         else:
-            callback(refused)
+            callback(refused or PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE))
 
     def put_messages_nowait(
         self, batch: MessageBatch, callback: Callable[[PutMessageResult], object]
     ) -> None:
         """`put_messages` without waiting: ``callback`` gets the result."""
         refused = self._refuse_put()
-        if refused is None:
-            encoded = encode_batch(batch, self.config.store_host, self.config.max_message_size)
-            self._put_nowait(encoded, callback)
-        else:
-            callback(refused)
-
-    def _put_nowait(
-        self, encoded: EncodedPut | PutMessageResult, callback: Callable[[PutMessageResult], object]
-    ) -> None:
         writer = self._writer
-        if isinstance(encoded, PutMessageResult):
-            self.counters["put_failures"] += 1
-            callback(encoded)
-        elif writer is None:
-            callback(
-                PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store closed")
-            )
+        if refused is None and writer is not None:
+            # The writer encodes it: appended now, straight into the file where it can be.
+            config = self.config
+            writer.put_batch_nowait(batch, config.store_host, config.max_message_size, callback)
         else:
-            writer.put_nowait(encoded, callback)
+            callback(refused or PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE))
 
     async def put_encoded(self, put: EncodedPut) -> PutMessageResult:
         """Store records the caller has already encoded (no copy of the record bytes)."""

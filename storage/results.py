@@ -180,6 +180,9 @@ class PutMessageResult:
     @property
     def msg_id(self) -> str:
         """Offset msg id; comma-joined for a batch, as in the send response."""
+        offsets = self.physical_offsets
+        if len(offsets) == 1:  # a single send: one format, no list
+            return f"{self.msg_id_prefix}{offsets[0]:016X}"
         return ",".join(self.msg_ids)
 
 

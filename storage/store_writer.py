@@ -1,14 +1,15 @@
 """The store writer actor: it owns the write side of the commit log.
 
-An awaited put with nothing queued ahead of it is appended in its caller's task, into the open
-inline group (`storage.inline_puts`, the writer's base class). Any other put is queued: the
-writer takes every put waiting in its mailbox and cuts them into group commits of at most
-`GROUP_LIMIT` puts (the callers already share one wake-up event per such run). For each group
-it appends the records straight into the mapped commit-log file (assigning physical offset,
-queue offset and store timestamp), then completes it: publishes the new committed offset,
-dispatches the group's consume-queue entries and index keys, tells the message-arriving
-listener (the pull-hold service) which queues grew, and answers each put. A slave's
-replicated appends are queued the same way (`storage.replicated_append`).
+A put with nothing queued ahead of it, awaited or with a callback (the send path), is
+appended in its caller's task, into the open inline group (`storage.inline_puts`, the writer's
+base class). Any other put is queued: the writer takes every put waiting in its mailbox and
+cuts them into group commits of at most `GROUP_LIMIT` puts (the callers already share one
+wake-up event per such run). For each group it appends the records straight into the
+mapped commit-log file (assigning physical offset, queue offset and store timestamp), then
+completes it: publishes the new committed offset, dispatches the group's consume-queue
+entries and index keys, tells the message-arriving listener (the pull-hold service) which
+queues grew, and answers each put. A slave's replicated appends are queued the same way
+(`storage.replicated_append`).
 
 With ASYNC_FLUSH a group is completed at once. With SYNC_FLUSH it goes to the group commit
 service, a second task that fdatasyncs in a worker thread while puts keep being appended:
@@ -28,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from storage._encode import encode_message
-from storage._record import offset_msg_id_prefix
 from storage.commit_log import EncodedPut
 from storage.group_commit import (
     CommitGroup,
@@ -79,8 +79,6 @@ class StoreWriter(InlinePuts):
 
     def __init__(self, store: FileMessageStore, *, mailbox_size: int = WRITER_MAILBOX_SIZE) -> None:
         super().__init__("store-writer", store, mailbox_size=mailbox_size)
-        self._msg_id_prefix = offset_msg_id_prefix(store.config.store_host)
-        self._index_enabled = store.index is not None
         # The wake-up event the next puts share, and how many already took it.
         self._open_event = trio.Event()
         self._open_count = 0
@@ -191,11 +189,10 @@ class StoreWriter(InlinePuts):
         finally:
             self._backlog -= 1
 
-    def put_nowait(self, put: EncodedPut, callback: Callable[[PutMessageResult], object]) -> None:
-        """Queue ``put`` for the next group commit; ``callback`` gets its result."""
-        if self._status is not ActorStatus.RUNNING:
-            callback(self._not_running())
-            return
+    def _queue_nowait(
+        self, put: EncodedPut, callback: Callable[[PutMessageResult], object]
+    ) -> None:
+        """Queue ``put`` for the next group commit (something is queued ahead of it)."""
         try:
             self._send.send_nowait(PendingPut(put, callback, self._take_event()))
         except trio.WouldBlock:
@@ -216,12 +213,6 @@ class StoreWriter(InlinePuts):
             count = 0
         self._open_count = count
         return event
-
-    def _not_running(self) -> PutMessageResult:
-        return PutMessageResult(
-            PutMessageStatus.SERVICE_NOT_AVAILABLE,
-            remark=f"actor {self.name} is {self._status.value}: put not sent",
-        )
 
     def on_dropped(self, command: object) -> None:
         """A queued put the writer will not append: it learns so."""
@@ -329,11 +320,17 @@ class StoreWriter(InlinePuts):
         """SYNC_FLUSH: flush once for every group appended so far, then complete them."""
         try:
             while True:
+                waited = False
                 while not self._unflushed and self._inline is None:
                     if self._stopping:
                         return
                     self._flush_wanted = trio.Event()
                     await self._flush_wanted.wait()
+                    waited = True
+                if waited:
+                    # Woken by the first put since the last flush: one more scheduler pass
+                    # lets the puts other connections already received join this flush.
+                    await trio.lowlevel.checkpoint()
                 self._seal_inline()
                 groups, self._unflushed = self._unflushed, []
                 flushed = await self._flush()
@@ -396,6 +393,11 @@ class StoreWriter(InlinePuts):
             if not flushed:
                 group.set_flush_timeout()
             _answer(group.pendings, group.results)
+            for callback, result in group.callbacks:
+                try:
+                    callback(result)
+                except Exception:
+                    log.exception("store writer: a put callback failed")
             for setter, value in group.replies:
                 setter(value)
             if group.flushed is not None:

@@ -73,6 +73,10 @@ _FAILED_CODES = {
 }
 
 
+#: Entries at most in each of the send handler's caches (cleared whole when full).
+_CACHE_LIMIT = 65536
+
+
 class SendRefused(Exception):
     """A send check failed: the response code and remark to answer with."""
 
@@ -93,6 +97,9 @@ class SendHandler:
         self._region = broker.config.region_id
         self._trace_on = "true" if broker.config.trace_on else "false"
         self._timed = broker.request_stats.timing  # latency buckets for the metrics
+        # Per send, cached: topic names already found valid, and each peer's (host, port).
+        self._valid_topics: set[str] = set()
+        self._born_hosts: dict[str, tuple[str, int]] = {}
 
     def __call__(self, connection: Connection, request: RemotingCommand) -> RemotingCommand | None:
         """Check and store one send; the answer goes out when the store has the message.
@@ -159,9 +166,13 @@ class SendHandler:
                 f"{config.broker_permission})",
             )
         topic = header.topic
-        problem = check_topic_name(topic)
-        if problem is not None:
-            raise SendRefused(ResponseCode.SYSTEM_ERROR, problem)
+        if topic not in self._valid_topics:
+            problem = check_topic_name(topic)
+            if problem is not None:
+                raise SendRefused(ResponseCode.SYSTEM_ERROR, problem)
+            if len(self._valid_topics) >= _CACHE_LIMIT:
+                self._valid_topics.clear()
+            self._valid_topics.add(topic)
         if topic in NOT_ALLOWED_SEND_TOPICS:
             raise SendRefused(
                 ResponseCode.NO_PERMISSION, f"sending to the system topic {topic} is forbidden"
@@ -242,7 +253,12 @@ class SendHandler:
         body = request.body
         assert body is not None
         body = bytes(body)
-        born_host = parse_address(connection.peer)
+        peer = connection.peer
+        born_host = self._born_hosts.get(peer)
+        if born_host is None:
+            if len(self._born_hosts) >= _CACHE_LIMIT:
+                self._born_hosts.clear()
+            born_host = self._born_hosts[peer] = parse_address(peer)
         sys_flag = header.sys_flag
         if topic_config.topic_filter_type == TopicFilterType.MULTI_TAG:
             sys_flag |= MessageSysFlag.MULTI_TAGS

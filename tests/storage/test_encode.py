@@ -32,7 +32,7 @@ hosts = st.sampled_from(
     reconsume_times=st.integers(0, 16),
     prepared=st.integers(0, 2**40),
 )
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 def test_fast_encoder_matches_the_codec(
     topic: str, body: bytes, queue_id: int, flag: int, properties: str, sys_flag: int,
     born_timestamp: int, born_host: tuple[str, int], store_host: tuple[str, int],
@@ -79,7 +79,7 @@ def test_ipv6_hosts_fall_back_to_the_codec() -> None:
     ),
     header_props=st.sampled_from(["", "WAIT\x01true", "CLUSTER\x01C"]),
 )
-@settings(max_examples=100)
+@settings(max_examples=100, deadline=None)
 def test_batch_fast_path_matches_the_generic_one(
     elements: list[tuple[int, bytes, str]], header_props: str
 ) -> None:

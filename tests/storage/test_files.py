@@ -39,7 +39,7 @@ def test_java_hash_known_values() -> None:
 
 
 @given(st.text(max_size=60))
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 def test_java_hash_matches_the_reference(text: str) -> None:
     assert java_hash(text) == java_hash_reference(text)
 
@@ -48,7 +48,7 @@ def test_java_hash_matches_the_reference(text: str) -> None:
     st.text(max_size=40),
     st.lists(st.text(max_size=12), min_size=1, max_size=8),
 )
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 def test_java_hash_of_keys_sharing_a_head_matches_the_reference(
     head: str, tails: list[str]
 ) -> None:

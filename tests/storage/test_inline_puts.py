@@ -1,7 +1,8 @@
 """Puts appended in their callers' tasks: order, visibility, flush, cancellation, failure.
 
 Real stores in tmp_path with small files (64 KiB commit log, 64-entry consume-queue files).
-An awaited put with nothing queued ahead is appended inline; a callback put is always queued.
+A put with nothing queued ahead, awaited or with a callback (the send path), is appended
+inline; with ASYNC_FLUSH it is answered at once, with SYNC_FLUSH after the flush covering it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from storage import (
     PutMessageStatus,
     open_message_store,
 )
+from storage._encode import encode_message
+from storage._record import patch_append_fields
+from storage.commit_log import EncodedPut
 from tests.storage.helpers import writer_of
 
 MakeConfig = Callable[..., MessageStoreConfig]
@@ -36,10 +40,10 @@ def message(i: int, queue_id: int = 0, **props: str) -> MessageExtBrokerInner:
     )
 
 
-async def test_inline_and_queued_puts_keep_each_callers_order(make_config: MakeConfig) -> None:
-    # Each task alternates callback puts (always queued to the writer) and awaited puts
-    # (appended in the task when nothing is queued, else queued behind): per queue, the
-    # offsets follow the call order and callbacks come in that order too.
+async def test_callback_and_awaited_puts_keep_each_callers_order(make_config: MakeConfig) -> None:
+    # Each task alternates callback puts and awaited puts, both appended in the task when
+    # nothing is queued: per queue, the offsets follow the call order and the answers come
+    # in that order too (a callback put is answered at once, as an awaited one returns).
     async with open_message_store(make_config()) as store:
         tasks, per_task = 6, 40
         answered: dict[int, list[int]] = {q: [] for q in range(tasks)}
@@ -80,7 +84,7 @@ async def test_inline_and_queued_puts_keep_each_callers_order(make_config: MakeC
                 got.release()
             assert bodies == [f"body-{q * 1000 + i}".encode() * 20 for i in range(per_task)]
         stats = writer_of(store).statistics()
-        assert 0 < stats.inline_puts < tasks * per_task
+        assert stats.inline_puts == tasks * per_task
         assert stats.records == tasks * per_task
 
 
@@ -111,7 +115,8 @@ async def test_sync_flush_inline_put_is_answered_after_the_flush_covers_it(
             assert store.commit_log.flushed_offset >= result.wrote_offset + result.wrote_bytes
             # Visible to readers once flushed, with its queue entry.
             assert store.get_max_offset_in_queue("TopicTest", 0) == i + 1
-        # A put queued behind a callback put is answered after its flush as well.
+        # A callback put is appended inline too, and answered after the flush as well: not
+        # before put_message_nowait returns, and before the awaited put after it.
         flushed_at_callback: list[bool] = []
 
         def done(result: PutMessageResult) -> None:
@@ -119,11 +124,39 @@ async def test_sync_flush_inline_put_is_answered_after_the_flush_covers_it(
             flushed_at_callback.append(store.commit_log.flushed_offset >= end)
 
         store.put_message_nowait(message(3), done)
+        assert flushed_at_callback == []
         result = await store.put_message(message(4))
         assert result.queue_offset == 4
         assert store.commit_log.flushed_offset >= result.wrote_offset + result.wrote_bytes
         assert flushed_at_callback == [True]
-        assert writer_of(store).statistics().inline_puts == 3
+        assert writer_of(store).statistics().inline_puts == 5
+
+
+async def test_an_async_flush_callback_put_is_answered_at_once_and_readable(
+    make_config: MakeConfig,
+) -> None:
+    # The send path: appended in the caller's task and answered before put_message_nowait
+    # returns; a read right after the answer sees the message, and the record is byte for
+    # byte the one the queued path encodes (storage._encode.encode_message).
+    async with open_message_store(make_config()) as store:
+        for i in range(5):
+            answered: list[PutMessageResult] = []
+            msg = message(i, queue_id=2, KEYS=f"key{i}")
+            store.put_message_nowait(msg, answered.append)
+            assert [(r.status, r.queue_offset) for r in answered] == [(PutMessageStatus.PUT_OK, i)]
+            got = store.get_message("g", "TopicTest", 2, i, 1)
+            assert got.status is GetMessageStatus.FOUND
+            record = bytes(got.buffers[0])
+            got.release()
+            expected = encode_message(msg, store.config.store_host, store.config.max_message_size)
+            assert isinstance(expected, EncodedPut)
+            patched = bytearray(expected.data)
+            patch_append_fields(
+                patched, 0, i, answered[0].wrote_offset, answered[0].store_timestamp
+            )
+            assert record == bytes(patched)
+            assert len(store.query_message("TopicTest", f"key{i}", 4, 0, 2**62).buffers) == 1
+        assert writer_of(store).statistics().inline_puts == 5
 
 
 @pytest.mark.parametrize("flush", [FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH])

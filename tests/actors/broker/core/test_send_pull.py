@@ -259,3 +259,23 @@ async def test_pull_of_unknown_group_without_auto_create(tmp_path: object) -> No
         await call(client, cluster.broker_address, send_request("T"))
         answer = await call(client, cluster.broker_address, pull_request("T", group="Unknown"))
         assert answer.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
+
+
+async def test_sends_keep_their_own_connections_born_host_and_bad_topics_stay_refused(
+    cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    # The send path caches valid topic names and each peer's address: a bad name is refused
+    # every time, and each connection's records carry that connection's host and port.
+    broker = cluster.broker_address
+    for _ in range(2):
+        refused = await call(client, broker, send_request("bad topic!"))
+        assert refused.code == ResponseCode.SYSTEM_ERROR
+    async with RemotingClient() as other:
+        for sender in (client, other, client):
+            answer = await call(sender, broker, send_request("BornHosts", b"x"))
+            assert answer.code == ResponseCode.SUCCESS, answer.remark
+    pulled = await call(client, broker, pull_request("BornHosts"))
+    assert pulled.code == ResponseCode.SUCCESS and pulled.body is not None
+    hosts = [r.born_host for r in iter_records(pulled.body)]
+    assert len(hosts) == 3 and hosts[0] == hosts[2] != hosts[1]
+    assert {host for host, _ in hosts} == {"127.0.0.1"}
