@@ -63,6 +63,7 @@ from protocol.server import RemotingServer, ServerConfig, ServerStatistics
 from protocol.tls import client_ssl_context, server_ssl_context, tcp_server_ssl_context
 from storage import FileMessageStore, MessageStore, StoreStatistics
 from supervisors.actor import ActorStatistics
+from supervisors.limits import raise_open_file_limit
 from supervisors.metrics_http import (
     MetricsExporterType,
     hold_listeners,
@@ -162,6 +163,14 @@ class Broker:
         if self.before_start is not None:
             self.before_start()
         config = self.config
+        # One descriptor per consume-queue file: a soft limit of 1,024 stops the store near
+        # 120 topics of 8 queues (the Java broker's JVM raises its limit the same way).
+        soft, _ = raise_open_file_limit()
+        if 0 < soft < 65536:
+            log.info(
+                "open-file limit %d: room for about %d consume queues beside connections; "
+                "raise it (ulimit -n, LimitNOFILE=) for more", soft, max(0, soft - 1024),
+            )  # fmt: skip
         self._configure_tls()
         bind = config.bind_address or None
         metrics: list[ChildSpec] = []
