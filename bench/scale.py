@@ -311,12 +311,13 @@ async def pulls_dimension(root: Path, counts: Sequence[int], wakes: int) -> list
     arrived = {key: trio.Event() for key in queues}
     held = [0]
     extra = ("--maxHeldPulls", str(max(counts) + 100))
-    pullers: list[RemotingClient] = []
     async with (
         broker(store, *extra) as node,
         RemotingClient() as client,
         contextlib.AsyncExitStack() as stack,
     ):
+        connections = (max(counts) + HELD_PER_CONNECTION - 1) // HELD_PER_CONNECTION
+        pullers = [await stack.enter_async_context(RemotingClient()) for _ in range(connections)]
         await create_topics(client, node.address, names)
         fields = {key: _send_fields(*key) for key in queues}
         async with trio.open_nursery() as holders:
@@ -325,8 +326,6 @@ async def pulls_dimension(root: Path, counts: Sequence[int], wakes: int) -> list
                 for n in range(holding, count):
                     # A connection runs at most 1,024 requests at once (the server's
                     # max_in_flight) and a held pull is one: 1,000 held pulls per connection.
-                    if n % HELD_PER_CONNECTION == 0:
-                        pullers.append(await stack.enter_async_context(RemotingClient()))
                     puller = pullers[n // HELD_PER_CONNECTION]
                     holders.start_soon(_holder, puller, node.address, *queues[n], arrived, held)
                 holding = max(holding, count)

@@ -288,6 +288,7 @@ class Broker:
     ) -> None:
         self.pull_hold.closing = False
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.pull_hold.run_rechecks, self.store.get_max_offset_in_queue)
             await nursery.start(self.server.serve_listeners, self._listeners)
             if self._fast_listeners:
                 await nursery.start(self.server.serve_listeners, self._fast_listeners)
