@@ -248,6 +248,7 @@ async def connections_dimension(
                     await receive.receive()
             opening = time.perf_counter() - start
             opened = max(opened, count)
+            await _settle(node)
             quiet_cpu = node.cpu_seconds()
             await trio.sleep(2)
             idle_cpu = (node.cpu_seconds() - quiet_cpu) / 2
@@ -297,6 +298,16 @@ async def _holder(
             raise RuntimeError(f"held pull failed: {answer.code} {answer.remark}")
 
 
+async def _settle(node: Node, seconds: float = 60) -> None:
+    """Wait (up to ``seconds``) until the broker used under 10 % of a core for a second."""
+    with trio.move_on_after(seconds):
+        while True:
+            before = node.cpu_seconds()
+            await trio.sleep(1)
+            if node.cpu_seconds() - before < 0.1:
+                return
+
+
 async def pulls_dimension(root: Path, counts: Sequence[int], wakes: int) -> list[dict[str, float]]:
     """One broker; hold more and more pulls on distinct queues and time wakes of random ones."""
     rows = []
@@ -332,7 +343,7 @@ async def pulls_dimension(root: Path, counts: Sequence[int], wakes: int) -> list
                 with trio.fail_after(300):
                     while held[0] < holding:
                         await trio.sleep(0.05)
-                await trio.sleep(1)  # let the last of them reach the hold
+                await _settle(node)  # the broker has read and held them all
                 cpu = node.cpu_seconds()
                 await trio.sleep(6)  # more than one 5 s re-check round
                 idle_cpu = (node.cpu_seconds() - cpu) / 6
@@ -455,6 +466,10 @@ async def recovery_dimension(root: Path, gibs: Sequence[int]) -> list[dict[str, 
             async with broker(store) as node:
                 clean = time.perf_counter() - start
                 rss = node.rss_mib()
+                # What start-up spent its time on, in the broker's own words.
+                for line in node.tail:
+                    if "dedup index:" in line or "recover" in line:
+                        say(f"[scale]     broker: {line.split(': ', 1)[-1]}")
                 await node.stop(kill=True)
             start = time.perf_counter()
             async with broker(store, timeout=1800) as node, RemotingClient() as client:
