@@ -468,7 +468,7 @@ async def recovery_dimension(root: Path, gibs: Sequence[int]) -> list[dict[str, 
                 rss = node.rss_mib()
                 # What start-up spent its time on, in the broker's own words.
                 for line in node.tail:
-                    if "dedup index:" in line or "recover" in line:
+                    if "dedup index:" in line or "recovering" in line:
                         say(f"[scale]     broker: {line.split(': ', 1)[-1]}")
                 await node.stop(kill=True)
             start = time.perf_counter()
