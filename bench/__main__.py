@@ -1,9 +1,9 @@
 """``python -m bench [name ...] [--quick]``: run benchmarks and print their figures.
 
 Names: remoting, codec, store, registry, broker, broker-cpu, group-commit, stats, ha,
-pipeline-write, pipeline-read, monitor, metrics (default: these, in that order), and fuzz and
-soak, which run only when
-named. Arguments after a single name go to that benchmark: ``python -m bench fuzz --inputs
+pipeline-write, pipeline-read, monitor, metrics (default: these, in that order), and fuzz, soak
+and scale, which run only when named. Arguments after a single name go to that benchmark:
+``python -m bench fuzz --inputs
 1000000``, ``python -m bench soak --duration 600``.
 Each benchmark module has ``main(argv)``; with ``--quick`` each gets the arguments for a short
 run (its own ``--quick`` where it has one, else a short ``--seconds``). Modules are imported
@@ -36,9 +36,10 @@ BENCHMARKS = {
     "metrics": "bench.bench_metrics:main",
     "fuzz": "bench.fuzz:main",
     "soak": "bench.soak:main",
+    "scale": "bench.scale:main",
 }
-#: Run only when named: long by design (a million inputs, a ten-minute soak).
-ON_REQUEST = frozenset({"fuzz", "soak"})
+#: Run only when named: long by design (a million inputs, a ten-minute soak, 10 GiB written).
+ON_REQUEST = frozenset({"fuzz", "soak", "scale"})
 # remoting and registry take only --seconds; the others have --quick of their own.
 QUICK_ARGS = {
     "remoting": ["--seconds", "0.5"],
@@ -56,6 +57,7 @@ QUICK_ARGS = {
     "metrics": ["--quick"],
     "fuzz": ["--quick"],
     "soak": ["--quick"],
+    "scale": ["--quick"],
 }
 
 

@@ -5,6 +5,11 @@ map, readers get memoryview slices of it without a copy, and `flush` makes the w
 durable with fdatasync (which writes back the map's dirty pages; it releases the GIL so it can
 run in a worker thread). A `MappedFileQueue` is the ordered list of such files that makes up
 one log (the commit log, or one consume queue).
+
+Files written a few bytes at a time (consume queues: one per topic queue, tens of thousands on
+a broker with thousands of topics) close their own descriptor once mapped and are flushed with
+msync on the map: the map itself keeps one (Python's mmap holds a duplicate), so each costs one
+descriptor of the open-file limit instead of two.
 """
 
 from __future__ import annotations
@@ -19,6 +24,9 @@ from pathlib import Path
 log = logging.getLogger("boltmq.storage")
 
 _fdatasync = getattr(os, "fdatasync", os.fsync)
+#: ``_fd`` of a file whose map is open but whose own descriptor was closed after mapping.
+_NO_FD = -2
+_MS_SYNC = 4  # Linux's value
 _PAGE = mmap.PAGESIZE
 # Linux's MADV_POPULATE_WRITE (5.14+): fault pages in writable without touching their data.
 _MADV_POPULATE_WRITE = 23
@@ -39,6 +47,7 @@ def _load_libc() -> ctypes.CDLL | None:
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     except (OSError, AttributeError):  # no libc symbols here: no prefaulting
         return None
     return libc
@@ -91,6 +100,10 @@ class MappedFile:
         except BaseException:
             os.close(fd)
             raise
+        if small_writes and _libc is not None:
+            # The map keeps the file open; `flush` uses msync (ctypes releases the GIL).
+            os.close(fd)
+            fd = _NO_FD
         self._fd = fd
         self.view = memoryview(self._map)
         self.wrote_position = 0
@@ -197,10 +210,19 @@ class MappedFile:
     def flush(self) -> int:
         """Make everything written so far durable; returns the flushed position.
 
-        Blocking (fdatasync): the store calls it through ``trio.to_thread.run_sync``.
+        Blocking (fdatasync, or msync for a file without a descriptor): the store calls it
+        through ``trio.to_thread.run_sync``.
         """
         target = self.wrote_position
-        if target > self.flushed_position:
+        if target > self.flushed_position and self._fd == _NO_FD:
+            assert _libc is not None  # only where libc is loaded has a file no descriptor
+            start = self.flushed_position - self.flushed_position % _PAGE
+            if _libc.msync(self._address + start, target - start, _MS_SYNC) != 0:
+                # Unmapped meanwhile (the file was destroyed by retention).
+                log.debug("flush of %s skipped: %s", self.path, os.strerror(ctypes.get_errno()))
+                return self.flushed_position
+            self.flushed_position = target
+        elif target > self.flushed_position:
             try:
                 _fdatasync(self._fd)
             except OSError as exc:  # the file was destroyed by retention meanwhile
@@ -243,7 +265,7 @@ class MappedFile:
 
     def close(self) -> bool:
         """Unmap and close; False when readers still hold views (retry later)."""
-        if self._fd < 0:
+        if self._fd == -1:
             return True
         self.view.release()
         try:
@@ -251,7 +273,8 @@ class MappedFile:
         except BufferError:
             self.view = memoryview(self._map)
             return False
-        os.close(self._fd)
+        if self._fd >= 0:
+            os.close(self._fd)
         self._fd = -1
         return True
 

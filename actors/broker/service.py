@@ -66,6 +66,7 @@ from protocol.server import RemotingServer, ServerConfig, ServerStatistics
 from protocol.tls import client_ssl_context, server_ssl_context, tcp_server_ssl_context
 from storage import FileMessageStore, MessageStore, StoreStatistics
 from supervisors.actor import ActorStatistics
+from supervisors.limits import raise_open_file_limit
 from supervisors.metrics_http import (
     MetricsExporterType,
     hold_listeners,
@@ -166,6 +167,14 @@ class Broker:
         if self.before_start is not None:
             self.before_start()
         config = self.config
+        # One descriptor per consume-queue file: a soft limit of 1,024 stops the store near
+        # 120 topics of 8 queues (the Java broker's JVM raises its limit the same way).
+        soft, _ = raise_open_file_limit()
+        if 0 < soft < 65536:
+            log.info(
+                "open-file limit %d: room for about %d consume queues beside connections; "
+                "raise it (ulimit -n, LimitNOFILE=) for more", soft, max(0, soft - 1024),
+            )  # fmt: skip
         self._configure_tls()
         bind = config.bind_address or None
         metrics: list[ChildSpec] = []
@@ -281,6 +290,7 @@ class Broker:
     ) -> None:
         self.pull_hold.closing = False
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.pull_hold.run_rechecks, self.store.get_max_offset_in_queue)
             await nursery.start(self.server.serve_listeners, listen(self._sockets))
             if self._fast_sockets:
                 await nursery.start(self.server.serve_listeners, listen(self._fast_sockets))
