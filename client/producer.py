@@ -36,10 +36,8 @@ from protocol.command import RemotingCommand, RemotingError
 from protocol.headers import (
     MSG_REGION,
     TRACE_ON,
-    SendMessageRequestHeader,
-    SendMessageResponseHeader,
-    decode_header,
-    encode_send_header_v2,
+    decode_send_response,
+    send_v2_fields,
 )
 from protocol.message import (
     MAX_TOPIC_BYTES,
@@ -274,11 +272,9 @@ class Producer:
         props = message.wire_properties()
         props[MessageConst.UNIQ_KEY] = client_id(message)
         target = queue or await self._select(message.topic, None)
-        header = self._header(message.topic, target, sys_flag, message.flag,
+        fields = self._header(message.topic, target, sys_flag, message.flag,
                               properties_to_string(props), batch=False)  # fmt: skip
-        request = RemotingCommand.request(
-            RequestCode.SEND_MESSAGE_V2, encode_send_header_v2(header), body, oneway=True
-        )
+        request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, fields, body, oneway=True)
         address = await self.instance.find_master(target)
         await self.instance.remoting.invoke_oneway(address, request)
 
@@ -446,21 +442,12 @@ class Producer:
 
     def _header(
         self, topic: str, queue: MessageQueue, sys_flag: int, flag: int, props: str, *, batch: bool
-    ) -> SendMessageRequestHeader:
-        return SendMessageRequestHeader(
-            producer_group=self.group,
-            topic=topic,
-            default_topic=DEFAULT_TOPIC,
-            default_topic_queue_nums=self.default_topic_queue_nums,
-            queue_id=queue.queue_id,
-            sys_flag=sys_flag,
-            born_timestamp=time.time_ns() // 1_000_000,
-            flag=flag,
-            properties=props or None,
-            reconsume_times=0,
-            unit_mode=False,
-            batch=batch,
-        )
+    ) -> dict[str, str]:
+        """SEND_MESSAGE_V2's ext fields (one-letter keys) for one send to ``queue``."""
+        return send_v2_fields(
+            self.group, topic, DEFAULT_TOPIC, self.default_topic_queue_nums, queue.queue_id,
+            sys_flag, time.time_ns() // 1_000_000, flag, props or None, batch=batch,
+        )  # fmt: skip
 
     async def _send_to(
         self,
@@ -475,8 +462,8 @@ class Producer:
         *,
         batch: bool = False,
     ) -> tuple[SendResult, str | None]:
-        header = self._header(queue.topic, queue, sys_flag, flag, props, batch=batch)
-        request = RemotingCommand.request(code, encode_send_header_v2(header), body)
+        fields = self._header(queue.topic, queue, sys_flag, flag, props, batch=batch)
+        request = RemotingCommand.request(code, fields, body)
         address = await self.instance.find_master(queue)
         response = await self.instance.invoke_broker(
             address, request, timeout or self.send_msg_timeout
@@ -486,14 +473,17 @@ class Producer:
             raise MQClientError(
                 response.code, f"broker {queue.broker_name} refused the send: {response.remark}"
             )
-        answer = decode_header(SendMessageResponseHeader, response.ext_fields)
+        answer = decode_send_response(response.ext_fields)
+        if answer.queue_id != queue.queue_id:
+            # A queue is frozen: the one sent to serves unless the broker stored elsewhere.
+            queue = MessageQueue(
+                topic=queue.topic, broker_name=queue.broker_name, queue_id=answer.queue_id
+            )
         result = SendResult(
             status=status,
             msg_id=msg_id,
             offset_msg_id=answer.msg_id,
-            queue=MessageQueue(
-                topic=queue.topic, broker_name=queue.broker_name, queue_id=answer.queue_id
-            ),
+            queue=queue,
             queue_offset=answer.queue_offset,
             region_id=response.field(MSG_REGION),
             trace_on=response.field(TRACE_ON, "true") != "false",

@@ -131,7 +131,28 @@ def _guarded(guard: Guard, handler: Handler, is_async: bool) -> Handler:
 
 class _Event(Protocol):
     def set(self) -> None: ...
-    async def wait(self) -> Any: ...
+    def wait(self) -> Awaitable[Any]: ...
+
+
+class _FutureEvent:
+    """A one-shot event on one asyncio future: what a call waits on under asyncio.
+
+    asyncio.Event builds a waiter list and a future per wait; a call waits once, so the future
+    alone does (measured: about a microsecond less per call).
+    """
+
+    __slots__ = ("_future",)
+
+    def __init__(self, future: Any) -> None:
+        self._future = future
+
+    def set(self) -> None:
+        future = self._future
+        if not future.done():  # cancelled when the caller's scope was
+            future.set_result(None)
+
+    def wait(self) -> Awaitable[Any]:
+        return self._future  # type: ignore[no-any-return]
 
 
 class _Pending:
@@ -151,7 +172,8 @@ def _native_primitives() -> tuple[Callable[[], _Event], Callable[[], float]]:
     import asyncio
 
     loop = asyncio.get_running_loop()
-    return asyncio.Event, loop.time
+    create_future = loop.create_future
+    return lambda: _FutureEvent(create_future()), loop.time
 
 
 class Connection:
