@@ -1,0 +1,194 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Compiled twins of the hottest pure-Python codec functions (optional; ``./dev build-ext``).
+
+Each function here returns exactly what its pure-Python original returns (tests compare them
+byte for byte over generated inputs) and is used only when this extension was built:
+
+- `java_hash`: Java's String.hashCode (storage._hash, protocol.message.tag_hash_code).
+- `decode_records`: a pull answer's records (protocol.message.decode_records); any record it
+  does not take (IPv6 hosts, a bad record) goes to the pure `decode_record`, which raises
+  with the same message as before.
+
+The pure modules hand their classes and fallbacks over with `bind_records`, so this module
+imports nothing of the project's and every object it makes is of the pure modules' classes.
+"""
+
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+from libc.string cimport memcmp
+
+cdef extern from "Python.h":
+    int PyUnicode_KIND(object)
+    void* PyUnicode_DATA(object)
+    Py_ssize_t PyUnicode_GET_LENGTH(object)
+    object PyUnicode_DecodeLatin1(const char*, Py_ssize_t, const char*)
+    uint32_t PyUnicode_READ(int, void*, Py_ssize_t)
+
+cdef enum:
+    MAGIC_CODE = -626843481  # protocol.message.MAGIC_CODE
+    MAX_TOPIC_BYTES = 127
+    MAX_PROPERTIES_BYTES = 32767
+    V6_HOST_BITS = 0x30  # BORNHOST_V6 | STOREHOST_V6
+    CACHE_LIMIT = 4096
+
+
+def java_hash(str text):
+    """``String.hashCode`` over UTF-16 code units as a signed 32-bit int ("" -> 0)."""
+    cdef uint32_t h = 0
+    cdef Py_ssize_t i, n = PyUnicode_GET_LENGTH(text)
+    cdef int kind = PyUnicode_KIND(text)
+    cdef void* data = PyUnicode_DATA(text)
+    cdef uint32_t cp
+    for i in range(n):
+        cp = PyUnicode_READ(kind, data, i)
+        if cp >= 0x10000:
+            # A supplementary character is two UTF-16 units in Java: its surrogate pair.
+            cp -= 0x10000
+            h = h * 31 + (0xD800 + (cp >> 10))
+            h = h * 31 + (0xDC00 + (cp & 0x3FF))
+        else:
+            h = h * 31 + cp
+    return <int32_t>h
+
+
+cdef inline int32_t _i32(const unsigned char* p) noexcept nogil:
+    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8)
+                     | <uint32_t>p[3])
+
+
+cdef inline int64_t _i64(const unsigned char* p) noexcept nogil:
+    return <int64_t>((<uint64_t><uint32_t>_i32(p) << 32) | <uint64_t><uint32_t>_i32(p + 4))
+
+
+cdef object _MessageExt = None
+cdef object _decode_record = None
+cdef object _string_to_properties = None
+cdef object _v4_host = None
+cdef dict _hosts = {}
+cdef dict _topics = {}
+
+
+def bind_records(message_ext, decode_record, string_to_properties, v4_host):
+    """Hand over the record class, the per-record fallback and the helpers to use."""
+    global _MessageExt, _decode_record, _string_to_properties, _v4_host
+    _MessageExt = message_ext
+    _decode_record = decode_record
+    _string_to_properties = string_to_properties
+    _v4_host = v4_host
+
+
+cdef dict _ascii_properties(const unsigned char* p, Py_ssize_t n):
+    # ``name\x01value`` pairs joined by ``\x02``; pieces without a name or a value dropped
+    # (string_to_properties). Only for all-ASCII bytes, where bytes and characters coincide.
+    cdef dict props = {}
+    cdef Py_ssize_t start = 0, i, sep
+    while start <= n:
+        i = start
+        sep = -1
+        while i < n and p[i] != 2:
+            if sep < 0 and p[i] == 1:
+                sep = i
+            i += 1
+        if sep > start and i > sep + 1:
+            props[PyUnicode_DecodeLatin1(<const char*>p + start, sep - start, NULL)] = \
+                PyUnicode_DecodeLatin1(<const char*>p + sep + 1, i - sep - 1, NULL)
+        start = i + 1
+    return props
+
+
+cdef object _host(bytes data, Py_ssize_t at, const unsigned char* p):
+    cdef uint64_t key = (<uint64_t><uint32_t>_i32(p + at) << 32) | <uint32_t>_i32(p + at + 4)
+    host = _hosts.get(key)
+    if host is None:
+        if len(_hosts) > CACHE_LIMIT:
+            _hosts.clear()
+        host = _hosts[key] = _v4_host(data[at : at + 4], _i32(p + at + 4))
+    return host
+
+
+def decode_records(buf):
+    """Concatenated records (a pull answer's body) as MessageExt objects."""
+    if _MessageExt is None:
+        raise RuntimeError("protocol._speedups.decode_records used before bind_records")
+    cdef list out = []
+    cdef bytes data = buf if isinstance(buf, bytes) else bytes(buf)
+    cdef const unsigned char* p = data
+    cdef Py_ssize_t pos = 0, end = len(data), record_end, topic_at, props_at, i
+    cdef int32_t total, sys_flag, body_len
+    cdef Py_ssize_t topic_len, props_len
+    cdef bint ascii
+    cdef bytes last_raw = None
+    last_topic = None
+    while pos < end:
+        if pos + 88 <= end:
+            total = _i32(p + pos)
+            sys_flag = _i32(p + pos + 36)
+            body_len = _i32(p + pos + 84)
+            record_end = pos + total
+            topic_at = pos + 88 + body_len
+            if (
+                _i32(p + pos + 4) == MAGIC_CODE
+                and not sys_flag & V6_HOST_BITS
+                and total >= 91
+                and record_end <= end
+                and body_len >= 0
+                and topic_at + 3 <= record_end
+            ):
+                topic_len = p[topic_at]
+                props_at = topic_at + 3 + topic_len
+                props_len = -1
+                if topic_len <= MAX_TOPIC_BYTES and props_at <= record_end:
+                    props_len = (p[props_at - 2] << 8) | p[props_at - 1]
+                if (
+                    0 <= props_len <= MAX_PROPERTIES_BYTES
+                    and props_at + props_len == record_end
+                ):
+                    try:
+                        if (
+                            last_raw is not None
+                            and len(last_raw) == topic_len
+                            and memcmp(<const char*>last_raw, p + topic_at + 1, topic_len) == 0
+                        ):
+                            topic = last_topic
+                        else:
+                            raw_topic = data[topic_at + 1 : topic_at + 1 + topic_len]
+                            topic = _topics.get(raw_topic)
+                            if topic is None:
+                                if len(_topics) > CACHE_LIMIT:
+                                    _topics.clear()
+                                topic = _topics[raw_topic] = raw_topic.decode()
+                            last_raw, last_topic = raw_topic, topic
+                        if props_len:
+                            ascii = True
+                            for i in range(props_at, record_end):
+                                if p[i] >= 0x80:
+                                    ascii = False
+                                    break
+                            if ascii:
+                                properties = _ascii_properties(p + props_at, props_len)
+                            else:
+                                properties = _string_to_properties(
+                                    PyUnicode_DecodeUTF8(
+                                        <const char*>p + props_at, props_len, NULL
+                                    )
+                                )
+                        else:
+                            properties = {}
+                    except UnicodeDecodeError:
+                        pass  # decode_record below says where
+                    else:
+                        out.append(_MessageExt(
+                            total, _i32(p + pos + 8), _i32(p + pos + 12), _i32(p + pos + 16),
+                            _i64(p + pos + 20), _i64(p + pos + 28), sys_flag,
+                            _i64(p + pos + 40), _host(data, pos + 48, p), _i64(p + pos + 56),
+                            _host(data, pos + 64, p), _i32(p + pos + 72), _i64(p + pos + 76),
+                            PyBytes_FromStringAndSize(<const char*>p + pos + 88, body_len),
+                            topic, properties,
+                        ))
+                        pos = record_end
+                        continue
+        message = _decode_record(data, pos)  # IPv6 hosts, or a bad record: raises with details
+        out.append(message)
+        pos += message.store_size
+    return out
