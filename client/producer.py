@@ -41,12 +41,11 @@ from protocol.headers import (
 )
 from protocol.message import (
     MAX_TOPIC_BYTES,
-    BatchElement,
     MessageConst,
     MessageSysFlag,
     compress_body,
     create_uniq_id,
-    encode_batch,
+    encode_batch_tuples,
     properties_to_string,
     tag_hash_code,
 )
@@ -289,20 +288,19 @@ class Producer:
         if not messages:
             raise ValueError("send_batch needs at least one message")
         topic = messages[0].topic
-        elements: list[BatchElement] = []
+        self._check(messages[0])
+        elements: list[tuple[int, bytes, str]] = []
         ids: list[str] = []
         for message in messages:
-            self._check(message)
             if message.topic != topic:
                 raise ValueError("all messages of a batch must have the same topic")
+            self._check_body(message)
             if message.delay_level > 0:
                 raise ValueError("a batch cannot carry delayed messages")
-            props = message.wire_properties()
             uniq_id = client_id(message)
-            props[MessageConst.UNIQ_KEY] = uniq_id
             ids.append(uniq_id)
-            elements.append(BatchElement(message.flag, message.body, properties_to_string(props)))
-        body = encode_batch(elements)
+            elements.append((message.flag, message.body, properties_with_id(message, uniq_id)))
+        body = encode_batch_tuples(elements)
         if len(body) > self.max_message_size:
             raise ValueError(f"batch of {len(body)} bytes exceeds {self.max_message_size}")
         result, _ = await self._send_with_retries(
@@ -367,11 +365,10 @@ class Producer:
         """One message with client id ``uniq_id``: (result, the broker's transactionId)."""
         self._check(message)
         body, sys_flag = self._body(message)
-        props = message.wire_properties()
-        props[MessageConst.UNIQ_KEY] = uniq_id
         return await self._send_with_retries(
             RequestCode.SEND_MESSAGE_V2, message.topic, message.flag, body,
-            sys_flag | extra_sys_flag, properties_to_string(props), uniq_id, queue, timeout,
+            sys_flag | extra_sys_flag, properties_with_id(message, uniq_id), uniq_id, queue,
+            timeout,
         )  # fmt: skip
 
     async def _send_with_retries(
@@ -427,6 +424,9 @@ class Producer:
         topic = message.topic
         if not topic or len(topic.encode()) > MAX_TOPIC_BYTES:
             raise ValueError(f"topic {topic!r} must be 1..{MAX_TOPIC_BYTES} bytes")
+        self._check_body(message)
+
+    def _check_body(self, message: Message) -> None:
         if not message.body:
             raise ValueError("message body is empty")
         if len(message.body) > self.max_message_size:
@@ -464,7 +464,9 @@ class Producer:
     ) -> tuple[SendResult, str | None]:
         fields = self._header(queue.topic, queue, sys_flag, flag, props, batch=batch)
         request = RemotingCommand.request(code, fields, body)
-        address = await self.instance.find_master(queue)
+        address = self.instance.master_address(queue.broker_name) or (
+            await self.instance.find_master(queue)
+        )
         response = await self.instance.invoke_broker(
             address, request, timeout or self.send_msg_timeout
         )
@@ -530,8 +532,35 @@ class Producer:
             pass  # the next attempt reports what is wrong
 
     async def _select(self, topic: str, avoid_broker: str | None) -> MessageQueue:
-        queues = await self._publish_queues(topic)
+        cached = self._publish.get(topic)
+        route = None if cached is None else cached[0]
+        if route is not None and route is self.instance.routes.get(topic):
+            queues = cached[1]  # type: ignore[index]  # the usual case, no other coroutine
+        else:
+            queues = await self._publish_queues(topic)
         return self.fault_strategy.select(queues, next(self._counter), avoid_broker)
+
+
+_PLAIN_PROPERTIES = {
+    True: f"{MessageConst.WAIT}\x01true\x02{MessageConst.UNIQ_KEY}\x01",
+    False: f"{MessageConst.WAIT}\x01false\x02{MessageConst.UNIQ_KEY}\x01",
+}
+
+
+def properties_with_id(message: Message, uniq_id: str) -> str:
+    """The properties string a send carries: the message's wire properties plus UNIQ_KEY."""
+    if (
+        not message.properties
+        and not message.tags
+        and not message.keys
+        and message.delay_level <= 0
+        and message.deliver_time_ms is None
+    ):
+        # A plain message: only WAIT and UNIQ_KEY, in that order (no dict, no join).
+        return _PLAIN_PROPERTIES[bool(message.wait_store_msg_ok)] + uniq_id
+    props = message.wire_properties()
+    props[MessageConst.UNIQ_KEY] = uniq_id
+    return properties_to_string(props)
 
 
 def client_id(message: Message) -> str:

@@ -205,7 +205,8 @@ class Connection:
         self._sweep_target = math.inf
         self._sweep_wake = anyio.Event()
         self._outbox: list[list[Part]] = []
-        self._wake_writer = anyio.Event()
+        # The running library's own event: anyio.Event() looks the backend up each time.
+        self._wake_writer: _Event = self._new_event()
         self._sending = False
         self._drained: anyio.Event | None = None
         self._room = anyio.Event()
@@ -402,7 +403,7 @@ class Connection:
         while True:
             if not self._outbox or self._sending:
                 await self._wake_writer.wait()
-                self._wake_writer = anyio.Event()
+                self._wake_writer = self._new_event()
                 continue
             if not await self._flush():
                 return

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol.command import RemotingError
@@ -17,11 +17,13 @@ from protocol.headers import (
     encode_send_header_v2,
     send_v2_fields,
 )
+from protocol.message import BatchElement, encode_batch, encode_batch_tuples
 
 _ints = st.integers(min_value=-(2**31), max_value=2**31 - 1)
 _text = st.text(max_size=40)
 
 
+@settings(deadline=None)
 @given(
     group=_text, topic=_text, default_topic=_text, queue_nums=_ints, queue_id=_ints,
     sys_flag=_ints, born=st.integers(min_value=0, max_value=2**62), flag=_ints,
@@ -46,6 +48,7 @@ def test_send_v2_fields_equal_the_encoded_header(
     assert list(fast) == list(generic)  # same key order, so the same JSON bytes
 
 
+@settings(deadline=None)
 @given(
     msg_id=_text, queue_id=_ints, offset=st.integers(min_value=0, max_value=2**62),
     transaction_id=st.none() | _text,
@@ -83,3 +86,12 @@ def test_bad_send_response_raises_the_generic_error(ext: dict[str, str] | None) 
     with pytest.raises(RemotingError) as generic:
         decode_header(SendMessageResponseHeader, ext)
     assert fast.value.remark == generic.value.remark
+
+
+@settings(deadline=None)
+@given(
+    batch=st.lists(st.tuples(_ints, st.binary(max_size=64), _text), max_size=8),
+)
+def test_encode_batch_tuples_equals_encode_batch(batch: list[tuple[int, bytes, str]]) -> None:
+    elements = [BatchElement(flag, body, props) for flag, body, props in batch]
+    assert encode_batch_tuples(batch) == encode_batch(elements)

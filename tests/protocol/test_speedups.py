@@ -64,7 +64,7 @@ def _outcome(fn: Any, data: bytes) -> tuple[str, Any]:
         return "error", str(exc)
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(st.lists(_record_st, min_size=1, max_size=5))
 def test_pure_decode_records_equals_decoding_one_by_one(records: list[bytearray]) -> None:
     data = b"".join(bytes(r) for r in records)
@@ -73,7 +73,7 @@ def test_pure_decode_records_equals_decoding_one_by_one(records: list[bytearray]
 
 
 @compiled
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(st.lists(_record_st, min_size=1, max_size=5), st.randoms(use_true_random=False))
 def test_compiled_decode_records_equals_pure(records: list[bytearray], rnd: random.Random) -> None:
     data = b"".join(bytes(r) for r in records)
@@ -109,6 +109,7 @@ def test_compiled_module_is_the_one_in_use_and_fresh() -> None:
 _any_text = st.text(st.characters(), max_size=40)  # lone surrogates included
 
 
+@settings(deadline=None)
 @given(_any_text)
 def test_pure_java_hashes_agree(text: str) -> None:
     expected = _hash.java_hash_uncached(text)
@@ -117,6 +118,7 @@ def test_pure_java_hashes_agree(text: str) -> None:
 
 
 @compiled
+@settings(deadline=None)
 @given(_any_text | st.text(st.characters(min_codepoint=0x10000), max_size=10))
 def test_compiled_java_hash_equals_pure(text: str) -> None:
     assert _speedups.java_hash(text) == _hash.java_hash_uncached(text)
