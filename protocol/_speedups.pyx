@@ -8,8 +8,10 @@ byte for byte over generated inputs) and is used only when this extension was bu
 - `decode_records`: a pull answer's records (protocol.message.decode_records); any record it
   does not take (IPv6 hosts, a bad record) goes to the pure `decode_record`, which raises
   with the same message as before.
+- `decode_payload`: one frame's header word, JSON header and body (protocol.frame); binary
+  headers go to the pure decoder.
 
-The pure modules hand their classes and fallbacks over with `bind_records`, so this module
+The pure modules hand their classes and fallbacks over with `bind_*`, so this module
 imports nothing of the project's and every object it makes is of the pure modules' classes.
 """
 
@@ -192,3 +194,116 @@ def decode_records(buf):
         out.append(message)
         pos += message.store_size
     return out
+
+
+# -- frames -------------------------------------------------------------------------------------
+
+cdef object _RemotingCommand = None
+cdef object _FrameError = None
+cdef object _coerce = None
+cdef object _loads = None
+cdef object _JSONDecodeError = None
+cdef dict _LANG_BY_NAME = None
+cdef dict _LANG_BY_VALUE = None
+cdef object _OTHER = None
+cdef object _JSON = None
+cdef object _decode_binary_header = None
+cdef object _new_object = object.__new__
+
+
+def bind_frame(remoting_command, frame_error, coerce, loads, json_decode_error, lang_by_name,
+               lang_by_value, other, json_type, decode_binary_header):
+    """Hand over what `decode_payload` builds, raises and falls back to (protocol.frame)."""
+    global _RemotingCommand, _FrameError, _coerce, _loads, _JSONDecodeError, _LANG_BY_NAME
+    global _LANG_BY_VALUE, _OTHER, _JSON, _decode_binary_header
+    _RemotingCommand = remoting_command
+    _FrameError = frame_error
+    _coerce = coerce
+    _loads = loads
+    _JSONDecodeError = json_decode_error
+    _LANG_BY_NAME = lang_by_name
+    _LANG_BY_VALUE = lang_by_value
+    _OTHER = other
+    _JSON = json_type
+    _decode_binary_header = decode_binary_header
+
+
+cdef object _decode_json_header(object header):
+    try:
+        doc = _loads(header)
+    except _JSONDecodeError as exc:
+        raise _FrameError(f"JSON header does not parse: {exc}") from None
+    if type(doc) is not dict:
+        raise _FrameError("JSON header is not an object")
+    cdef dict d = <dict>doc
+    code = d.get("code")
+    opaque = d.get("opaque", 0)
+    flag = d.get("flag", 0)
+    version = d.get("version", 0)
+    if type(code) is not int or type(opaque) is not int or type(flag) is not int:
+        raise _FrameError("JSON header needs integer code, opaque and flag")
+    if type(version) is not int:
+        version = 0
+    language = d.get("language")
+    if type(language) is str:
+        lang = _LANG_BY_NAME.get(language, _OTHER)
+    elif isinstance(language, int):
+        lang = _LANG_BY_VALUE.get(language, _OTHER)
+    else:
+        lang = _OTHER
+    remark = d.get("remark")
+    if remark is not None and type(remark) is not str:
+        remark = str(remark)
+    ext = d.get("extFields")
+    if ext is None:
+        ext_fields = None
+    elif type(ext) is dict:
+        ext_fields = ext
+        for value in (<dict>ext).values():
+            if type(value) is not str:
+                ext_fields = {
+                    k: v if type(v) is str else _coerce(v)
+                    for k, v in (<dict>ext).items() if v is not None
+                }
+                break
+    else:
+        raise _FrameError("JSON header extFields is not an object")
+    command = _new_object(_RemotingCommand)
+    command.code = code
+    command.opaque = opaque
+    command.flag = flag
+    command.language = lang
+    command.version = version
+    command.remark = remark
+    command.ext_fields = ext_fields
+    command.body = None
+    command.serialize_type = _JSON
+    return command
+
+
+def decode_payload(view, Py_ssize_t start, Py_ssize_t length):
+    """Header word + header + body at ``view[start:start+length]`` as a RemotingCommand."""
+    if _RemotingCommand is None:
+        raise RuntimeError("protocol._speedups.decode_payload used before bind_frame")
+    cdef const unsigned char[::1] buf = view
+    if start < 0 or length < 4 or start + length > buf.shape[0]:
+        # The frame decoder only passes whole frames; never read outside the buffer.
+        raise ValueError(f"frame at {start} of {length} bytes lies outside the buffer")
+    cdef uint32_t word = <uint32_t>_i32(&buf[start])
+    cdef uint32_t serialize = word >> 24
+    cdef Py_ssize_t header_start = start + 4
+    cdef Py_ssize_t body_start = header_start + (word & 0x00FFFFFF)
+    cdef Py_ssize_t end = start + length
+    if body_start > end:
+        raise _FrameError(
+            f"header length {word & 0x00FFFFFF} overruns the frame of {length} bytes"
+        )
+    if serialize == 0:
+        command = _decode_json_header(view[header_start:body_start])
+    elif serialize == 1:
+        command = _decode_binary_header(view[header_start:body_start])
+    else:
+        raise _FrameError(f"unknown serialize type {serialize} in the header word")
+    if end > body_start:
+        command.body = PyBytes_FromStringAndSize(<const char*>&buf[body_start], end - body_start)
+    return command

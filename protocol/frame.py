@@ -148,7 +148,7 @@ class FrameDecoder:
         return out
 
 
-def _decode_payload(view: memoryview, start: int, length: int) -> RemotingCommand:
+def _decode_payload_py(view: memoryview, start: int, length: int) -> RemotingCommand:
     """Decode header word + header + body at ``view[start:start+length]``."""
     (word,) = _unpack_word(view, start)
     serialize = word >> 24
@@ -311,3 +311,18 @@ def _decode_binary_header(header: memoryview) -> RemotingCommand:
     return _command(
         code, opaque, flag, _LANG_BY_VALUE.get(language, _OTHER), version, remark, ext, _ROCKETMQ
     )
+
+
+#: What the decoders run per frame: the compiled twin when ``./dev build-ext`` built it, else
+#: `_decode_payload_py` (same commands, same errors; tests compare them).
+_decode_payload = _decode_payload_py
+try:
+    from protocol import _speedups
+except ImportError:
+    pass
+else:
+    _speedups.bind_frame(
+        RemotingCommand, FrameError, _coerce, _loads, orjson.JSONDecodeError, _LANG_BY_NAME,
+        _LANG_BY_VALUE, _OTHER, _JSON, _decode_binary_header,
+    )  # fmt: skip
+    _decode_payload = _speedups.decode_payload

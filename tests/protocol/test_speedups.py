@@ -16,6 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from protocol import frame
+from protocol.codes import LanguageCode, SerializeType
+from protocol.command import RemotingCommand
 from protocol.message import MessageFormatError, _properties, _record, encode_record, iter_records
 from storage import _hash
 
@@ -97,6 +100,7 @@ def test_compiled_decode_records_equals_pure(records: list[bytearray], rnd: rand
 def test_compiled_module_is_the_one_in_use_and_fresh() -> None:
     assert _record.decode_records is _speedups.decode_records
     assert _hash.java_hash is _speedups.java_hash
+    assert frame._decode_payload is _speedups.decode_payload
     spec = importlib.util.spec_from_file_location(
         "build_ext", _record.__file__.rsplit("/protocol/", 1)[0] + "/tools/build_ext.py"
     )
@@ -133,3 +137,63 @@ def test_java_hash_known_values(text: str, expected: int) -> None:
     # Values Java's String.hashCode gives.
     assert _hash.java_hash(text) == expected
     assert _properties.tag_hash_code(text) == expected
+
+
+_commands = st.builds(
+    RemotingCommand,
+    st.integers(-(2**15), 2**15 - 1),
+    opaque=st.integers(-(2**31), 2**31 - 1),
+    flag=st.integers(0, 3),
+    language=st.sampled_from(list(LanguageCode)),
+    version=st.integers(-(2**15), 2**15 - 1),
+    remark=st.none() | st.text(st.characters(blacklist_categories=("Cs",)), max_size=20),
+    ext_fields=st.none()
+    | st.dictionaries(
+        st.text(st.characters(blacklist_categories=("Cs",)), max_size=8),
+        st.text(st.characters(blacklist_categories=("Cs",)), max_size=12),
+        max_size=5,
+    ),
+    body=st.none() | st.binary(max_size=40),
+    serialize_type=st.sampled_from(list(SerializeType)),
+)
+
+
+def _frame_outcome(fn: Any, data: bytes) -> tuple[str, Any]:
+    view = memoryview(data)
+    try:
+        command = fn(view, 4, len(data) - 4)
+    except Exception as exc:
+        return type(exc).__name__, str(exc)
+    return "ok", tuple(getattr(command, name) for name in RemotingCommand.__slots__)
+
+
+@compiled
+@settings(max_examples=300, deadline=None)
+@given(_commands, st.randoms(use_true_random=False))
+def test_compiled_frame_decode_equals_pure(command: RemotingCommand, rnd: random.Random) -> None:
+    data = frame.encode(command)
+    pure = _frame_outcome(frame._decode_payload_py, data)
+    assert pure[0] == "ok"
+    assert _frame_outcome(_speedups.decode_payload, data) == pure
+    # Damaged headers and bodies (the length field kept): same command or same error.
+    for _ in range(8):
+        damaged = bytearray(data)
+        for _ in range(rnd.randint(1, 3)):
+            damaged[rnd.randrange(4, len(damaged))] = rnd.randrange(256)
+        sample = bytes(damaged)
+        assert _frame_outcome(_speedups.decode_payload, sample) == _frame_outcome(
+            frame._decode_payload_py, sample
+        )
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(_commands, min_size=1, max_size=4), st.integers(1, 64))
+def test_frame_decoder_over_any_chunking(commands: list[RemotingCommand], chunk: int) -> None:
+    # Whichever payload decoder is in use (compiled when built, else the pure one).
+    data = b"".join(frame.encode(c) for c in commands)
+    decoder = frame.FrameDecoder()
+    out: list[RemotingCommand] = []
+    for at in range(0, len(data), chunk):
+        out.extend(decoder.feed(data[at : at + chunk]))
+    assert [repr(c) for c in out] == [repr(frame.decode(frame.encode(c))) for c in commands]
+    assert decoder.buffered == 0
