@@ -317,7 +317,7 @@ def _decode_binary_header(header: memoryview) -> RemotingCommand:
 #: `_decode_payload_py` (same commands, same errors; tests compare them).
 _decode_payload = _decode_payload_py
 try:
-    from protocol import _speedups
+    import protocol._speedups as _speedups
 except ImportError:
     pass
 else:

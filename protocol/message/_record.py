@@ -371,7 +371,7 @@ def _v4_host(raw: bytes, port: int) -> Host:
 #: pure-Python `decode_records_py` above (same results, same errors; tests compare them).
 decode_records: Callable[[Buffer], list[MessageExt]] = decode_records_py
 try:
-    from protocol import _speedups
+    import protocol._speedups as _speedups
 except ImportError:
     pass
 else:
