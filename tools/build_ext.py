@@ -87,7 +87,8 @@ def build(force: bool = False) -> bool:
         ]  # fmt: skip
         result = subprocess.run(command, capture_output=True, text=True, check=False)
         if result.returncode != 0:
-            raise RuntimeError(f"{cc} failed: {result.stderr.strip()[-2000:]}")
+            output = result.stderr.strip()[-2000:] or "no output"
+            raise RuntimeError(f"{cc} exited with status {result.returncode}: {output}")
         shutil.copyfile(tmp, target.with_suffix(".tmp"))
         os.replace(target.with_suffix(".tmp"), target)
         _stamp_path().write_text(digest + "\n")
