@@ -15,7 +15,7 @@ sync:
     want=$(sha256sum pyproject.toml | cut -d' ' -f1)
     if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
         echo "sync: installing boltmq and its extras into .venv" >&2
-        .venv/bin/uv pip install -q --python {{py}} -e ".[test,lint]"
+        .venv/bin/uv pip install -q --python {{py}} -e ".[test,lint,build]"
         echo "$want" > "$stamp"
     fi
 
@@ -23,14 +23,20 @@ sync:
 up *ARGS: sync
     .venv/bin/boltmq cluster {{ARGS}}
 
-# Run the whole test suite (installs chromium and tmux for the browser and screen tests first when missing).
+# Run the whole test suite (installs chromium and tmux for the browser and screen tests first when missing;
+# builds the optional compiled codecs, and on a failed build says so and tests the pure code).
 test *ARGS: sync
     @bash tests/ensure_packages.sh
+    @{{py}} -m tools.build_ext --soft
     {{py}} -m pytest {{ARGS}}
+
+# Build the optional compiled codecs (protocol/_speedups.pyx) in place: ./dev build-ext [--status|--clean].
+build-ext *ARGS: sync
+    {{py}} -m tools.build_ext {{ARGS}}
 
 # Lint (ruff) and type-check (mypy) the packages.
 lint: sync
-    .venv/bin/ruff check protocol supervisors storage actors client monitor pipeline boltmq tests bench
+    .venv/bin/ruff check protocol supervisors storage actors client monitor pipeline boltmq tests bench tools
     .venv/bin/mypy
     .venv/bin/lint-imports
 

@@ -23,6 +23,7 @@ from typing import cast
 BENCHMARKS = {
     "remoting": "bench.bench_remoting:main",
     "codec": "bench.bench_codec:main",
+    "client-cpu": "bench.bench_client_cpu:main",
     "store": "bench.bench_store:main",
     "registry": "bench.bench_registry:main",
     "broker": "bench.bench_produce_consume:main",
@@ -44,6 +45,7 @@ ON_REQUEST = frozenset({"fuzz", "soak", "scale"})
 QUICK_ARGS = {
     "remoting": ["--seconds", "0.5"],
     "codec": ["--quick"],
+    "client-cpu": ["--quick"],
     "store": ["--quick"],
     "registry": ["--seconds", "0.5"],
     "broker": ["--quick"],

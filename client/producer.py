@@ -36,19 +36,16 @@ from protocol.command import RemotingCommand, RemotingError
 from protocol.headers import (
     MSG_REGION,
     TRACE_ON,
-    SendMessageRequestHeader,
-    SendMessageResponseHeader,
-    decode_header,
-    encode_send_header_v2,
+    decode_send_response,
+    send_v2_fields,
 )
 from protocol.message import (
     MAX_TOPIC_BYTES,
-    BatchElement,
     MessageConst,
     MessageSysFlag,
     compress_body,
     create_uniq_id,
-    encode_batch,
+    encode_batch_tuples,
     properties_to_string,
     tag_hash_code,
 )
@@ -278,11 +275,9 @@ class Producer:
         props = message.wire_properties()
         props[MessageConst.UNIQ_KEY] = client_id(message)
         target = queue or await self._select(message.topic, None)
-        header = self._header(message.topic, target, sys_flag, message.flag,
+        fields = self._header(message.topic, target, sys_flag, message.flag,
                               properties_to_string(props), batch=False)  # fmt: skip
-        request = RemotingCommand.request(
-            RequestCode.SEND_MESSAGE_V2, encode_send_header_v2(header), body, oneway=True
-        )
+        request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, fields, body, oneway=True)
         address = await self.instance.find_master(target)
         await self.instance.remoting.invoke_oneway(address, request)
 
@@ -297,20 +292,19 @@ class Producer:
         if not messages:
             raise ValueError("send_batch needs at least one message")
         topic = messages[0].topic
-        elements: list[BatchElement] = []
+        self._check(messages[0])
+        elements: list[tuple[int, bytes, str]] = []
         ids: list[str] = []
         for message in messages:
-            self._check(message)
             if message.topic != topic:
                 raise ValueError("all messages of a batch must have the same topic")
+            self._check_body(message)
             if message.delay_level > 0:
                 raise ValueError("a batch cannot carry delayed messages")
-            props = message.wire_properties()
             uniq_id = client_id(message)
-            props[MessageConst.UNIQ_KEY] = uniq_id
             ids.append(uniq_id)
-            elements.append(BatchElement(message.flag, message.body, properties_to_string(props)))
-        body = encode_batch(elements)
+            elements.append((message.flag, message.body, properties_with_id(message, uniq_id)))
+        body = encode_batch_tuples(elements)
         if len(body) > self.max_message_size:
             raise ValueError(f"batch of {len(body)} bytes exceeds {self.max_message_size}")
         result, _ = await self._send_with_retries(
@@ -375,11 +369,10 @@ class Producer:
         """One message with client id ``uniq_id``: (result, the broker's transactionId)."""
         self._check(message)
         body, sys_flag = self._body(message)
-        props = message.wire_properties()
-        props[MessageConst.UNIQ_KEY] = uniq_id
         return await self._send_with_retries(
             RequestCode.SEND_MESSAGE_V2, message.topic, message.flag, body,
-            sys_flag | extra_sys_flag, properties_to_string(props), uniq_id, queue, timeout,
+            sys_flag | extra_sys_flag, properties_with_id(message, uniq_id), uniq_id, queue,
+            timeout,
         )  # fmt: skip
 
     async def _send_with_retries(
@@ -438,6 +431,9 @@ class Producer:
         topic = message.topic
         if not topic or len(topic.encode()) > MAX_TOPIC_BYTES:
             raise ValueError(f"topic {topic!r} must be 1..{MAX_TOPIC_BYTES} bytes")
+        self._check_body(message)
+
+    def _check_body(self, message: Message) -> None:
         if not message.body:
             raise ValueError("message body is empty")
         if len(message.body) > self.max_message_size:
@@ -453,21 +449,12 @@ class Producer:
 
     def _header(
         self, topic: str, queue: MessageQueue, sys_flag: int, flag: int, props: str, *, batch: bool
-    ) -> SendMessageRequestHeader:
-        return SendMessageRequestHeader(
-            producer_group=self.group,
-            topic=topic,
-            default_topic=DEFAULT_TOPIC,
-            default_topic_queue_nums=self.default_topic_queue_nums,
-            queue_id=queue.queue_id,
-            sys_flag=sys_flag,
-            born_timestamp=time.time_ns() // 1_000_000,
-            flag=flag,
-            properties=props or None,
-            reconsume_times=0,
-            unit_mode=False,
-            batch=batch,
-        )
+    ) -> dict[str, str]:
+        """SEND_MESSAGE_V2's ext fields (one-letter keys) for one send to ``queue``."""
+        return send_v2_fields(
+            self.group, topic, DEFAULT_TOPIC, self.default_topic_queue_nums, queue.queue_id,
+            sys_flag, time.time_ns() // 1_000_000, flag, props or None, batch=batch,
+        )  # fmt: skip
 
     async def _send_to(
         self,
@@ -482,9 +469,11 @@ class Producer:
         *,
         batch: bool = False,
     ) -> tuple[SendResult, str | None]:
-        header = self._header(queue.topic, queue, sys_flag, flag, props, batch=batch)
-        request = RemotingCommand.request(code, encode_send_header_v2(header), body)
-        address = await self.instance.find_master(queue)
+        fields = self._header(queue.topic, queue, sys_flag, flag, props, batch=batch)
+        request = RemotingCommand.request(code, fields, body)
+        address = self.instance.master_address(queue.broker_name) or (
+            await self.instance.find_master(queue)
+        )
         response = await self.instance.invoke_broker(
             address, request, timeout or self.send_msg_timeout
         )
@@ -493,14 +482,17 @@ class Producer:
             raise MQClientError(
                 response.code, f"broker {queue.broker_name} refused the send: {response.remark}"
             )
-        answer = decode_header(SendMessageResponseHeader, response.ext_fields)
+        answer = decode_send_response(response.ext_fields)
+        if answer.queue_id != queue.queue_id:
+            # A queue is frozen: the one sent to serves unless the broker stored elsewhere.
+            queue = MessageQueue(
+                topic=queue.topic, broker_name=queue.broker_name, queue_id=answer.queue_id
+            )
         result = SendResult(
             status=status,
             msg_id=msg_id,
             offset_msg_id=answer.msg_id,
-            queue=MessageQueue(
-                topic=queue.topic, broker_name=queue.broker_name, queue_id=answer.queue_id
-            ),
+            queue=queue,
             queue_offset=answer.queue_offset,
             region_id=response.field(MSG_REGION),
             trace_on=response.field(TRACE_ON, "true") != "false",
@@ -547,8 +539,35 @@ class Producer:
             pass  # the next attempt reports what is wrong
 
     async def _select(self, topic: str, avoid_broker: str | None) -> MessageQueue:
-        queues = await self._publish_queues(topic)
+        cached = self._publish.get(topic)
+        route = None if cached is None else cached[0]
+        if route is not None and route is self.instance.routes.get(topic):
+            queues = cached[1]  # type: ignore[index]  # the usual case, no other coroutine
+        else:
+            queues = await self._publish_queues(topic)
         return self.fault_strategy.select(queues, next(self._counter), avoid_broker)
+
+
+_PLAIN_PROPERTIES = {
+    True: f"{MessageConst.WAIT}\x01true\x02{MessageConst.UNIQ_KEY}\x01",
+    False: f"{MessageConst.WAIT}\x01false\x02{MessageConst.UNIQ_KEY}\x01",
+}
+
+
+def properties_with_id(message: Message, uniq_id: str) -> str:
+    """The properties string a send carries: the message's wire properties plus UNIQ_KEY."""
+    if (
+        not message.properties
+        and not message.tags
+        and not message.keys
+        and message.delay_level <= 0
+        and message.deliver_time_ms is None
+    ):
+        # A plain message: only WAIT and UNIQ_KEY, in that order (no dict, no join).
+        return _PLAIN_PROPERTIES[bool(message.wait_store_msg_ok)] + uniq_id
+    props = message.wire_properties()
+    props[MessageConst.UNIQ_KEY] = uniq_id
+    return properties_to_string(props)
 
 
 def client_id(message: Message) -> str:

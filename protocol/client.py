@@ -151,7 +151,9 @@ class RemotingClient:
         self, address: str, request: RemotingCommand, timeout: float = 3.0
     ) -> RemotingCommand:
         """Send ``request`` to ``address`` and return its response (raises on timeout/close)."""
-        conn = await self.connection(address)
+        conn = self._connections.get(address)
+        if conn is None or conn.closed:
+            conn = await self.connection(address)
         return await conn.invoke(request, timeout)
 
     async def invoke_oneway(self, address: str, request: RemotingCommand) -> None:

@@ -131,7 +131,28 @@ def _guarded(guard: Guard, handler: Handler, is_async: bool) -> Handler:
 
 class _Event(Protocol):
     def set(self) -> None: ...
-    async def wait(self) -> Any: ...
+    def wait(self) -> Awaitable[Any]: ...
+
+
+class _FutureEvent:
+    """A one-shot event on one asyncio future: what a call waits on under asyncio.
+
+    asyncio.Event builds a waiter list and a future per wait; a call waits once, so the future
+    alone does (measured: about a microsecond less per call).
+    """
+
+    __slots__ = ("_future",)
+
+    def __init__(self, future: Any) -> None:
+        self._future = future
+
+    def set(self) -> None:
+        future = self._future
+        if not future.done():  # cancelled when the caller's scope was
+            future.set_result(None)
+
+    def wait(self) -> Awaitable[Any]:
+        return self._future  # type: ignore[no-any-return]
 
 
 class _Pending:
@@ -151,7 +172,8 @@ def _native_primitives() -> tuple[Callable[[], _Event], Callable[[], float]]:
     import asyncio
 
     loop = asyncio.get_running_loop()
-    return asyncio.Event, loop.time
+    create_future = loop.create_future
+    return lambda: _FutureEvent(create_future()), loop.time
 
 
 class Connection:
@@ -183,7 +205,8 @@ class Connection:
         self._sweep_target = math.inf
         self._sweep_wake = anyio.Event()
         self._outbox: list[list[Part]] = []
-        self._wake_writer = anyio.Event()
+        # The running library's own event: anyio.Event() looks the backend up each time.
+        self._wake_writer: _Event = self._new_event()
         self._sending = False
         self._drained: anyio.Event | None = None
         self._room = anyio.Event()
@@ -380,7 +403,7 @@ class Connection:
         while True:
             if not self._outbox or self._sending:
                 await self._wake_writer.wait()
-                self._wake_writer = anyio.Event()
+                self._wake_writer = self._new_event()
                 continue
             if not await self._flush():
                 return

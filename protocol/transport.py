@@ -7,13 +7,16 @@ send; websocket delivers exactly one frame per message and sends one frame per m
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import ssl
+from collections import deque
 from collections.abc import Sequence
 from typing import Protocol
 
 import anyio
 import anyio.abc
+import sniffio
 import trio
 from anyio.streams.tls import TLSStream
 
@@ -135,11 +138,118 @@ class AnyioStreamTransport:
         await self._stream.aclose()
 
 
+class _FrameProtocol(asyncio.Protocol):
+    """asyncio's callbacks for `AsyncioTransport`: received chunks queued, one waiter woken."""
+
+    def __init__(self) -> None:
+        self.chunks: deque[bytes] = deque()
+        self.buffered = 0
+        self.reading_paused = False
+        self.closed = False
+        self.waiter: asyncio.Future[None] | None = None
+        self.writable: asyncio.Future[None] | None = None
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.chunks.append(data)
+        self.buffered += len(data)
+        if self.buffered > _READ_PAUSE_BYTES and self.transport is not None:
+            # The reader fell behind (the connection applies backpressure): stop reading.
+            self.reading_paused = True
+            self.transport.pause_reading()
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self.closed = True
+        self._wake()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._wake()
+        self.resume_writing()
+
+    def pause_writing(self) -> None:
+        if self.writable is None:
+            self.writable = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        writable, self.writable = self.writable, None
+        if writable is not None and not writable.done():
+            writable.set_result(None)
+
+    def _wake(self) -> None:
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+
+#: Bytes received and not yet taken after which `AsyncioTransport` stops reading the socket.
+_READ_PAUSE_BYTES = 8 * 1024 * 1024
+
+
+class AsyncioTransport:
+    """Plain TCP straight on an asyncio transport (the client's transport under asyncio).
+
+    anyio's asyncio stream resumes and pauses reading around every receive (two epoll
+    changes) and yields to the loop after every send; a connection that already coalesces
+    its frames needs neither, and per request they cost more than the frame codec.
+    """
+
+    message_framed = False
+
+    def __init__(self, transport: asyncio.Transport, protocol: _FrameProtocol, peer: str) -> None:
+        self._transport = transport
+        self._protocol = protocol
+        self.peer = peer
+
+    async def receive_some(self) -> bytes | bytearray:
+        protocol = self._protocol
+        chunks = protocol.chunks
+        while not chunks:
+            if protocol.closed:
+                return b""
+            waiter = protocol.waiter = asyncio.get_running_loop().create_future()
+            try:
+                await waiter
+            finally:
+                protocol.waiter = None
+        data = chunks.popleft() if len(chunks) == 1 else b"".join(chunks)
+        chunks.clear()
+        protocol.buffered = 0
+        if protocol.reading_paused:
+            protocol.reading_paused = False
+            self._transport.resume_reading()
+        return data
+
+    async def send_frames(self, frames: Sequence[Sequence[Part]]) -> None:
+        protocol = self._protocol
+        if protocol.closed or self._transport.is_closing():
+            raise anyio.BrokenResourceError("the connection is closed")
+        self._transport.write(_join(frames))
+        while protocol.writable is not None and not protocol.closed:
+            await protocol.writable  # the kernel's buffer is full: wait until it drains
+
+    async def aclose(self) -> None:
+        self._protocol.closed = True
+        self._transport.abort()
+
+
 async def connect_tcp(
     host: str, port: int, ssl_context: ssl.SSLContext | None = None
-) -> AnyioStreamTransport:
+) -> AnyioStreamTransport | AsyncioTransport:
     """Open a TCP connection with Nagle off (small requests must not wait for acks); TLS over
     it with ``ssl_context``, the server's certificate checked against ``host``."""
+    if ssl_context is None and sniffio.current_async_library() == "asyncio":
+        loop = asyncio.get_running_loop()
+        # asyncio turns Nagle off on TCP sockets itself.
+        transport, protocol = await loop.create_connection(_FrameProtocol, host, port)
+        assert isinstance(transport, asyncio.Transport)
+        return AsyncioTransport(transport, protocol, format_address(host, port))
     raw = await anyio.connect_tcp(host, port)
     try:
         raw.extra(anyio.abc.SocketAttribute.raw_socket).setsockopt(

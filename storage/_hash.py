@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import operator
 import sys
+from collections.abc import Callable
 
 _MASK = 0xFFFFFFFF
 _POWERS: list[int] = [1]
@@ -26,7 +27,8 @@ def java_hash_uncached(text: str) -> int:
     if text.isascii():
         units: bytes | memoryview = text.encode("ascii")
     else:
-        units = memoryview(text.encode(_UTF16)).cast("H")
+        # surrogatepass: a lone surrogate is one UTF-16 unit in Java too, not an error.
+        units = memoryview(text.encode(_UTF16, "surrogatepass")).cast("H")
     h: int = sum(map(operator.mul, units, _weights(len(units)))) & _MASK
     return h - 0x100000000 if h & 0x80000000 else h
 
@@ -40,7 +42,7 @@ _HEAD_CACHE_LIMIT = 4096
 _HEADS: dict[str, int] = {}
 
 
-def java_hash(text: str) -> int:
+def java_hash_py(text: str) -> int:
     """``String.hashCode`` over UTF-16 code units as a signed 32-bit int ("" -> 0).
 
     Bit for bit `java_hash_uncached`; long ASCII strings reuse the cached hash of their head.
@@ -59,6 +61,14 @@ def java_hash(text: str) -> int:
     h &= _MASK
     return h - 0x100000000 if h & 0x80000000 else h
 
+
+#: What the store hashes with: the compiled twin when ``./dev build-ext`` built it (one pass in
+#: C, no head cache needed), else `java_hash_py`; tests compare them.
+java_hash: Callable[[str], int] = java_hash_py
+try:
+    from protocol._speedups import java_hash
+except ImportError:
+    pass
 
 _TAGS_CODES: dict[str, int] = {}
 

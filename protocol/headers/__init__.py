@@ -91,8 +91,10 @@ from protocol.headers._send_pull import (
     SendMessageRequestHeader,
     SendMessageResponseHeader,
     decode_send_header,
+    decode_send_response,
     encode_send_header_v2,
     encode_send_response,
+    send_v2_fields,
 )
 
 RC = RequestCode
@@ -251,8 +253,10 @@ __all__ = [
     "decode_header",
     "decode_request_header",
     "decode_send_header",
+    "decode_send_response",
     "encode_header",
     "encode_send_header_v2",
     "encode_send_response",
+    "send_v2_fields",
     "wire_keys",
 ]

@@ -16,6 +16,7 @@ from protocol.message._batch import (
     decode_batch,
     decode_batch_tuples,
     encode_batch,
+    encode_batch_tuples,
 )
 from protocol.message._format import (
     BLANK_MAGIC_CODE,
@@ -84,6 +85,7 @@ __all__ = [
     "decode_records",
     "decompress_body",
     "encode_batch",
+    "encode_batch_tuples",
     "encode_record",
     "iter_records",
     "offset_msg_id",

@@ -26,18 +26,22 @@ class BatchElement:
 
 def encode_batch(elements: Iterable[BatchElement]) -> bytes:
     """A SEND_BATCH_MESSAGE body (sheet 5.9); magic and CRC are written as 0, as clients do."""
+    return encode_batch_tuples((e.flag, e.body, e.properties) for e in elements)
+
+
+def encode_batch_tuples(elements: Iterable[tuple[int, Buffer, str]]) -> bytes:
+    """`encode_batch` of plain (flag, body, properties) tuples: the producer's send path."""
     parts: list[Buffer] = []
     append = parts.append
     pack_head = _BATCH_HEAD.pack
     pack_short = _SHORT.pack
-    for element in elements:
-        props = element.properties.encode()
+    for flag, body, properties in elements:
+        props = properties.encode()
         props_len = len(props)
         if props_len > MAX_PROPERTIES_BYTES:
             raise MessageFormatError(f"batch element properties of {props_len} bytes too long")
-        body = element.body
         body_len = len(body)
-        append(pack_head(22 + body_len + props_len, 0, 0, element.flag, body_len))
+        append(pack_head(22 + body_len + props_len, 0, 0, flag, body_len))
         append(body)  # join copies it once; no bytes() copy before
         append(pack_short(props_len) + props)
     return b"".join(parts)

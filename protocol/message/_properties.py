@@ -4,7 +4,7 @@ pairs joined by ``\\x02``), and the hash code of TAGS that a consume-queue entry
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 PROPERTY_SEPARATOR = "\x02"
 NAME_VALUE_SEPARATOR = "\x01"
@@ -66,6 +66,13 @@ def tag_hash_code(tag: str | None) -> int:
     """Java ``String.hashCode`` of ``tag`` (UTF-16 units, signed 32-bit); empty or None -> 0."""
     if not tag:
         return 0
+    if _compiled_hash is not None:
+        return _compiled_hash(tag)
+    return tag_hash_code_py(tag)
+
+
+def tag_hash_code_py(tag: str) -> int:
+    """`tag_hash_code` in pure Python (the compiled module's reference)."""
     h = 0
     if tag.isascii():
         for ch in tag.encode():
@@ -95,3 +102,10 @@ def string_to_properties(text: str) -> dict[str, str]:
         if sep and name and value:
             props[name] = value
     return props
+
+
+_compiled_hash: Callable[[str], int] | None
+try:
+    from protocol._speedups import java_hash as _compiled_hash
+except ImportError:
+    _compiled_hash = None

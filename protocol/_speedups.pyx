@@ -1,0 +1,309 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Compiled twins of the hottest pure-Python codec functions (optional; ``./dev build-ext``).
+
+Each function here returns exactly what its pure-Python original returns (tests compare them
+byte for byte over generated inputs) and is used only when this extension was built:
+
+- `java_hash`: Java's String.hashCode (storage._hash, protocol.message.tag_hash_code).
+- `decode_records`: a pull answer's records (protocol.message.decode_records); any record it
+  does not take (IPv6 hosts, a bad record) goes to the pure `decode_record`, which raises
+  with the same message as before.
+- `decode_payload`: one frame's header word, JSON header and body (protocol.frame); binary
+  headers go to the pure decoder.
+
+The pure modules hand their classes and fallbacks over with `bind_*`, so this module
+imports nothing of the project's and every object it makes is of the pure modules' classes.
+"""
+
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+from libc.string cimport memcmp
+
+cdef extern from "Python.h":
+    int PyUnicode_KIND(object)
+    void* PyUnicode_DATA(object)
+    Py_ssize_t PyUnicode_GET_LENGTH(object)
+    object PyUnicode_DecodeLatin1(const char*, Py_ssize_t, const char*)
+    uint32_t PyUnicode_READ(int, void*, Py_ssize_t)
+
+cdef enum:
+    MAGIC_CODE = -626843481  # protocol.message.MAGIC_CODE
+    MAX_TOPIC_BYTES = 127
+    MAX_PROPERTIES_BYTES = 32767
+    V6_HOST_BITS = 0x30  # BORNHOST_V6 | STOREHOST_V6
+    CACHE_LIMIT = 4096
+
+
+def java_hash(str text):
+    """``String.hashCode`` over UTF-16 code units as a signed 32-bit int ("" -> 0)."""
+    cdef uint32_t h = 0
+    cdef Py_ssize_t i, n = PyUnicode_GET_LENGTH(text)
+    cdef int kind = PyUnicode_KIND(text)
+    cdef void* data = PyUnicode_DATA(text)
+    cdef uint32_t cp
+    for i in range(n):
+        cp = PyUnicode_READ(kind, data, i)
+        if cp >= 0x10000:
+            # A supplementary character is two UTF-16 units in Java: its surrogate pair.
+            cp -= 0x10000
+            h = h * 31 + (0xD800 + (cp >> 10))
+            h = h * 31 + (0xDC00 + (cp & 0x3FF))
+        else:
+            h = h * 31 + cp
+    return <int32_t>h
+
+
+cdef inline int32_t _i32(const unsigned char* p) noexcept nogil:
+    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8)
+                     | <uint32_t>p[3])
+
+
+cdef inline int64_t _i64(const unsigned char* p) noexcept nogil:
+    return <int64_t>((<uint64_t><uint32_t>_i32(p) << 32) | <uint64_t><uint32_t>_i32(p + 4))
+
+
+cdef object _MessageExt = None
+cdef object _decode_record = None
+cdef object _string_to_properties = None
+cdef object _v4_host = None
+cdef dict _hosts = {}
+cdef dict _topics = {}
+
+
+def bind_records(message_ext, decode_record, string_to_properties, v4_host):
+    """Hand over the record class, the per-record fallback and the helpers to use."""
+    global _MessageExt, _decode_record, _string_to_properties, _v4_host
+    _MessageExt = message_ext
+    _decode_record = decode_record
+    _string_to_properties = string_to_properties
+    _v4_host = v4_host
+
+
+cdef dict _ascii_properties(const unsigned char* p, Py_ssize_t n):
+    # ``name\x01value`` pairs joined by ``\x02``; pieces without a name or a value dropped
+    # (string_to_properties). Only for all-ASCII bytes, where bytes and characters coincide.
+    cdef dict props = {}
+    cdef Py_ssize_t start = 0, i, sep
+    while start <= n:
+        i = start
+        sep = -1
+        while i < n and p[i] != 2:
+            if sep < 0 and p[i] == 1:
+                sep = i
+            i += 1
+        if sep > start and i > sep + 1:
+            props[PyUnicode_DecodeLatin1(<const char*>p + start, sep - start, NULL)] = \
+                PyUnicode_DecodeLatin1(<const char*>p + sep + 1, i - sep - 1, NULL)
+        start = i + 1
+    return props
+
+
+cdef object _host(bytes data, Py_ssize_t at, const unsigned char* p):
+    cdef uint64_t key = (<uint64_t><uint32_t>_i32(p + at) << 32) | <uint32_t>_i32(p + at + 4)
+    host = _hosts.get(key)
+    if host is None:
+        if len(_hosts) > CACHE_LIMIT:
+            _hosts.clear()
+        host = _hosts[key] = _v4_host(data[at : at + 4], _i32(p + at + 4))
+    return host
+
+
+def decode_records(buf):
+    """Concatenated records (a pull answer's body) as MessageExt objects."""
+    if _MessageExt is None:
+        raise RuntimeError("protocol._speedups.decode_records used before bind_records")
+    cdef list out = []
+    cdef bytes data = buf if isinstance(buf, bytes) else bytes(buf)
+    cdef const unsigned char* p = data
+    cdef Py_ssize_t pos = 0, end = len(data), record_end, topic_at, props_at, i
+    cdef int32_t total, sys_flag, body_len
+    cdef Py_ssize_t topic_len, props_len
+    cdef bint ascii
+    cdef bytes last_raw = None
+    last_topic = None
+    while pos < end:
+        if pos + 88 <= end:
+            total = _i32(p + pos)
+            sys_flag = _i32(p + pos + 36)
+            body_len = _i32(p + pos + 84)
+            record_end = pos + total
+            topic_at = pos + 88 + body_len
+            if (
+                _i32(p + pos + 4) == MAGIC_CODE
+                and not sys_flag & V6_HOST_BITS
+                and total >= 91
+                and record_end <= end
+                and body_len >= 0
+                and topic_at + 3 <= record_end
+            ):
+                topic_len = p[topic_at]
+                props_at = topic_at + 3 + topic_len
+                props_len = -1
+                if topic_len <= MAX_TOPIC_BYTES and props_at <= record_end:
+                    props_len = (p[props_at - 2] << 8) | p[props_at - 1]
+                if (
+                    0 <= props_len <= MAX_PROPERTIES_BYTES
+                    and props_at + props_len == record_end
+                ):
+                    try:
+                        if (
+                            last_raw is not None
+                            and len(last_raw) == topic_len
+                            and memcmp(<const char*>last_raw, p + topic_at + 1, topic_len) == 0
+                        ):
+                            topic = last_topic
+                        else:
+                            raw_topic = data[topic_at + 1 : topic_at + 1 + topic_len]
+                            topic = _topics.get(raw_topic)
+                            if topic is None:
+                                if len(_topics) > CACHE_LIMIT:
+                                    _topics.clear()
+                                topic = _topics[raw_topic] = raw_topic.decode()
+                            last_raw, last_topic = raw_topic, topic
+                        if props_len:
+                            ascii = True
+                            for i in range(props_at, record_end):
+                                if p[i] >= 0x80:
+                                    ascii = False
+                                    break
+                            if ascii:
+                                properties = _ascii_properties(p + props_at, props_len)
+                            else:
+                                properties = _string_to_properties(
+                                    PyUnicode_DecodeUTF8(
+                                        <const char*>p + props_at, props_len, NULL
+                                    )
+                                )
+                        else:
+                            properties = {}
+                    except UnicodeDecodeError:
+                        pass  # decode_record below says where
+                    else:
+                        out.append(_MessageExt(
+                            total, _i32(p + pos + 8), _i32(p + pos + 12), _i32(p + pos + 16),
+                            _i64(p + pos + 20), _i64(p + pos + 28), sys_flag,
+                            _i64(p + pos + 40), _host(data, pos + 48, p), _i64(p + pos + 56),
+                            _host(data, pos + 64, p), _i32(p + pos + 72), _i64(p + pos + 76),
+                            PyBytes_FromStringAndSize(<const char*>p + pos + 88, body_len),
+                            topic, properties,
+                        ))
+                        pos = record_end
+                        continue
+        message = _decode_record(data, pos)  # IPv6 hosts, or a bad record: raises with details
+        out.append(message)
+        pos += message.store_size
+    return out
+
+
+# -- frames -------------------------------------------------------------------------------------
+
+cdef object _RemotingCommand = None
+cdef object _FrameError = None
+cdef object _coerce = None
+cdef object _loads = None
+cdef object _JSONDecodeError = None
+cdef dict _LANG_BY_NAME = None
+cdef dict _LANG_BY_VALUE = None
+cdef object _OTHER = None
+cdef object _JSON = None
+cdef object _decode_binary_header = None
+cdef object _new_object = object.__new__
+
+
+def bind_frame(remoting_command, frame_error, coerce, loads, json_decode_error, lang_by_name,
+               lang_by_value, other, json_type, decode_binary_header):
+    """Hand over what `decode_payload` builds, raises and falls back to (protocol.frame)."""
+    global _RemotingCommand, _FrameError, _coerce, _loads, _JSONDecodeError, _LANG_BY_NAME
+    global _LANG_BY_VALUE, _OTHER, _JSON, _decode_binary_header
+    _RemotingCommand = remoting_command
+    _FrameError = frame_error
+    _coerce = coerce
+    _loads = loads
+    _JSONDecodeError = json_decode_error
+    _LANG_BY_NAME = lang_by_name
+    _LANG_BY_VALUE = lang_by_value
+    _OTHER = other
+    _JSON = json_type
+    _decode_binary_header = decode_binary_header
+
+
+cdef object _decode_json_header(object header):
+    try:
+        doc = _loads(header)
+    except _JSONDecodeError as exc:
+        raise _FrameError(f"JSON header does not parse: {exc}") from None
+    if type(doc) is not dict:
+        raise _FrameError("JSON header is not an object")
+    cdef dict d = <dict>doc
+    code = d.get("code")
+    opaque = d.get("opaque", 0)
+    flag = d.get("flag", 0)
+    version = d.get("version", 0)
+    if type(code) is not int or type(opaque) is not int or type(flag) is not int:
+        raise _FrameError("JSON header needs integer code, opaque and flag")
+    if type(version) is not int:
+        version = 0
+    language = d.get("language")
+    if type(language) is str:
+        lang = _LANG_BY_NAME.get(language, _OTHER)
+    elif isinstance(language, int):
+        lang = _LANG_BY_VALUE.get(language, _OTHER)
+    else:
+        lang = _OTHER
+    remark = d.get("remark")
+    if remark is not None and type(remark) is not str:
+        remark = str(remark)
+    ext = d.get("extFields")
+    if ext is None:
+        ext_fields = None
+    elif type(ext) is dict:
+        ext_fields = ext
+        for value in (<dict>ext).values():
+            if type(value) is not str:
+                ext_fields = {
+                    k: v if type(v) is str else _coerce(v)
+                    for k, v in (<dict>ext).items() if v is not None
+                }
+                break
+    else:
+        raise _FrameError("JSON header extFields is not an object")
+    command = _new_object(_RemotingCommand)
+    command.code = code
+    command.opaque = opaque
+    command.flag = flag
+    command.language = lang
+    command.version = version
+    command.remark = remark
+    command.ext_fields = ext_fields
+    command.body = None
+    command.serialize_type = _JSON
+    return command
+
+
+def decode_payload(view, Py_ssize_t start, Py_ssize_t length):
+    """Header word + header + body at ``view[start:start+length]`` as a RemotingCommand."""
+    if _RemotingCommand is None:
+        raise RuntimeError("protocol._speedups.decode_payload used before bind_frame")
+    cdef const unsigned char[::1] buf = view
+    if start < 0 or length < 4 or start + length > buf.shape[0]:
+        # The frame decoder only passes whole frames; never read outside the buffer.
+        raise ValueError(f"frame at {start} of {length} bytes lies outside the buffer")
+    cdef uint32_t word = <uint32_t>_i32(&buf[start])
+    cdef uint32_t serialize = word >> 24
+    cdef Py_ssize_t header_start = start + 4
+    cdef Py_ssize_t body_start = header_start + (word & 0x00FFFFFF)
+    cdef Py_ssize_t end = start + length
+    if body_start > end:
+        raise _FrameError(
+            f"header length {word & 0x00FFFFFF} overruns the frame of {length} bytes"
+        )
+    if serialize == 0:
+        command = _decode_json_header(view[header_start:body_start])
+    elif serialize == 1:
+        command = _decode_binary_header(view[header_start:body_start])
+    else:
+        raise _FrameError(f"unknown serialize type {serialize} in the header word")
+    if end > body_start:
+        command.body = PyBytes_FromStringAndSize(<const char*>&buf[body_start], end - body_start)
+    return command
