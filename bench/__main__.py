@@ -1,10 +1,9 @@
 """``python -m bench [name ...] [--quick]``: run benchmarks and print their figures.
 
-Names: remoting, codec, store, registry, broker, broker-cpu, group-commit, stats, ha,
-pipeline-write, pipeline-read, monitor, metrics (default: these, in that order), and fuzz, soak
-and scale, which run only when named. Arguments after a single name go to that benchmark:
-``python -m bench fuzz --inputs
-1000000``, ``python -m bench soak --duration 600``.
+Names: remoting, codec, client-cpu, store, registry, broker, broker-cpu, group-commit, stats,
+ha, pipeline-write, pipeline-read, monitor, metrics (default: these, in that order), and fuzz,
+soak and scale, which run only when named. Arguments after a single name go to that benchmark:
+``python -m bench fuzz --inputs 1000000``, ``python -m bench soak --duration 600``.
 Each benchmark module has ``main(argv)``; with ``--quick`` each gets the arguments for a short
 run (its own ``--quick`` where it has one, else a short ``--seconds``). Modules are imported
 only when their benchmark runs, so one that is missing or fails costs only its own entry.
