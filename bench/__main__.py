@@ -1,9 +1,10 @@
 """``python -m bench [name ...] [--quick]``: run benchmarks and print their figures.
 
 Names: remoting, codec, store, registry, broker, stats, ha, pipeline-write, pipeline-read,
-monitor, metrics (default: these, in that order), and fuzz and soak, which run only when
-named. Arguments after a single name go to that benchmark: ``python -m bench fuzz --inputs
-1000000``, ``python -m bench soak --duration 600``.
+monitor, metrics (default: these, in that order), and fuzz, soak and compare (BoltMQ beside
+Apache RocketMQ, NATS, RabbitMQ and Redis), which run only when named. Arguments after a
+single name go to that benchmark: ``python -m bench fuzz --inputs 1000000``, ``python -m
+bench soak --duration 600``.
 Each benchmark module has ``main(argv)``; with ``--quick`` each gets the arguments for a short
 run (its own ``--quick`` where it has one, else a short ``--seconds``). Modules are imported
 only when their benchmark runs, so one that is missing or fails costs only its own entry.
@@ -33,9 +34,10 @@ BENCHMARKS = {
     "metrics": "bench.bench_metrics:main",
     "fuzz": "bench.fuzz:main",
     "soak": "bench.soak:main",
+    "compare": "bench.compare:main",
 }
-#: Run only when named: long by design (a million inputs, a ten-minute soak).
-ON_REQUEST = frozenset({"fuzz", "soak"})
+#: Run only when named: long by design (a million inputs, a ten-minute soak, every peer).
+ON_REQUEST = frozenset({"fuzz", "soak", "compare"})
 # remoting and registry take only --seconds; the others have --quick of their own.
 QUICK_ARGS = {
     "remoting": ["--seconds", "0.5"],
@@ -51,6 +53,7 @@ QUICK_ARGS = {
     "metrics": ["--quick"],
     "fuzz": ["--quick"],
     "soak": ["--quick"],
+    "compare": ["--quick"],
 }
 
 
