@@ -30,7 +30,6 @@ import asyncio
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import time
@@ -42,8 +41,8 @@ import attrs
 
 from bench.peers import SYSTEMS, client_for, install
 from bench.peers.base import Server
-from bench.peers.workloads import NAMES, WORKLOADS, Result, batch, consume, e2e, single
 from bench.peers.report import Cell, Row, docs_section, ratio_lines, table_lines
+from bench.peers.workloads import NAMES, WORKLOADS, Result, batch, consume, e2e, single
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Other processes may use this many cores during a run before it is taken again.
@@ -207,20 +206,37 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m bench compare", description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
-    parser.add_argument("--systems", default=",".join(SYSTEMS),
-                        help=f"comma-separated subset of {','.join(SYSTEMS)} (default: all)")
+    parser.add_argument(
+        "--systems",
+        default=",".join(SYSTEMS),
+        help=f"comma-separated subset of {','.join(SYSTEMS)} (default: all)",
+    )
     parser.add_argument("--workloads", default="abcd", help="subset of a,b,c,d (default: all)")
     parser.add_argument("--seconds", type=float, default=5.0, help="timed run length (5)")
     parser.add_argument("--backlog", type=int, default=200_000, help="(c)'s backlog (200000)")
     parser.add_argument("--runs", type=int, default=3, help="runs per cell, median kept (3)")
-    parser.add_argument("--tries", type=int, default=2,
-                        help="times a run is taken while other processes are busy (2)")
-    parser.add_argument("--rocketmq-home", type=Path, metavar="DIR",
-                        help="an unpacked Apache RocketMQ 4.9.x binary release: adds its rows")
-    parser.add_argument("--write-docs", action="store_true",
-                        help="append the table to docs/PERFORMANCE.md (section Side by side)")
-    parser.add_argument("--quick", action="store_true",
-                        help="a smoke run: 1 s runs, a backlog of 5000, 1 run per cell")
+    parser.add_argument(
+        "--tries",
+        type=int,
+        default=2,
+        help="times a run is taken while other processes are busy (2)",
+    )
+    parser.add_argument(
+        "--rocketmq-home",
+        type=Path,
+        metavar="DIR",
+        help="an unpacked Apache RocketMQ 4.9.x binary release: adds its rows",
+    )
+    parser.add_argument(
+        "--write-docs",
+        action="store_true",
+        help="append the table to docs/PERFORMANCE.md (section Side by side)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a smoke run: 1 s runs, a backlog of 5000, 1 run per cell",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -234,7 +250,9 @@ def main(argv: list[str] | None = None) -> int:
     args.workloads = [w for w in args.workloads.replace(",", "") if w.strip()]
     bad = [w for w in args.workloads if w not in WORKLOADS]
     if bad or not args.workloads:
-        parser.error(f"unknown workload {''.join(bad)!r}; choose from a, b, c, d (e.g. --workloads a,c)")
+        parser.error(
+            f"unknown workload {''.join(bad)!r}; choose from a, b, c, d (e.g. --workloads a,c)"
+        )
     if args.quick:
         args.seconds, args.backlog, args.runs, args.tries = 1.0, 5000, 1, 1
     if args.seconds <= 0 or args.backlog < 1 or args.runs < 1 or args.tries < 1:
@@ -258,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [run_row(server, args) for server in servers(ready, args.rocketmq_home)]
     load_after = os.getloadavg()
     took = time.monotonic() - began
-    lines = table_lines(rows, args.workloads) + [""] + ratio_lines(rows)
+    lines = [*table_lines(rows, args.workloads), "", *ratio_lines(rows)]
     print("\n".join(lines))
     for note in notes:
         print(f"- {note}")

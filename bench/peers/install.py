@@ -121,7 +121,8 @@ def install_bench_extra(say: Say = _say) -> str | None:
                    f"{ROOT}[bench]"]  # fmt: skip
     else:
         command = [sys.executable, "-m", "pip", "install", "-q", "-e", f"{ROOT}[bench]"]
-    say(f"installing the bench extra (nats-py, aio-pika, redis[hiredis]) with {Path(command[0]).name}")
+    tool = Path(command[0]).name
+    say(f"installing the bench extra (nats-py, aio-pika, redis[hiredis]) with {tool}")
     done = subprocess.run(command, capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
         last = done.stderr.strip().splitlines()[-1:] or ["no output"]

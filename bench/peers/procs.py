@@ -10,6 +10,7 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import cast
 
 
 class StartError(RuntimeError):
@@ -77,8 +78,9 @@ class Group:
         while True:
             for process in self.processes:
                 if process.poll() is not None:
+                    program = Path(str(cast(list[str], process.args)[0])).name
                     raise StartError(
-                        f"{self.name}: {Path(process.args[0]).name} exited with status "
+                        f"{self.name}: {program} exited with status "
                         f"{process.returncode} before {what}; see {self.log}:\n{self.tail()}"
                     )  # fmt: skip
             try:

@@ -104,9 +104,7 @@ class RedisClient(Client):
         group = f"cg-{topic}"
         received = 0
         while received < count:
-            answer = await self._redis.xreadgroup(
-                group, "c1", {topic: ">"}, count=256, block=1000
-            )
+            answer = await self._redis.xreadgroup(group, "c1", {topic: ">"}, count=256, block=1000)
             for _stream, entries in answer or ():
                 ids = []
                 for entry_id, fields in entries:

@@ -129,10 +129,10 @@ def ratio_lines(rows: list[Row]) -> list[str]:
     for ours in ("BoltMQ ASYNC_FLUSH", "BoltMQ SYNC_FLUSH"):
         for w, what in (("a", "ack"), ("d", "e2e")):
             mine = by_label.get(ours)
-            theirs = [p for p in peers if w in p.cells and p.cells[w].p99_ms > 0]
-            if mine is None or w not in mine.cells or not theirs:
+            measured = [p for p in peers if w in p.cells and p.cells[w].p99_ms > 0]
+            if mine is None or w not in mine.cells or not measured:
                 continue
-            best = min(theirs, key=lambda p: p.cells[w].p99_ms)
+            best = min(measured, key=lambda p: p.cells[w].p99_ms)
             p99, limit = mine.cells[w].p99_ms, 2 * best.cells[w].p99_ms
             lines.append(
                 f"- {ours} ({w}) {what} p99 {p99:.1f} ms; best peer {best.label} "

@@ -186,9 +186,7 @@ async def e2e(client: Client, pgid: int | None, seconds: float, rate: float) -> 
         if consumer.done():
             consumer.result()  # the consumer failed: raise its error
         window = Window(pgid)
-        sent = await _publish_for(
-            client, topic, seconds, SINGLE_SENDERS, rate=rate, stamped=True
-        )
+        sent = await _publish_for(client, topic, seconds, SINGLE_SENDERS, rate=rate, stamped=True)
         await _until(lambda: len(latencies) >= sent or consumer.done(), 60, "every message")
         usage = window.end()
     finally:
