@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import faulthandler
 import json
 import os
 import platform
@@ -39,10 +41,10 @@ from typing import Any
 
 import attrs
 
-from bench.peers import SYSTEMS, client_for, install
+from bench.peers import SYSTEMS, client_class, client_for, install, workloads
 from bench.peers.base import Server
 from bench.peers.report import Cell, Row, docs_section, ratio_lines, table_lines
-from bench.peers.workloads import NAMES, WORKLOADS, Result, batch, consume, e2e, single
+from bench.peers.workloads import NAMES, WORKLOADS, Result
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Other processes may use this many cores during a run before it is taken again.
@@ -92,48 +94,70 @@ def ensure(system: str, rocketmq_home: Path | None) -> str | None:
 # -- one run, in a child process ----------------------------------------------------------------
 
 
-async def _child(spec: dict[str, Any]) -> Result:
+async def _child(spec: dict[str, Any]) -> dict[str, Any]:
     client = client_for(spec["system"], spec["endpoint"])
     await client.open()
     try:
         pgid, workload = spec["pgid"], spec["workload"]
+        if workload == "fill":
+            return {"topic": await workloads.make_backlog(client, spec["backlog"])}
         if workload == "a":
-            return await single(client, pgid, spec["seconds"])
-        if workload == "b":
-            return await batch(client, pgid, spec["seconds"])
-        if workload == "c":
-            return await consume(client, pgid, spec["backlog"])
-        return await e2e(client, pgid, spec["seconds"], spec["rate"])
+            result = await workloads.single(client, pgid, spec["seconds"])
+        elif workload == "b":
+            result = await workloads.batch(client, pgid, spec["seconds"])
+        elif workload == "c":
+            result = await workloads.consume(client, pgid, spec["backlog"], spec.get("topic", ""))
+        else:
+            result = await workloads.e2e(client, pgid, spec["seconds"], spec["rate"])
+        return attrs.asdict(result)
     finally:
-        await client.close()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(client.close(), 30)
 
 
-def run_child(server: Server, workload: str, seconds: float, backlog: int, rate: float) -> Result:
-    """One run of ``workload`` against ``server`` in a child process."""
+def run_child(server: Server, workload: str, args: argparse.Namespace, **extra: Any) -> Any:
+    """One run of ``workload`` against ``server`` in a child process: its Result (or, for
+    ``fill``, the backlog's topic)."""
     spec = {
         "system": server.system, "endpoint": server.endpoint(), "pgid": server.pgid,
-        "workload": workload, "seconds": seconds, "backlog": backlog, "rate": rate,
+        "workload": workload, "seconds": args.seconds, "backlog": args.backlog, **extra,
     }  # fmt: skip
-    limit = 120 + seconds * 4 + backlog / 200
+    limit = 120 + args.seconds * 4 + args.backlog / 200
+    spec["limit"] = limit - 10
     done = subprocess.run(
         [sys.executable, "-m", "bench.compare", "--child", json.dumps(spec)],
         cwd=ROOT, capture_output=True, text=True, timeout=limit,
     )  # fmt: skip
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
-        why = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        errors = done.stderr.strip().splitlines() or ["no output"]
+        _progress(f"{server.row} ({workload}): the run failed; its last output:")
+        print("\n".join(errors[-40:]), file=sys.stderr)
+        why = errors[-1]
         raise RuntimeError(f"the run's process exited with status {done.returncode}: {why}")
-    return Result(**json.loads(lines[-1]))
+    answer = json.loads(lines[-1])
+    return answer["topic"] if workload == "fill" else Result(**answer)
 
 
 def measure(server: Server, workload: str, args: argparse.Namespace, rate: float) -> Cell:
     """``--runs`` runs (each repeated up to ``--tries`` times while others were busy)."""
     results: list[Result] = []
     clean = True
+    extra: dict[str, Any] = {"rate": rate}
+    if workload == "c" and client_class(server.system).rereadable:
+        # One backlog serves every run: each reads it as a new consumer group.
+        _progress(f"{server.row} (c): filling a backlog of {args.backlog:,}")
+        extra["topic"] = run_child(server, "fill", args)
     for run in range(1, args.runs + 1):
         best: Result | None = None
         for attempt in range(1, args.tries + 1):
-            result = run_child(server, workload, args.seconds, args.backlog, rate)
+            try:
+                result = run_child(server, workload, args, **extra)
+            except (RuntimeError, subprocess.TimeoutExpired) as exc:
+                if attempt == args.tries:
+                    raise
+                _progress(f"{server.row} ({workload}) run {run}: failed ({exc}); taken again")
+                continue
             note = ""
             if result.others_cpu > OTHERS_LIMIT:
                 note = f" (others used {result.others_cpu:.0%} of a core: taken again)"
@@ -160,14 +184,21 @@ def run_row(server: Server, args: argparse.Namespace) -> Row:
         server.start()
         row.version = server.version()
         _progress(f"{server.row} {row.version}: up in {time.monotonic() - started:.1f} s")
-        workloads = list(args.workloads)
-        if "d" in workloads and "a" not in workloads:
-            workloads.insert(0, "a")  # (d) runs at half of (a)'s peak
-        for workload in workloads:
+        # In a, b, c, d order: (d) runs at half of (a)'s peak, so (a) runs for it anyway.
+        wanted = set(args.workloads) | ({"a"} if "d" in args.workloads else set())
+        for workload in [w for w in WORKLOADS if w in wanted]:
+            if workload == "d" and "a" not in row.cells:
+                row.failures["d"] = "no peak rate: (a) failed"
+                continue
             rate = row.cells["a"].rate / 2 if workload == "d" else 0.0
-            row.cells[workload] = measure(server, workload, args, rate)
+            try:
+                row.cells[workload] = measure(server, workload, args, rate)
+            except (RuntimeError, subprocess.TimeoutExpired) as exc:
+                # One workload's failure costs its cell only; the row goes on.
+                row.failures[workload] = str(exc).splitlines()[0][:200]
+                _progress(f"{server.row} ({workload}): failed: {row.failures[workload]}")
         if "a" not in args.workloads:
-            del row.cells["a"]
+            row.cells.pop("a", None)
     except Exception as exc:
         row.error = f"{type(exc).__name__}: {exc}".splitlines()[0]
         _progress(f"{server.row}: failed: {row.error}")
@@ -212,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         help=f"comma-separated subset of {','.join(SYSTEMS)} (default: all)",
     )
     parser.add_argument("--workloads", default="abcd", help="subset of a,b,c,d (default: all)")
-    parser.add_argument("--seconds", type=float, default=5.0, help="timed run length (5)")
+    parser.add_argument("--seconds", type=float, default=4.0, help="timed run length (4)")
     parser.add_argument("--backlog", type=int, default=200_000, help="(c)'s backlog (200000)")
     parser.add_argument("--runs", type=int, default=3, help="runs per cell, median kept (3)")
     parser.add_argument(
@@ -240,14 +271,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        result = asyncio.run(_child(json.loads(args.child)))
-        print(json.dumps(attrs.asdict(result)))
+        spec = json.loads(args.child)
+        # A run that hangs says where before its parent gives up on it.
+        faulthandler.dump_traceback_later(spec.get("limit", 600), exit=True)
+        print(json.dumps(asyncio.run(_child(spec))))
         return 0
     systems = [name.strip() for name in args.systems.split(",") if name.strip()]
     unknown = [name for name in systems if name not in SYSTEMS]
     if unknown:
         parser.error(f"unknown system {unknown[0]!r}; choose from {', '.join(SYSTEMS)}")
-    args.workloads = [w for w in args.workloads.replace(",", "") if w.strip()]
+    args.workloads = sorted({w for w in args.workloads.replace(",", "") if w.strip()})
     bad = [w for w in args.workloads if w not in WORKLOADS]
     if bad or not args.workloads:
         parser.error(
@@ -280,6 +313,9 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(lines))
     for note in notes:
         print(f"- {note}")
+    for row in rows:
+        for workload, why in row.failures.items():
+            print(f"- {row.label} ({workload}) failed: {why}")
     print(f"(took {took / 60:.1f} min; load average {load_before[0]:.1f} before, "
           f"{load_after[0]:.1f} after)")  # fmt: skip
     if args.write_docs:

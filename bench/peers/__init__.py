@@ -25,9 +25,13 @@ CLIENTS = {
 SYSTEMS = tuple(CLIENTS)
 
 
+def client_class(system: str) -> type[Client]:
+    """The client adapter class of ``system``."""
+    module, _, name = CLIENTS[system].partition(":")
+    cls: type[Client] = getattr(importlib.import_module(module), name)
+    return cls
+
+
 def client_for(system: str, endpoint: dict[str, str]) -> Client:
     """A client adapter of ``system`` for the server at ``endpoint``."""
-    module, _, name = CLIENTS[system].partition(":")
-    cls = getattr(importlib.import_module(module), name)
-    client: Client = cls(endpoint)
-    return client
+    return client_class(system)(endpoint)

@@ -82,5 +82,10 @@ class Client(abc.ABC):
 
     @abc.abstractmethod
     async def consume(self, topic: str, count: int, on_message: Callable[[bytes], None]) -> None:
-        """Consume ``topic`` from its start, acknowledging or committing as the system's
-        consumers do, calling ``on_message`` per body, until ``count`` have arrived."""
+        """Consume ``topic`` from its start as a new consumer (group), acknowledging or
+        committing as the system's consumers do, calling ``on_message`` per body, until
+        ``count`` have arrived."""
+
+    #: Whether a new consumer can read again what an earlier one consumed (a queue whose
+    #: consumption removes messages cannot: each (c) run then needs a backlog of its own).
+    rereadable = True

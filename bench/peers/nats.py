@@ -7,6 +7,7 @@ import asyncio
 import re
 import shutil
 import subprocess
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -103,8 +104,9 @@ class NatsClient(Client):
         from nats.errors import TimeoutError as NatsTimeout
         from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
+        durable = f"cg-{uuid.uuid4().hex[:10]}"
         subscription = await self._js.pull_subscribe(
-            topic, durable=f"cg-{topic}", stream=topic,
+            topic, durable=durable, stream=topic,
             config=ConsumerConfig(ack_policy=AckPolicy.ALL, deliver_policy=DeliverPolicy.ALL,
                                   max_ack_pending=-1),
         )  # fmt: skip
@@ -122,3 +124,5 @@ class NatsClient(Client):
                     await messages[-1].ack()
         finally:
             await subscription.unsubscribe()
+            # A durable outlives its subscription: remove it, so the server stops tracking it.
+            await self._js.delete_consumer(topic, durable)

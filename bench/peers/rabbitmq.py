@@ -86,6 +86,8 @@ async def _connects(endpoint: dict[str, str]) -> bool:
 class RabbitMQClient(Client):
     """One connection, one confirming channel for publishing and one for consuming."""
 
+    rereadable = False  # acknowledged deliveries leave the queue
+
     def __init__(self, endpoint: dict[str, str]) -> None:
         super().__init__(endpoint)
         self._connection: Any = None

@@ -7,6 +7,7 @@ import asyncio
 import re
 import shutil
 import subprocess
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -85,8 +86,9 @@ class RedisClient(Client):
             await self._redis.aclose()
 
     async def create(self, topic: str) -> None:
-        """The stream with a consumer group reading from its start."""
-        await self._redis.xgroup_create(topic, f"cg-{topic}", id="0", mkstream=True)
+        """The stream (made by a first consumer group, then left without one)."""
+        await self._redis.xgroup_create(topic, "create", id="0", mkstream=True)
+        await self._redis.xgroup_destroy(topic, "create")
 
     async def publish(self, topic: str, body: bytes) -> None:
         """One XADD (answered once in the append-only file's buffer, fsynced per its policy)."""
@@ -101,7 +103,8 @@ class RedisClient(Client):
 
     async def consume(self, topic: str, count: int, on_message: Callable[[bytes], None]) -> None:
         """XREADGROUP of up to 256 (blocking up to 1 s), then XACK of what was read."""
-        group = f"cg-{topic}"
+        group = f"cg-{uuid.uuid4().hex[:10]}"
+        await self._redis.xgroup_create(topic, group, id="0")
         received = 0
         while received < count:
             answer = await self._redis.xreadgroup(group, "c1", {topic: ">"}, count=256, block=1000)

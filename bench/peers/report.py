@@ -53,6 +53,8 @@ class Row:
     settings: str
     version: str = ""
     cells: dict[str, Cell] = attrs.Factory(dict)
+    #: Workload -> why it has no cell.
+    failures: dict[str, str] = attrs.Factory(dict)
     error: str = ""
 
 
@@ -80,7 +82,7 @@ def table_lines(rows: list[Row], workloads: list[str]) -> list[str]:
         for w in workloads:
             cell = row.cells.get(w)
             if cell is None:
-                cells += ["-"] * (2 if w == "a" else 1)
+                cells += ["failed" if w in row.failures else "-"] * (2 if w == "a" else 1)
                 continue
             m = _mark(cell)
             if w == "a":
@@ -179,5 +181,6 @@ def docs_section(
     for row in rows:
         out.append(f"- {row.label}: {row.version or 'not started'}; {row.settings}")
     out += [f"- {note}" for note in notes]
+    out += [f"- {row.label} ({w}) failed: {why}" for row in rows for w, why in row.failures.items()]
     out += ["", *lines, ""]
     return "\n".join(out) + "\n"

@@ -147,11 +147,19 @@ async def fill(client: Client, topic: str, count: int) -> None:
     await asyncio.gather(*(sender() for _ in range(FILL_SENDERS)))
 
 
-async def consume(client: Client, pgid: int | None, backlog: int) -> Result:
-    """(c): fill a backlog, then time consuming all of it with acks/commits."""
+async def make_backlog(client: Client, backlog: int) -> str:
+    """A new topic holding ``backlog`` messages (not timed); its name."""
     topic = new_topic("c")
     await client.create(topic)
     await fill(client, topic, backlog)
+    return topic
+
+
+async def consume(client: Client, pgid: int | None, backlog: int, topic: str = "") -> Result:
+    """(c): time consuming a backlog of ``backlog`` with acks/commits, as a new consumer
+    (group) of ``topic``; without a topic, one is filled first."""
+    if not topic:
+        topic = await make_backlog(client, backlog)
     seen = 0
 
     def count(_body: bytes) -> None:
@@ -191,10 +199,8 @@ async def e2e(client: Client, pgid: int | None, seconds: float, rate: float) -> 
         usage = window.end()
     finally:
         consumer.cancel()
-        try:
-            await consumer
-        except asyncio.CancelledError:
-            pass
+        # A client whose blocking read ignores the cancel must not hold the run forever.
+        await asyncio.wait([consumer], timeout=10)
     if len(latencies) < sent:
         raise RuntimeError(f"only {len(latencies)} of {sent} messages arrived")
     result = Result.of(sent, usage, latencies)
