@@ -32,6 +32,7 @@ import faulthandler
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import time
@@ -111,8 +112,10 @@ async def _child(spec: dict[str, Any]) -> dict[str, Any]:
             result = await workloads.e2e(client, pgid, spec["seconds"], spec["rate"])
         return attrs.asdict(result)
     finally:
+        # In this task (anyio's scopes must exit where they entered), bounded all the same.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(client.close(), 30)
+            async with asyncio.timeout(30):
+                await client.close()
 
 
 def run_child(server: Server, workload: str, args: argparse.Namespace, **extra: Any) -> Any:
@@ -292,6 +295,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--seconds, --backlog, --runs and --tries must be positive")
     if args.rocketmq_home is not None:
         args.rocketmq_home = args.rocketmq_home.expanduser().resolve()
+    # SIGTERM unwinds like Ctrl-C, so the servers started are stopped on the way out.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     began = time.monotonic()
     load_before = os.getloadavg()
     notes: list[str] = []
