@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -156,8 +157,8 @@ def docs_section(
     text = (ROOT / "docs" / "PERFORMANCE.md").read_text()
     out: list[str] = []
     if SECTION not in text:
-        out += [
-            "", SECTION, "",
+        out += ["", SECTION, ""]
+        out += textwrap.wrap(
             "`python -m bench compare` (`./dev bench compare`) runs BoltMQ and its peers on "
             "this machine in one run, every system driven from one asyncio client process "
             "(a child process per run, so its CPU is its own), 1 KiB payloads: (a) 64 "
@@ -168,7 +169,8 @@ def docs_section(
             "the share of one core the client process and the server's processes used over "
             "the timed window; the larger names the bound side. Only ratios inside one run "
             "compare: the machine is shared.",
-        ]  # fmt: skip
+            width=95,
+        )  # fmt: skip
     out += ["", f"### {date}", ""]
     out.append(f"- Command: `{command}` ({minutes:.1f} min; {args['seconds']:g} s runs, "
                f"backlog {args['backlog']:,}, {args['runs']} runs per cell, up to "
