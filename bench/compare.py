@@ -32,6 +32,7 @@ import faulthandler
 import json
 import os
 import platform
+import shutil
 import signal
 import subprocess
 import sys
@@ -311,7 +312,16 @@ def main(argv: list[str] | None = None) -> int:
             _progress(notes[-1])
         else:
             ready.append(system)
-    rows = [run_row(server, args) for server in servers(ready, args.rocketmq_home)]
+    planned = servers(ready, args.rocketmq_home)
+    try:
+        rows = [run_row(server, args) for server in planned]
+    except KeyboardInterrupt:
+        _progress("interrupted; every server started has been stopped")
+        return 130
+    finally:
+        for server in planned:
+            if server.pgid is None:  # never started (a failure or Ctrl-C before its turn)
+                shutil.rmtree(server.scratch, ignore_errors=True)
     load_after = os.getloadavg()
     took = time.monotonic() - began
     lines = [*table_lines(rows, args.workloads), "", *ratio_lines(rows)]
