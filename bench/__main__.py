@@ -2,8 +2,9 @@
 
 Names: remoting, codec, client-cpu, store, registry, broker, broker-cpu, group-commit, stats,
 ha, pipeline-write, pipeline-read, monitor, metrics (default: these, in that order), and fuzz,
-soak and scale, which run only when named. Arguments after a single name go to that benchmark:
-``python -m bench fuzz --inputs 1000000``, ``python -m bench soak --duration 600``.
+soak, scale and compare (BoltMQ beside Apache RocketMQ, NATS, RabbitMQ and Redis), which run
+only when named. Arguments after a single name go to that benchmark: ``python -m bench fuzz
+--inputs 1000000``, ``python -m bench soak --duration 600``.
 Each benchmark module has ``main(argv)``; with ``--quick`` each gets the arguments for a short
 run (its own ``--quick`` where it has one, else a short ``--seconds``). Modules are imported
 only when their benchmark runs, so one that is missing or fails costs only its own entry.
@@ -37,9 +38,11 @@ BENCHMARKS = {
     "fuzz": "bench.fuzz:main",
     "soak": "bench.soak:main",
     "scale": "bench.scale:main",
+    "compare": "bench.compare:main",
 }
-#: Run only when named: long by design (a million inputs, a ten-minute soak, 10 GiB written).
-ON_REQUEST = frozenset({"fuzz", "soak", "scale"})
+#: Run only when named: long by design (a million inputs, a ten-minute soak, 10 GiB written,
+#: every peer).
+ON_REQUEST = frozenset({"fuzz", "soak", "scale", "compare"})
 # remoting and registry take only --seconds; the others have --quick of their own.
 QUICK_ARGS = {
     "remoting": ["--seconds", "0.5"],
@@ -59,6 +62,7 @@ QUICK_ARGS = {
     "fuzz": ["--quick"],
     "soak": ["--quick"],
     "scale": ["--quick"],
+    "compare": ["--quick"],
 }
 
 

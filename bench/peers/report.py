@@ -1,0 +1,188 @@
+"""The comparison's table, its ratios against the issue's targets, and its docs section."""
+
+from __future__ import annotations
+
+import statistics
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from bench.peers.workloads import Result
+
+ROOT = Path(__file__).resolve().parents[2]
+SECTION = "## Side by side"
+
+
+@attrs.define
+class Cell:
+    """One workload of one row: medians over its runs."""
+
+    rate: float
+    p50_ms: float
+    p99_ms: float
+    client_cpu: float
+    server_cpu: float
+    clean: bool
+    runs: int
+
+    @classmethod
+    def of(cls, results: list[Result], clean: bool) -> Cell:
+        """Medians of ``results``; ``clean`` when no run had busy neighbours."""
+
+        def median(name: str) -> float:
+            return float(statistics.median(getattr(r, name) for r in results))
+
+        return cls(
+            median("rate"), median("p50_ms"), median("p99_ms"), median("client_cpu"),
+            median("server_cpu"), clean, len(results),
+        )  # fmt: skip
+
+    @property
+    def bound(self) -> str:
+        """Which side used more CPU over the timed window."""
+        return "client" if self.client_cpu >= self.server_cpu else "broker"
+
+
+@attrs.define
+class Row:
+    """A system in one setting, with its cells or the error that stopped it."""
+
+    label: str
+    system: str
+    settings: str
+    version: str = ""
+    cells: dict[str, Cell] = attrs.Factory(dict)
+    #: Workload -> why it has no cell.
+    failures: dict[str, str] = attrs.Factory(dict)
+    error: str = ""
+
+
+def _mark(cell: Cell) -> str:
+    return "" if cell.clean else "~"
+
+
+def table_lines(rows: list[Row], workloads: list[str]) -> list[str]:
+    """The table in Markdown (readable as plain text too)."""
+    head = ["system"]
+    for w in workloads:
+        head += {
+            "a": ["(a) msgs/s", "(a) ack p50/p99 ms"],
+            "b": ["(b) msgs/s"],
+            "c": ["(c) msgs/s"],
+            "d": ["(d) e2e p50/p99 ms @ msgs/s"],
+        }[w]
+    head += [f"({w}) cpu client/broker" for w in workloads]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        if row.error:
+            lines.append(f"| {row.label} | " + f"failed: {row.error} |" + " |" * (len(head) - 2))
+            continue
+        cells = [row.label]
+        for w in workloads:
+            cell = row.cells.get(w)
+            if cell is None:
+                cells += ["failed" if w in row.failures else "-"] * (2 if w == "a" else 1)
+                continue
+            m = _mark(cell)
+            if w == "a":
+                cells += [f"{m}{cell.rate:,.0f}", f"{m}{cell.p50_ms:.1f} / {cell.p99_ms:.1f}"]
+            elif w == "d":
+                cells.append(f"{m}{cell.p50_ms:.1f} / {cell.p99_ms:.1f} @ {cell.rate:,.0f}")
+            else:
+                cells.append(f"{m}{cell.rate:,.0f}")
+        for w in workloads:
+            cell = row.cells.get(w)
+            cells.append(
+                "-" if cell is None
+                else f"{cell.client_cpu:.0%} / {cell.server_cpu:.0%} {cell.bound}"
+            )  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+#: (BoltMQ row, peer row, workloads, least ratio): the issue's targets on throughput.
+TARGETS = [
+    ("BoltMQ ASYNC_FLUSH", "RocketMQ ASYNC_FLUSH", "abc", 1.0),
+    ("BoltMQ SYNC_FLUSH", "RocketMQ SYNC_FLUSH", "abc", 1.0),
+    ("BoltMQ ASYNC_FLUSH", "NATS JetStream", "abc", 1.0),
+    ("BoltMQ ASYNC_FLUSH", "RabbitMQ", "abc", 2.0),
+    ("BoltMQ ASYNC_FLUSH", "Redis Streams everysec", "ab", 1.0),
+    ("BoltMQ SYNC_FLUSH", "RabbitMQ", "ab", 2.0),
+]
+
+
+def ratio_lines(rows: list[Row]) -> list[str]:
+    """BoltMQ against each peer as the targets are phrased, each met or not."""
+    by_label = {row.label: row for row in rows if not row.error}
+    lines = ["Ratios (BoltMQ / peer, msgs/s; `~`: a run had busy neighbours):"]
+    for ours, theirs, workloads, least in TARGETS:
+        for w in workloads:
+            a, b = by_label.get(ours), by_label.get(theirs)
+            if a is None or b is None or w not in a.cells or w not in b.cells:
+                continue
+            ratio = a.cells[w].rate / b.cells[w].rate if b.cells[w].rate else float("inf")
+            mark = "" if a.cells[w].clean and b.cells[w].clean else " ~"
+            lines.append(
+                f"- {ours} / {theirs}, ({w}): {ratio:.2f}x (target >= {least:g}x): "
+                f"{'met' if ratio >= least else 'NOT met'}{mark}"
+            )  # fmt: skip
+    peers = [row for row in by_label.values() if row.system != "boltmq"]
+    for ours in ("BoltMQ ASYNC_FLUSH", "BoltMQ SYNC_FLUSH"):
+        for w, what in (("a", "ack"), ("d", "e2e")):
+            mine = by_label.get(ours)
+            measured = [p for p in peers if w in p.cells and p.cells[w].p99_ms > 0]
+            if mine is None or w not in mine.cells or not measured:
+                continue
+            best = min(measured, key=lambda p: p.cells[w].p99_ms)
+            p99, limit = mine.cells[w].p99_ms, 2 * best.cells[w].p99_ms
+            lines.append(
+                f"- {ours} ({w}) {what} p99 {p99:.1f} ms; best peer {best.label} "
+                f"{best.cells[w].p99_ms:.1f} ms (target <= 2x = {limit:.1f} ms): "
+                f"{'met' if p99 <= limit else 'NOT met'}"
+            )  # fmt: skip
+    if len(lines) == 1:
+        lines.append("- none: the rows a target compares are not all in this run")
+    return lines
+
+
+def docs_section(
+    rows: list[Row], lines: list[str], notes: list[str], *, command: str, machine: str,
+    date: str, load: tuple[tuple[float, ...], tuple[float, ...]], minutes: float,
+    args: dict[str, Any],
+) -> str:  # fmt: skip
+    """The text appended to docs/PERFORMANCE.md: the section's heading the first time, then
+    this run's figures with what they were taken on."""
+    text = (ROOT / "docs" / "PERFORMANCE.md").read_text()
+    out: list[str] = []
+    if SECTION not in text:
+        out += ["", SECTION, ""]
+        out += textwrap.wrap(
+            "`python -m bench compare` (`./dev bench compare`) runs BoltMQ and its peers on "
+            "this machine in one run, every system driven from one asyncio client process "
+            "(a child process per run, so its CPU is its own), 1 KiB payloads: (a) 64 "
+            "concurrent publishers awaiting each ack; (b) 8 publishers of batches of 32; (c) "
+            "consuming a backlog with acks or offset commits; (d) publish-to-receipt latency "
+            "at half of (a)'s peak. Each cell is the median of its runs; `~` marks a cell "
+            "with a run during which other processes used more than 20% of a core. CPU is "
+            "the share of one core the client process and the server's processes used over "
+            "the timed window; the larger names the bound side. Only ratios inside one run "
+            "compare: the machine is shared.",
+            width=95,
+        )  # fmt: skip
+    out += ["", f"### {date}", ""]
+    out.append(f"- Command: `{command}` ({minutes:.1f} min; {args['seconds']:g} s runs, "
+               f"backlog {args['backlog']:,}, {args['runs']} runs per cell, up to "
+               f"{args['tries']} tries per run)")  # fmt: skip
+    out.append(f"- Machine: {machine}")
+    out.append(
+        f"- Load average (1/5/15 min): {'/'.join(f'{v:.1f}' for v in load[0])} before, "
+        f"{'/'.join(f'{v:.1f}' for v in load[1])} after; taken on a shared, busy machine"
+    )  # fmt: skip
+    for row in rows:
+        out.append(f"- {row.label}: {row.version or 'not started'}; {row.settings}")
+    out += [f"- {note}" for note in notes]
+    out += [f"- {row.label} ({w}) failed: {why}" for row in rows for w, why in row.failures.items()]
+    out += ["", *lines, ""]
+    return "\n".join(out) + "\n"
