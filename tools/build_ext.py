@@ -77,7 +77,7 @@ def build(force: bool = False) -> bool:
         (package / "__init__.py").write_text("")
         copy = package / SOURCE.name
         shutil.copyfile(SOURCE, copy)
-        (c_file,) = cythonize([str(copy)], quiet=True, force=True)[0].sources
+        (c_file,) = cythonize([str(copy)], quiet=True, force=True)[0].sources  # type: ignore[no-untyped-call]
         cc = os.environ.get("CC", "gcc")
         target = extension_path()
         tmp = work / target.name
