@@ -27,18 +27,12 @@ from protocol.command import RemotingCommand
 from protocol.headers import GetMaxOffsetRequestHeader, encode_header
 from tests.actors.broker.ha.helpers import free_port_pair
 from tests.actors.broker.helpers import call, pull_request, send_request
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPIC = "LaunchTopic"
 
 pytestmark = pytest.mark.timeout(180)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def write_spec(root: Path) -> tuple[Path, dict[str, int]]:

@@ -6,7 +6,6 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -21,6 +20,7 @@ import pytest
 
 from client import Admin, ClientInstance, PullConsumer
 from protocol.message import MessageExt
+from tests.ports import free_port
 
 __all__ = ["BoltProcess", "SilentPeer", "free_port", "poll_until", "wait_for_route"]
 
@@ -41,13 +41,6 @@ async def wait_for_route(instance: ClientInstance, topic: str, timeout: float = 
     with anyio.fail_after(timeout):
         while await instance.update_route(topic) is None:
             await anyio.sleep(0.05)
-
-
-def free_port() -> int:
-    """A loopback port nothing listens on (bound, then released)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class SilentPeer:

@@ -19,6 +19,7 @@ import trio
 
 import boltmq
 from boltmq.launcher import RestartRules
+from tests.ports import free_port
 
 from .helpers import (
     ROOT,
@@ -31,15 +32,6 @@ from .helpers import (
 )
 
 pytestmark = pytest.mark.timeout(240)
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def write_spec(root: Path) -> tuple[Path, int]:

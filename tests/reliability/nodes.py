@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
@@ -23,6 +22,7 @@ from protocol.codes import RequestCode, ResponseCode
 from protocol.headers import GetMaxOffsetRequestHeader, encode_header
 from protocol.message import MessageExt, decode_records
 from tests.actors.broker.helpers import pull_request
+from tests.ports import free_port, free_port_pair
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,28 +39,6 @@ SMALL_BROKER: dict[str, Any] = {
     "flushConsumerOffsetInterval": 500,
     "registerNameServerPeriod": 1000,
 }
-
-
-def free_port() -> int:
-    """A loopback port nothing listens on (bound, then released)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def free_port_pair() -> int:
-    """A loopback port p with p + 1 free too (a broker's listen and HA ports)."""
-    for _ in range(100):
-        with socket.socket() as first:
-            first.bind(("127.0.0.1", 0))
-            port = int(first.getsockname()[1])
-            with socket.socket() as second:
-                try:
-                    second.bind(("127.0.0.1", port + 1))
-                except OSError:
-                    continue
-                return port
-    raise RuntimeError("no two adjacent free loopback ports")
 
 
 async def wait_until(

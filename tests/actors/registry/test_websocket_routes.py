@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import struct
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -24,6 +23,7 @@ from protocol.client import RemotingClient
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.frame import encode
+from tests.ports import free_port as _free_port
 
 from .helpers import call, local_config, register_request, route, topics, wait_for_route
 
@@ -100,12 +100,6 @@ async def test_tcp_route_and_cluster_info_are_unchanged_byte_for_byte(
         "cluster-info-tcp.frame",
         await _raw_answer(registry.address, RequestCode.GET_BROKER_CLUSTER_INFO, None),
     )
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture

@@ -11,36 +11,13 @@ import trio
 import boltmq
 from protocol import RemotingClient, ResponseCode
 from protocol.message import iter_records
+from tests.ports import free_port, free_port_pair
 
 from ..helpers import pull_request, send_request
 
 
-def free_port_pair() -> int:
-    """A port P with P and P - 2 both free right now (the broker binds both)."""
-    for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        if port < 1026:
-            continue
-        try:
-            with socket.socket() as a, socket.socket() as b:
-                a.bind(("127.0.0.1", port))
-                b.bind(("127.0.0.1", port - 2))
-        except OSError:
-            continue
-        return port
-    raise RuntimeError("no free pair of ports")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 async def test_fast_port_and_websocket_serve_the_same_broker(tmp_path: Path) -> None:
-    port, ws_port = free_port_pair(), free_port()
+    port, ws_port = free_port_pair(-2), free_port()
     config = boltmq.BrokerConfig(
         listen_port=port, bind_address="127.0.0.1", websocket_listen_port=ws_port,
         store_path_root_dir=str(tmp_path / "store"),
@@ -61,7 +38,7 @@ async def test_fast_port_and_websocket_serve_the_same_broker(tmp_path: Path) -> 
 async def test_a_busy_fast_port_is_skipped_with_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    port = free_port_pair()
+    port = free_port_pair(-2)
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", port - 2))
         squatter.listen()

@@ -8,7 +8,6 @@ deadline (``trio.fail_after``) around every wait.
 
 from __future__ import annotations
 
-import socket
 import struct
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -23,6 +22,7 @@ from actors.broker.service import Broker, open_broker
 from actors.registry import Registry, RegistryConfig, open_registry
 from protocol import RemotingClient
 from storage import BrokerRole, FileMessageStore
+from tests.ports import free_port_pair
 
 COMMIT_LOG_FILE = 64 * 1024
 
@@ -50,22 +50,6 @@ def broker_config(
         broker_id=broker_id,
         **{**base, **settings},
     )
-
-
-def free_port_pair() -> int:
-    """A loopback port p with p + 1 free too: a master's fixed listen and HA ports, so it can
-    stop and come back at the same addresses."""
-    for _ in range(100):
-        with socket.socket() as first:
-            first.bind(("127.0.0.1", 0))
-            port: int = first.getsockname()[1]
-            with socket.socket() as second:
-                try:
-                    second.bind(("127.0.0.1", port + 1))
-                except OSError:
-                    continue
-                return port
-    raise RuntimeError("no two adjacent free loopback ports")
 
 
 @asynccontextmanager
