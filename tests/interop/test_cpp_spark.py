@@ -26,7 +26,7 @@ from tests.pipeline.helpers import (
     wait_for_brokers,
 )
 
-from .cpp_client import rocketmq
+from .cpp_client import rocketmq, send_sync_with_route
 
 # Room for the run's first Spark job and the cluster's start on a busy machine.
 pytestmark = pytest.mark.timeout(300)
@@ -94,7 +94,7 @@ def send_with_cpp_client(namesrv: str, topic: str) -> dict[str, dict[str, Any]]:
             message.set_keys(f"key-{i}")
             message.set_body(body)
             message.set_property("ORIGIN", f"cpp-{i}")
-            result = producer.send_sync(message)
+            result = send_sync_with_route(producer, message)
             assert result.status == rocketmq.SendStatus.OK
             msg_id = result.msg_id.decode() if isinstance(result.msg_id, bytes) else result.msg_id
             sent[msg_id] = {
