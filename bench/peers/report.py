@@ -132,19 +132,42 @@ def ratio_lines(rows: list[Row]) -> list[str]:
     for ours in ("BoltMQ ASYNC_FLUSH", "BoltMQ SYNC_FLUSH"):
         for w, what in (("a", "ack"), ("d", "e2e")):
             mine = by_label.get(ours)
-            measured = [p for p in peers if w in p.cells and p.cells[w].p99_ms > 0]
-            if mine is None or w not in mine.cells or not measured:
+            if mine is None or w not in mine.cells:
                 continue
-            best = min(measured, key=lambda p: p.cells[w].p99_ms)
-            p99, limit = mine.cells[w].p99_ms, 2 * best.cells[w].p99_ms
-            lines.append(
-                f"- {ours} ({w}) {what} p99 {p99:.1f} ms; best peer {best.label} "
-                f"{best.cells[w].p99_ms:.1f} ms (target <= 2x = {limit:.1f} ms): "
-                f"{'met' if p99 <= limit else 'NOT met'}"
-            )  # fmt: skip
+            lines += _p99_lines(mine, w, what, peers)
     if len(lines) == 1:
         lines.append("- none: the rows a target compares are not all in this run")
     return lines
+
+
+#: Peers that answer a publish only after their own fsync covers it.
+FSYNC_BEFORE_ACK = ("RocketMQ SYNC_FLUSH", "RabbitMQ", "Redis Streams always")
+
+
+def _p99_lines(mine: Row, w: str, what: str, peers: list[Row]) -> list[str]:
+    """The p99 target against the best peer of all; for the SYNC_FLUSH row also, for reading
+    alongside, against the best peer that fsyncs before it acknowledges."""
+    measured = [p for p in peers if w in p.cells and p.cells[w].p99_ms > 0]
+    if not measured:
+        return []
+    p99 = mine.cells[w].p99_ms
+    out = []
+    best = min(measured, key=lambda p: p.cells[w].p99_ms)
+    limit = 2 * best.cells[w].p99_ms
+    out.append(
+        f"- {mine.label} ({w}) {what} p99 {p99:.1f} ms; best peer {best.label} "
+        f"{best.cells[w].p99_ms:.1f} ms (target <= 2x = {limit:.1f} ms): "
+        f"{'met' if p99 <= limit else 'NOT met'}"
+    )  # fmt: skip
+    durable = [p for p in measured if p.label in FSYNC_BEFORE_ACK]
+    if "SYNC_FLUSH" in mine.settings and durable and best not in durable:
+        alike = min(durable, key=lambda p: p.cells[w].p99_ms)
+        out.append(
+            f"  (like for like, peers that fsync before acknowledging: best {alike.label} "
+            f"{alike.cells[w].p99_ms:.1f} ms, 2x = {2 * alike.cells[w].p99_ms:.1f} ms: "
+            f"{'within' if p99 <= 2 * alike.cells[w].p99_ms else 'not within'})"
+        )  # fmt: skip
+    return out
 
 
 def docs_section(
@@ -176,9 +199,14 @@ def docs_section(
                f"backlog {args['backlog']:,}, {args['runs']} runs per cell, up to "
                f"{args['tries']} tries per run)")  # fmt: skip
     out.append(f"- Machine: {machine}")
+    busy = [row.label for row in rows for cell in row.cells.values() if not cell.clean]
     out.append(
         f"- Load average (1/5/15 min): {'/'.join(f'{v:.1f}' for v in load[0])} before, "
-        f"{'/'.join(f'{v:.1f}' for v in load[1])} after; taken on a shared, busy machine"
+        f"{'/'.join(f'{v:.1f}' for v in load[1])} after; "
+        + (
+            f"{len(busy)} cells never got a run without busy neighbours (marked `~`)" if busy
+            else "no kept run had other processes above 20% of a core"
+        )
     )  # fmt: skip
     for row in rows:
         out.append(f"- {row.label}: {row.version or 'not started'}; {row.settings}")
