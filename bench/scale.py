@@ -8,8 +8,10 @@ a scratch store, and drives it from this process with BoltMQ's remoting client:
   1 KiB sends spread round-robin over every queue of every topic (64 in flight), then every
   queue read back with pulls of 32; broker RSS (VmRSS) and broker CPU per message; the
   broker's REGISTER_BROKER body (its size, and the time a registry takes to accept it) and
-  the time of one GET_ROUTEINFO_BY_TOPIC. A size whose queue files would need more open files
-  than the broker may have (one per queue) is skipped with a line saying so.
+  the time of one GET_ROUTEINFO_BY_TOPIC. Each queue file holds a descriptor: a size that needs
+  more than the hard open-file limit starts its broker with a limit raised to fit where this
+  process may (CAP_SYS_RESOURCE, root), and is skipped otherwise, with a line saying how an
+  operator raises the limit.
 - connections: 1, 64, 512, 2,000 client connections; all but one are raw TCP connections of
   their own that send HEART_BEAT (each a distinct client id) when opened and every 20 s; the
   one working connection sends 1 KiB messages (64 in flight); its rate and broker RSS.
@@ -35,6 +37,7 @@ import contextlib
 import os
 import platform
 import random
+import resource
 import shutil
 import statistics
 import tempfile
@@ -50,6 +53,7 @@ from bench.scale_nodes import (
     Node,
     broker,
     call,
+    can_start_with_open_file_limit,
     consume_all,
     create_topics,
     percentile,
@@ -148,18 +152,21 @@ async def topics_dimension(
         for size in sizes:
             names = [f"Scale-{size}-{i:05d}" for i in range(size)]
             queues = [(name, q) for name in names for q in range(QUEUES)]
+            nofile = _broker_file_limit(size, len(queues))
+            if nofile == 0:
+                continue
             store = Path(tempfile.mkdtemp(prefix="scale-topics-", dir=root))
-            async with broker(store, "-n", reg.address) as node, RemotingClient() as client:
+            async with (
+                broker(store, "-n", reg.address, nofile=nofile) as node,
+                RemotingClient() as client,
+            ):
                 base_rss = node.rss_mib()
-                # Each consume-queue file holds a descriptor (Python's mmap keeps one).
-                needed, limit = len(queues) + 200, node.open_file_limit()
-                if needed > limit:
+                if nofile is not None:
                     say(
-                        f"[scale]   {size:>5,} topics: skipped: {len(queues):,} queue files need "
-                        f"about {needed:,} open files; the broker's limit is {limit:,} "
-                        "(raise the hard limit, ulimit -Hn, to measure it)"
+                        f"[scale]   {size:>5,} topics: broker started with RLIMIT_NOFILE "
+                        f"{node.open_file_limit():,} (soft and hard; this process's hard limit "
+                        f"is {resource.getrlimit(resource.RLIMIT_NOFILE)[1]:,})"
                     )
-                    continue
                 took = await create_topics(client, node.address, names)
                 await _wait_routed(client, reg.address, names[-1])
                 size_bytes, register = await _registration(client, node, reg.address)
@@ -501,6 +508,33 @@ def _growth(rows: Sequence[dict[str, float]], key: str) -> str:
     if len(rows) < 2 or not first[key] or first["size"] == last["size"]:
         return ""
     return f"x{last[key] / first[key]:.2f} over x{last['size'] / max(first['size'], 1):,.0f}"
+
+
+#: Descriptors a broker holds beside its queue files: commit-log, index and checkpoint files,
+#: listening sockets, the registry and bench connections, worker threads' files.
+BROKER_BASE_FILES = 512
+
+
+def _broker_file_limit(size: int, queues: int) -> int | None:
+    """The open-file limit to start the broker of ``size`` topics with: None when the limit it
+    inherits is enough, 0 when it is not and cannot be raised here (the size is skipped, with
+    one line saying what an operator sets)."""
+    # Each consume-queue file holds one descriptor (its map's), as RocketMQ's MappedFile holds
+    # a FileChannel; the broker raises its soft limit to the hard one by itself.
+    needed = queues + BROKER_BASE_FILES
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard == resource.RLIM_INFINITY or needed <= hard:
+        return None
+    why = can_start_with_open_file_limit(needed)
+    if why is None:
+        return needed
+    say(
+        f"[scale]   {size:>5,} topics: skipped: {queues:,} queue files need an open-file limit "
+        f"of at least {needed:,} and the hard limit is {hard:,} ({why}); an operator sets it "
+        f"with `ulimit -n {needed}` (as root) before starting, or LimitNOFILE={needed} in the "
+        "systemd unit"
+    )
+    return 0
 
 
 def _raise_file_limit() -> None:
