@@ -146,15 +146,15 @@ async def topics_dimension(
     root: Path, sizes: Sequence[int], minimum: int
 ) -> list[dict[str, float]]:
     """One broker per size: create, register, route, produce over all queues, consume."""
-    rows = []
+    rows: list[dict[str, float]] = []
     say(f"[scale] topics: {', '.join(f'{n:,}' for n in sizes)} topics x {QUEUES} queues")
     async with registry() as reg:
-        for size in sizes:
+        for wanted in sizes:
+            size, nofile = _broker_file_limit(wanted)
+            if size == 0 or size in (row["size"] for row in rows):
+                continue
             names = [f"Scale-{size}-{i:05d}" for i in range(size)]
             queues = [(name, q) for name in names for q in range(QUEUES)]
-            nofile = _broker_file_limit(size, len(queues))
-            if nofile == 0:
-                continue
             store = Path(tempfile.mkdtemp(prefix="scale-topics-", dir=root))
             async with (
                 broker(store, "-n", reg.address, nofile=nofile) as node,
@@ -515,26 +515,31 @@ def _growth(rows: Sequence[dict[str, float]], key: str) -> str:
 BROKER_BASE_FILES = 512
 
 
-def _broker_file_limit(size: int, queues: int) -> int | None:
-    """The open-file limit to start the broker of ``size`` topics with: None when the limit it
-    inherits is enough, 0 when it is not and cannot be raised here (the size is skipped, with
-    one line saying what an operator sets)."""
+def _broker_file_limit(size: int) -> tuple[int, int | None]:
+    """(topics to measure, open-file limit to start their broker with) for ``size`` topics.
+
+    The limit is None when the one the broker inherits is enough. When ``size`` needs more
+    than the hard limit and it cannot be raised here, one line says what an operator sets,
+    and the largest size that fits (in hundreds) is measured instead (0: none).
+    """
     # Each consume-queue file holds one descriptor (its map's), as RocketMQ's MappedFile holds
     # a FileChannel; the broker raises its soft limit to the hard one by itself.
-    needed = queues + BROKER_BASE_FILES
+    needed = size * QUEUES + BROKER_BASE_FILES
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     if hard == resource.RLIM_INFINITY or needed <= hard:
-        return None
+        return size, None
     why = can_start_with_open_file_limit(needed)
     if why is None:
-        return needed
+        return size, needed
+    fits = (hard - BROKER_BASE_FILES) // QUEUES
+    fits = fits // 100 * 100 if fits >= 100 else max(fits, 0)
     say(
-        f"[scale]   {size:>5,} topics: skipped: {queues:,} queue files need an open-file limit "
-        f"of at least {needed:,} and the hard limit is {hard:,} ({why}); an operator sets it "
-        f"with `ulimit -n {needed}` (as root) before starting, or LimitNOFILE={needed} in the "
-        "systemd unit"
+        f"[scale]   {size:>5,} topics: {size * QUEUES:,} queue files need an open-file limit of "
+        f"at least {needed:,}; the hard limit is {hard:,} and {why}. An operator raises it with "
+        f"`ulimit -n {needed}` (as root) before starting the broker, or LimitNOFILE={needed} in "
+        f"its systemd unit. Measuring {fits:,} topics instead, the most that fit."
     )
-    return 0
+    return fits, None
 
 
 def _raise_file_limit() -> None:
