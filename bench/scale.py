@@ -167,7 +167,9 @@ async def topics_dimension(
                         f"{node.open_file_limit():,} (soft and hard; this process's hard limit "
                         f"is {resource.getrlimit(resource.RLIMIT_NOFILE)[1]:,})"
                     )
+                before = node.cpu_seconds()
                 took = await create_topics(client, node.address, names)
+                create_cpu = (node.cpu_seconds() - before) / size * 1e3
                 await _wait_routed(client, reg.address, names[-1])
                 size_bytes, register = await _registration(client, node, reg.address)
                 route = await _route_query(client, reg.address, names)
@@ -176,7 +178,7 @@ async def topics_dimension(
                 count = max(minimum, len(queues))
                 say(
                     f"[scale]   {size:>5,} topics: created in {took:.2f} s "
-                    f"({took / size * 1e3:.2f} ms each); "
+                    f"({took / size * 1e3:.2f} ms each, broker {create_cpu:.2f} ms CPU each); "
                     f"REGISTER_BROKER {size_bytes / 1024:,.0f} KiB "
                     f"accepted in {register * 1e3:.1f} ms; route query {route * 1e6:,.0f} us; "
                     f"first message per queue: broker {first_cpu:.0f} us CPU each; "
@@ -184,11 +186,14 @@ async def topics_dimension(
                 )
                 produce, cpu = await produce_spread(client, node, queues, count)
                 after_produce = node.rss_mib()
+                before = node.cpu_seconds()
                 consume, pulls, read = await consume_all(client, node, queues)
+                pull_cpu = (node.cpu_seconds() - before) / (pulls * read / consume) * 1e6
                 if read != count + len(queues):
                     raise RuntimeError(f"read back {read:,} of {count + len(queues):,} messages")
                 row = {
-                    "size": size, "create_ms": took / size * 1e3, "register_kib": size_bytes / 1024,
+                    "size": size, "create_ms": took / size * 1e3, "create_cpu_ms": create_cpu,
+                    "pull_cpu_us": pull_cpu, "register_kib": size_bytes / 1024,
                     "register_ms": register * 1e3, "route_us": route * 1e6, "produce": produce,
                     "cpu_us": cpu, "first_cpu_us": first_cpu, "consume": consume,
                     "pulls": pulls, "rss_idle": base_rss,
@@ -197,7 +202,8 @@ async def topics_dimension(
                 say(
                     f"[scale]   {size:>5,} topics: produce {produce:,.0f} msgs/s "
                     f"(broker {cpu:.0f} us CPU/msg), consume {consume:,.0f} msgs/s "
-                    f"({pulls:,.0f} pulls/s), RSS {base_rss:.0f} -> {row['rss']:.0f} MiB"
+                    f"({pulls:,.0f} pulls/s, broker {pull_cpu:.0f} us CPU/pull), "
+                    f"RSS {base_rss:.0f} -> {row['rss']:.0f} MiB"
                 )
                 rows.append(row)
             shutil.rmtree(store, ignore_errors=True)
