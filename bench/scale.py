@@ -78,10 +78,12 @@ HELD_PER_CONNECTION = 1000
 
 
 async def _registration(
-    client: RemotingClient, node: Node, registry_address: str
-) -> tuple[int, float]:
-    """(bytes, seconds): the broker's REGISTER_BROKER body now, and the median time of 3
-    registrations of it by a probe broker (unregistered after each, routes stay the broker's)."""
+    client: RemotingClient, node: Node, registry: Node
+) -> tuple[int, float, float]:
+    """(bytes, seconds, registry CPU seconds): the broker's REGISTER_BROKER body now, the
+    median time of 3 registrations of it by a probe broker (unregistered after each, routes
+    stay the broker's), and the registry's CPU per registration and unregistration."""
+    registry_address = registry.address
     import zlib
 
     from protocol.bodies import RegisterBrokerBody, TopicConfigSerializeWrapper
@@ -102,6 +104,7 @@ async def _registration(
         broker_name=name, broker_addr=addr, cluster_name=cluster, broker_id=0,
     ))  # fmt: skip
     times = []
+    cpu = registry.cpu_seconds()
     async with RemotingClient() as probe_client:
         for _ in range(3):
             start = time.perf_counter()
@@ -110,7 +113,7 @@ async def _registration(
             times.append(time.perf_counter() - start)
             request = RemotingCommand.request(RequestCode.UNREGISTER_BROKER, unregister)
             await call(probe_client, registry_address, request)
-    return len(body), statistics.median(times)
+    return len(body), statistics.median(times), (registry.cpu_seconds() - cpu) / 3
 
 
 async def _route_query(
@@ -171,7 +174,7 @@ async def topics_dimension(
                 took = await create_topics(client, node.address, names)
                 create_cpu = (node.cpu_seconds() - before) / size * 1e3
                 await _wait_routed(client, reg.address, names[-1])
-                size_bytes, register = await _registration(client, node, reg.address)
+                size_bytes, register, register_cpu = await _registration(client, node, reg)
                 route = await _route_query(client, reg.address, names)
                 # The first message to a queue creates its consume-queue file: timed apart.
                 _, first_cpu = await produce_spread(client, node, queues, len(queues))
@@ -180,7 +183,8 @@ async def topics_dimension(
                     f"[scale]   {size:>5,} topics: created in {took:.2f} s "
                     f"({took / size * 1e3:.2f} ms each, broker {create_cpu:.2f} ms CPU each); "
                     f"REGISTER_BROKER {size_bytes / 1024:,.0f} KiB "
-                    f"accepted in {register * 1e3:.1f} ms; route query {route * 1e6:,.0f} us; "
+                    f"accepted in {register * 1e3:.1f} ms (registry {register_cpu * 1e3:.0f} ms "
+                    "CPU with its unregistration); route query {route * 1e6:,.0f} us; "
                     f"first message per queue: broker {first_cpu:.0f} us CPU each; "
                     f"sending {count:,}"
                 )
@@ -194,7 +198,8 @@ async def topics_dimension(
                 row = {
                     "size": size, "create_ms": took / size * 1e3, "create_cpu_ms": create_cpu,
                     "pull_cpu_us": pull_cpu, "register_kib": size_bytes / 1024,
-                    "register_ms": register * 1e3, "route_us": route * 1e6, "produce": produce,
+                    "register_ms": register * 1e3, "register_cpu_ms": register_cpu * 1e3,
+                    "route_us": route * 1e6, "produce": produce,
                     "cpu_us": cpu, "first_cpu_us": first_cpu, "consume": consume,
                     "pulls": pulls, "rss_idle": base_rss,
                     "rss": max(after_produce, node.rss_mib()),
@@ -572,7 +577,10 @@ async def _main(args: argparse.Namespace) -> None:
             rows = await topics_dimension(root, args.topics, args.messages)
             summary.append("topics: " + "; ".join(
                 f"{key} {_growth(rows, key)}"
-                for key in ("produce", "consume", "rss", "register_ms", "route_us")
+                for key in (
+                    "produce", "cpu_us", "consume", "pull_cpu_us", "rss", "register_ms",
+                    "register_cpu_ms", "create_cpu_ms", "route_us",
+                )
             ))  # fmt: skip
         if "connections" in args.only:
             rows = await connections_dimension(root, args.connections, args.seconds)
