@@ -381,14 +381,7 @@ class ConsumeQueueStore:
 
     def open_files_for(self, topic: str, queue_id: int, queue_offset: int, count: int) -> bool:
         """`ConsumeQueue.open_files_for` of the queue (created when missing)."""
-        queue = self.queues.get((topic, queue_id))
-        if queue is None:
-            queue = self.find_or_create(topic, queue_id)
-        elif (files := queue.files.files) and (queue_offset + count) * CQ_STORE_UNIT_SIZE <= files[
-            -1
-        ].file_from_offset + queue.file_size:
-            return False  # the common case, kept cheap: the last file has room
-        return queue.open_files_for(queue_offset, count)
+        return self.find_or_create(topic, queue_id).open_files_for(queue_offset, count)
 
     def max_physic_offset(self) -> int:
         """The commit-log offset just past the newest message any queue points at."""
