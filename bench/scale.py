@@ -10,8 +10,10 @@ a scratch store, and drives it from this process with BoltMQ's remoting client:
   broker's REGISTER_BROKER body (its size, and the time a registry takes to accept it) and
   the time of one GET_ROUTEINFO_BY_TOPIC. Each queue file holds a descriptor: a size that needs
   more than the hard open-file limit starts its broker with a limit raised to fit where this
-  process may (CAP_SYS_RESOURCE, root), and is skipped otherwise, with a line saying how an
-  operator raises the limit.
+  process may (CAP_SYS_RESOURCE, root). Where it may not, one line says what limit is needed
+  and how an operator sets it; the size is then measured without traffic (creating,
+  registering and routing topics opens no queue file) and traffic goes over the most topics
+  that fit.
 - connections: 1, 64, 512, 2,000 client connections; all but one are raw TCP connections of
   their own that send HEART_BEAT (each a distinct client id) when opened and every 20 s; the
   one working connection sends 1 KiB messages (64 in flight); its rate and broker RSS.

@@ -89,7 +89,9 @@ class Node:
             await self.proc.wait()
 
 
-def _limit_setter(nofile: int) -> Callable[[], None]:
+def open_file_limit_setter(nofile: int) -> Callable[[], None]:
+    """A ``preexec_fn`` that sets a child's RLIMIT_NOFILE, soft and hard, to ``nofile``."""
+
     def set_limit() -> None:  # runs in the child, before exec
         resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 
@@ -110,7 +112,7 @@ def can_start_with_open_file_limit(nofile: int) -> str | None:
         return f"the kernel's ceiling fs.nr_open is {ceiling:,}"
     try:
         subprocess.run(
-            [sys.executable, "-c", "pass"], preexec_fn=_limit_setter(nofile), check=True,
+            [sys.executable, "-c", "pass"], preexec_fn=open_file_limit_setter(nofile), check=True,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60,
         )  # fmt: skip
     except (subprocess.SubprocessError, OSError):
@@ -126,7 +128,7 @@ async def _spawn(
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     options: dict[str, Any] = {}
     if nofile is not None:
-        options["preexec_fn"] = _limit_setter(nofile)
+        options["preexec_fn"] = open_file_limit_setter(nofile)
     proc = await trio.lowlevel.open_process(
         command, cwd=ROOT, env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, **options
     )
