@@ -11,10 +11,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 import trio
 
 from protocol.message import decode_records
 from storage import (
+    FlushDiskType,
     MessageBatch,
     MessageExtBrokerInner,
     PutMessageResult,
@@ -43,10 +45,11 @@ def _no_descriptor_left() -> Iterator[None]:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
+@pytest.mark.parametrize("flush", [FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH])
 async def test_a_queue_file_that_cannot_be_opened_refuses_the_put_before_appending(
-    tmp_path: Path,
+    tmp_path: Path, flush: FlushDiskType
 ) -> None:
-    config = small_config(tmp_path / "store")
+    config = small_config(tmp_path / "store", flush_disk_type=flush)
     async with open_message_store(config) as store:
         for n in range(ENTRIES):  # the first file of T:0 is full
             assert (await store.put_message(_message("T", 0, n))).status is PutMessageStatus.PUT_OK
