@@ -8,8 +8,12 @@ a scratch store, and drives it from this process with BoltMQ's remoting client:
   1 KiB sends spread round-robin over every queue of every topic (64 in flight), then every
   queue read back with pulls of 32; broker RSS (VmRSS) and broker CPU per message; the
   broker's REGISTER_BROKER body (its size, and the time a registry takes to accept it) and
-  the time of one GET_ROUTEINFO_BY_TOPIC. A size whose queue files would need more open files
-  than the broker may have (one per queue) is skipped with a line saying so.
+  the time of one GET_ROUTEINFO_BY_TOPIC. Each queue file holds a descriptor: a size that needs
+  more than the hard open-file limit starts its broker with a limit raised to fit where this
+  process may (CAP_SYS_RESOURCE, root). Where it may not, one line says what limit is needed
+  and how an operator sets it; the size is then measured without traffic (creating,
+  registering and routing topics opens no queue file) and traffic goes over the most topics
+  that fit.
 - connections: 1, 64, 512, 2,000 client connections; all but one are raw TCP connections of
   their own that send HEART_BEAT (each a distinct client id) when opened and every 20 s; the
   one working connection sends 1 KiB messages (64 in flight); its rate and broker RSS.
@@ -35,6 +39,7 @@ import contextlib
 import os
 import platform
 import random
+import resource
 import shutil
 import statistics
 import tempfile
@@ -50,6 +55,7 @@ from bench.scale_nodes import (
     Node,
     broker,
     call,
+    can_start_with_open_file_limit,
     consume_all,
     create_topics,
     percentile,
@@ -74,10 +80,12 @@ HELD_PER_CONNECTION = 1000
 
 
 async def _registration(
-    client: RemotingClient, node: Node, registry_address: str
-) -> tuple[int, float]:
-    """(bytes, seconds): the broker's REGISTER_BROKER body now, and the median time of 3
-    registrations of it by a probe broker (unregistered after each, routes stay the broker's)."""
+    client: RemotingClient, node: Node, registry: Node
+) -> tuple[int, float, float]:
+    """(bytes, seconds, registry CPU seconds): the broker's REGISTER_BROKER body now, the
+    median time of 3 registrations of it by a probe broker (unregistered after each, routes
+    stay the broker's), and the registry's CPU per registration and unregistration."""
+    registry_address = registry.address
     import zlib
 
     from protocol.bodies import RegisterBrokerBody, TopicConfigSerializeWrapper
@@ -98,6 +106,7 @@ async def _registration(
         broker_name=name, broker_addr=addr, cluster_name=cluster, broker_id=0,
     ))  # fmt: skip
     times = []
+    cpu = registry.cpu_seconds()
     async with RemotingClient() as probe_client:
         for _ in range(3):
             start = time.perf_counter()
@@ -106,7 +115,7 @@ async def _registration(
             times.append(time.perf_counter() - start)
             request = RemotingCommand.request(RequestCode.UNREGISTER_BROKER, unregister)
             await call(probe_client, registry_address, request)
-    return len(body), statistics.median(times)
+    return len(body), statistics.median(times), (registry.cpu_seconds() - cpu) / 3
 
 
 async def _route_query(
@@ -142,47 +151,72 @@ async def topics_dimension(
     root: Path, sizes: Sequence[int], minimum: int
 ) -> list[dict[str, float]]:
     """One broker per size: create, register, route, produce over all queues, consume."""
-    rows = []
+    rows: list[dict[str, float]] = []
     say(f"[scale] topics: {', '.join(f'{n:,}' for n in sizes)} topics x {QUEUES} queues")
+    runs: list[tuple[int, int | None, bool]] = []  # (topics, open-file limit, with traffic)
+    for wanted in sizes:
+        fits, nofile = _broker_file_limit(wanted)
+        if fits != wanted:
+            # Creating, registering and routing topics opens no queue file: measured in full.
+            runs.append((wanted, None, False))
+        if fits and all(fits != size for size, _, traffic in runs if traffic):
+            runs.append((fits, nofile, True))
     async with registry() as reg:
-        for size in sizes:
+        for size, nofile, traffic in runs:
             names = [f"Scale-{size}-{i:05d}" for i in range(size)]
             queues = [(name, q) for name in names for q in range(QUEUES)]
             store = Path(tempfile.mkdtemp(prefix="scale-topics-", dir=root))
-            async with broker(store, "-n", reg.address) as node, RemotingClient() as client:
+            async with (
+                broker(store, "-n", reg.address, nofile=nofile) as node,
+                RemotingClient() as client,
+            ):
                 base_rss = node.rss_mib()
-                # Each consume-queue file holds a descriptor (Python's mmap keeps one).
-                needed, limit = len(queues) + 200, node.open_file_limit()
-                if needed > limit:
+                if nofile is not None:
                     say(
-                        f"[scale]   {size:>5,} topics: skipped: {len(queues):,} queue files need "
-                        f"about {needed:,} open files; the broker's limit is {limit:,} "
-                        "(raise the hard limit, ulimit -Hn, to measure it)"
+                        f"[scale]   {size:>5,} topics: broker started with RLIMIT_NOFILE "
+                        f"{node.open_file_limit():,} (soft and hard; this process's hard limit "
+                        f"is {resource.getrlimit(resource.RLIMIT_NOFILE)[1]:,})"
+                    )
+                before = node.cpu_seconds()
+                took = await create_topics(client, node.address, names)
+                create_cpu = (node.cpu_seconds() - before) / size * 1e3
+                await _wait_routed(client, reg.address, names[-1])
+                size_bytes, register, register_cpu = await _registration(client, node, reg)
+                route = await _route_query(client, reg.address, names)
+                if not traffic:
+                    say(
+                        f"[scale]   {size:>5,} topics, no traffic: created in {took:.2f} s "
+                        f"({took / size * 1e3:.2f} ms each, broker {create_cpu:.2f} ms CPU "
+                        f"each); REGISTER_BROKER {size_bytes / 1024:,.0f} KiB accepted in "
+                        f"{register * 1e3:.1f} ms (registry {register_cpu * 1e3:.0f} ms CPU with "
+                        f"its unregistration); route query {route * 1e6:,.0f} us; "
+                        f"RSS {base_rss:.0f} -> {node.rss_mib():.0f} MiB"
                     )
                     continue
-                took = await create_topics(client, node.address, names)
-                await _wait_routed(client, reg.address, names[-1])
-                size_bytes, register = await _registration(client, node, reg.address)
-                route = await _route_query(client, reg.address, names)
                 # The first message to a queue creates its consume-queue file: timed apart.
                 _, first_cpu = await produce_spread(client, node, queues, len(queues))
                 count = max(minimum, len(queues))
                 say(
                     f"[scale]   {size:>5,} topics: created in {took:.2f} s "
-                    f"({took / size * 1e3:.2f} ms each); "
+                    f"({took / size * 1e3:.2f} ms each, broker {create_cpu:.2f} ms CPU each); "
                     f"REGISTER_BROKER {size_bytes / 1024:,.0f} KiB "
-                    f"accepted in {register * 1e3:.1f} ms; route query {route * 1e6:,.0f} us; "
+                    f"accepted in {register * 1e3:.1f} ms (registry {register_cpu * 1e3:.0f} ms "
+                    f"CPU with its unregistration); route query {route * 1e6:,.0f} us; "
                     f"first message per queue: broker {first_cpu:.0f} us CPU each; "
                     f"sending {count:,}"
                 )
                 produce, cpu = await produce_spread(client, node, queues, count)
                 after_produce = node.rss_mib()
+                before = node.cpu_seconds()
                 consume, pulls, read = await consume_all(client, node, queues)
+                pull_cpu = (node.cpu_seconds() - before) / (pulls * read / consume) * 1e6
                 if read != count + len(queues):
                     raise RuntimeError(f"read back {read:,} of {count + len(queues):,} messages")
                 row = {
-                    "size": size, "create_ms": took / size * 1e3, "register_kib": size_bytes / 1024,
-                    "register_ms": register * 1e3, "route_us": route * 1e6, "produce": produce,
+                    "size": size, "create_ms": took / size * 1e3, "create_cpu_ms": create_cpu,
+                    "pull_cpu_us": pull_cpu, "register_kib": size_bytes / 1024,
+                    "register_ms": register * 1e3, "register_cpu_ms": register_cpu * 1e3,
+                    "route_us": route * 1e6, "produce": produce,
                     "cpu_us": cpu, "first_cpu_us": first_cpu, "consume": consume,
                     "pulls": pulls, "rss_idle": base_rss,
                     "rss": max(after_produce, node.rss_mib()),
@@ -190,7 +224,8 @@ async def topics_dimension(
                 say(
                     f"[scale]   {size:>5,} topics: produce {produce:,.0f} msgs/s "
                     f"(broker {cpu:.0f} us CPU/msg), consume {consume:,.0f} msgs/s "
-                    f"({pulls:,.0f} pulls/s), RSS {base_rss:.0f} -> {row['rss']:.0f} MiB"
+                    f"({pulls:,.0f} pulls/s, broker {pull_cpu:.0f} us CPU/pull), "
+                    f"RSS {base_rss:.0f} -> {row['rss']:.0f} MiB"
                 )
                 rows.append(row)
             shutil.rmtree(store, ignore_errors=True)
@@ -503,6 +538,39 @@ def _growth(rows: Sequence[dict[str, float]], key: str) -> str:
     return f"x{last[key] / first[key]:.2f} over x{last['size'] / max(first['size'], 1):,.0f}"
 
 
+#: Descriptors a broker holds beside its queue files: commit-log, index and checkpoint files,
+#: listening sockets, the registry and bench connections, worker threads' files.
+BROKER_BASE_FILES = 512
+
+
+def _broker_file_limit(size: int) -> tuple[int, int | None]:
+    """(topics to measure, open-file limit to start their broker with) for ``size`` topics.
+
+    The limit is None when the one the broker inherits is enough. When ``size`` needs more
+    than the hard limit and it cannot be raised here, one line says what an operator sets,
+    and the largest size that fits (in hundreds) is measured with traffic (0: none).
+    """
+    # Each consume-queue file holds one descriptor (its map's), as RocketMQ's MappedFile holds
+    # a FileChannel; the broker raises its soft limit to the hard one by itself.
+    needed = size * QUEUES + BROKER_BASE_FILES
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard == resource.RLIM_INFINITY or needed <= hard:
+        return size, None
+    why = can_start_with_open_file_limit(needed)
+    if why is None:
+        return size, needed
+    fits = (hard - BROKER_BASE_FILES) // QUEUES
+    fits = fits // 100 * 100 if fits >= 100 else max(fits, 0)
+    say(
+        f"[scale]   {size:>5,} topics: {size * QUEUES:,} queue files need an open-file limit of "
+        f"at least {needed:,}; the hard limit is {hard:,} and {why}. An operator raises it with "
+        f"`ulimit -n {needed}` (as root) before starting the broker, or LimitNOFILE={needed} in "
+        f"its systemd unit. Measuring {size:,} topics without traffic (no queue file opened), "
+        f"and traffic over {fits:,} topics, the most that fit."
+    )
+    return fits, None
+
+
 def _raise_file_limit() -> None:
     # 2,000 connections need 2,000 descriptors here and as many in the broker, which inherits.
     import resource
@@ -527,7 +595,10 @@ async def _main(args: argparse.Namespace) -> None:
             rows = await topics_dimension(root, args.topics, args.messages)
             summary.append("topics: " + "; ".join(
                 f"{key} {_growth(rows, key)}"
-                for key in ("produce", "consume", "rss", "register_ms", "route_us")
+                for key in (
+                    "produce", "cpu_us", "consume", "pull_cpu_us", "rss", "register_ms",
+                    "register_cpu_ms", "create_cpu_ms", "route_us",
+                )
             ))  # fmt: skip
         if "connections" in args.only:
             rows = await connections_dimension(root, args.connections, args.seconds)

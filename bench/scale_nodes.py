@@ -9,12 +9,14 @@ import collections
 import contextlib
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -62,7 +64,7 @@ class Node:
         return 0.0
 
     def open_file_limit(self) -> int:
-        """The process's soft open-file limit."""
+        """The process's soft open-file limit (the broker raises it to the hard one)."""
         with open(f"/proc/{self.pid}/limits") as limits:
             for line in limits:
                 if line.startswith("Max open files"):
@@ -87,11 +89,48 @@ class Node:
             await self.proc.wait()
 
 
-async def _spawn(command: list[str], pattern: re.Pattern[str], timeout: float) -> Node:
-    """Start ``command`` and wait for ``pattern`` on its stderr (group 1 is its address)."""
+def open_file_limit_setter(nofile: int) -> Callable[[], None]:
+    """A ``preexec_fn`` that sets a child's RLIMIT_NOFILE, soft and hard, to ``nofile``."""
+
+    def set_limit() -> None:  # runs in the child, before exec
+        resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
+    return set_limit
+
+
+def can_start_with_open_file_limit(nofile: int) -> str | None:
+    """None when a child can be started with RLIMIT_NOFILE ``nofile`` (soft and hard), else
+    why not. Raising a hard limit needs CAP_SYS_RESOURCE (root): a short child tries it."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard == resource.RLIM_INFINITY or nofile <= hard:
+        return None
+    try:
+        ceiling = int(Path("/proc/sys/fs/nr_open").read_text())
+    except (OSError, ValueError):
+        ceiling = 1 << 20
+    if nofile > ceiling:
+        return f"the kernel's ceiling fs.nr_open is {ceiling:,}"
+    try:
+        subprocess.run(
+            [sys.executable, "-c", "pass"], preexec_fn=open_file_limit_setter(nofile), check=True,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60,
+        )  # fmt: skip
+    except (subprocess.SubprocessError, OSError):
+        return f"raising the hard limit above {hard:,} needs CAP_SYS_RESOURCE (root)"
+    return None
+
+
+async def _spawn(
+    command: list[str], pattern: re.Pattern[str], timeout: float, nofile: int | None = None
+) -> Node:
+    """Start ``command`` and wait for ``pattern`` on its stderr (group 1 is its address);
+    with ``nofile``, the child's soft and hard RLIMIT_NOFILE are set to it before exec."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    options: dict[str, Any] = {}
+    if nofile is not None:
+        options["preexec_fn"] = open_file_limit_setter(nofile)
     proc = await trio.lowlevel.open_process(
-        command, cwd=ROOT, env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE
+        command, cwd=ROOT, env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, **options
     )
     stream = proc.stderr if pattern is READY else proc.stdout
     assert stream is not None
@@ -162,9 +201,12 @@ def broker_command(store: Path, *extra: str) -> list[str]:
 
 
 @contextlib.asynccontextmanager
-async def broker(store: Path, *extra: str, timeout: float = 120) -> AsyncIterator[Node]:
-    """A broker in its own process, stopped cleanly at the end (unless already stopped)."""
-    node = await _spawn(broker_command(store, *extra), READY, timeout)
+async def broker(
+    store: Path, *extra: str, timeout: float = 120, nofile: int | None = None
+) -> AsyncIterator[Node]:
+    """A broker in its own process, stopped cleanly at the end (unless already stopped);
+    ``nofile``: its open-file limit, soft and hard (see `can_start_with_open_file_limit`)."""
+    node = await _spawn(broker_command(store, *extra), READY, timeout, nofile)
     async with _running(node):
         yield node
 

@@ -13,7 +13,7 @@ import struct
 from collections.abc import Callable
 from pathlib import Path
 
-from storage.mapped_file import MappedFile, MappedFileQueue
+from storage.mapped_file import MappedFile, MappedFileQueue, offset_to_file_name
 
 log = logging.getLogger("boltmq.storage")
 
@@ -31,6 +31,8 @@ class ConsumeQueue:
         self.directory = root / topic / str(queue_id)
         self.file_size = entries_per_file * CQ_STORE_UNIT_SIZE
         self.files = MappedFileQueue(self.directory, self.file_size, small_writes=True)
+        # Files opened by `open_files_for` before the entries that need them are written.
+        self._opened_ahead: dict[int, MappedFile] = {}
         # Byte offset of the first entry still pointing at live commit-log data.
         self.min_logic_offset = 0
         # Commit-log offset just past the last entry's message.
@@ -113,7 +115,7 @@ class ConsumeQueue:
             return False
         if not self.files.files:
             # A queue whose first entry is not offset 0: blank-fill the front of its file.
-            first = self.files.create_file(expected - expected % self.file_size)
+            first = self._new_file(expected - expected % self.file_size)
             self.min_logic_offset = expected
             self._fill_blanks(first, expected - first.file_from_offset)
         elif expected > current:
@@ -125,10 +127,10 @@ class ConsumeQueue:
                 queue_offset,
             )
             while self.max_offset_bytes < expected:
-                mapped = self.files.writable_file()
+                mapped = self._writable_file()
                 n = min(expected - self.max_offset_bytes, mapped.remaining)
                 self._fill_blanks(mapped, mapped.wrote_position + n)
-        mapped = self.files.writable_file()
+        mapped = self._writable_file()
         mapped.append(ENTRY.pack(physic_offset, size, tags_code))
         self.max_physic_offset = physic_offset + size
         return True
@@ -155,6 +157,45 @@ class ConsumeQueue:
                 return
         for i, (offset, size, tags) in enumerate(ENTRY.iter_unpack(entries)):
             self.put(queue_offset + i, offset, size, tags)
+
+    def open_files_for(self, queue_offset: int, count: int) -> bool:
+        """Open now every file the entries ``queue_offset`` .. ``+ count`` will be written to
+        and that is not open yet, so that a file which cannot be opened (EMFILE: each holds a
+        descriptor) refuses the put before its record is appended; raises that OSError.
+        True when it opened one."""
+        start = queue_offset * CQ_STORE_UNIT_SIZE
+        end = start + count * CQ_STORE_UNIT_SIZE
+        files = self.files.files
+        if files:
+            if end <= files[-1].file_from_offset + self.file_size:
+                return False
+            # Files at or below the last one are open (or deleted: written below them).
+            start = max(start, files[-1].file_from_offset + self.file_size)
+        opened = False
+        for file_start in range(start - start % self.file_size, end, self.file_size):
+            if file_start not in self._opened_ahead:
+                self.directory.mkdir(parents=True, exist_ok=True)
+                path = self.directory / offset_to_file_name(file_start)
+                self._opened_ahead[file_start] = MappedFile(path, self.file_size, True)
+                opened = True
+        return opened
+
+    def _new_file(self, start_offset: int) -> MappedFile:
+        """Append the file starting at ``start_offset``: the one opened ahead, else a new one."""
+        mapped = self._opened_ahead.pop(start_offset, None)
+        if mapped is None:
+            return self.files.create_file(start_offset)
+        self.files.files.append(mapped)
+        return mapped
+
+    def _writable_file(self) -> MappedFile:
+        """The last file if it has room, else the next one (`_new_file`)."""
+        last = self.files.last_file()
+        if last is None:
+            return self._new_file(0)
+        if last.is_full:
+            return self._new_file(last.file_from_offset + self.file_size)
+        return last
 
     @staticmethod
     def _fill_blanks(mapped: MappedFile, until: int) -> None:
@@ -294,6 +335,9 @@ class ConsumeQueue:
     def close(self) -> None:
         """Unmap the files."""
         self.files.close()
+        for mapped in self._opened_ahead.values():
+            mapped.close()
+        self._opened_ahead.clear()
 
 
 class ConsumeQueueStore:
@@ -334,6 +378,10 @@ class ConsumeQueueStore:
             queue = ConsumeQueue(self.root, topic, queue_id, self.entries_per_file)
             self.queues[(topic, queue_id)] = queue
         return queue
+
+    def open_files_for(self, topic: str, queue_id: int, queue_offset: int, count: int) -> bool:
+        """`ConsumeQueue.open_files_for` of the queue (created when missing)."""
+        return self.find_or_create(topic, queue_id).open_files_for(queue_offset, count)
 
     def max_physic_offset(self) -> int:
         """The commit-log offset just past the newest message any queue points at."""

@@ -39,8 +39,10 @@ from storage.group_commit import (
     append_puts,
 )
 from storage.inline_puts import InlinePuts
+from storage.queue_files import QueueFileOpener
 from storage.replicated_append import append_replicated_data, dispatch_replicated
 from storage.results import (
+    MessageBatch,
     MessageExtBrokerInner,
     PutMessageResult,
     PutMessageStatus,
@@ -96,6 +98,7 @@ class StoreWriter(InlinePuts):
         self._flush_timeouts = 0
         self._largest_batch = 0
         self._inline_puts = 0
+        self._queue_files = QueueFileOpener(store)
 
     # -- the callers' side -----------------------------------------------------------------
 
@@ -103,6 +106,10 @@ class StoreWriter(InlinePuts):
         """Append ``put`` and wait for its result (with SYNC_FLUSH, for the flush)."""
         if self._status is not ActorStatus.RUNNING:
             return self._not_running()
+        if refused := self._queue_files.refusal(
+            put.topic, put.queue_id, len(put.record_starts), self._backlog
+        ):
+            return refused
         group = await self._enter_inline()
         if group is not None:
             stored = append_put(
@@ -124,6 +131,8 @@ class StoreWriter(InlinePuts):
         commit log where it can be (`storage.group_commit.append_message`)."""
         if self._status is not ActorStatus.RUNNING:
             return self._not_running()
+        if refused := self._queue_files.refusal(msg.topic, msg.queue_id, 1, self._backlog):
+            return refused
         group = await self._enter_inline()
         if group is not None:
             stored = append_message(
@@ -188,6 +197,43 @@ class StoreWriter(InlinePuts):
             return False
         finally:
             self._backlog -= 1
+
+    def put_nowait(self, put: EncodedPut, callback: Callable[[PutMessageResult], object]) -> None:
+        """`InlinePuts.put_nowait`, refused first when its queue's file cannot be opened."""
+        if refused := self._queue_files.refusal(
+            put.topic, put.queue_id, len(put.record_starts), self._backlog
+        ):
+            callback(refused)
+        else:
+            super().put_nowait(put, callback)
+
+    def put_message_nowait(
+        self,
+        msg: MessageExtBrokerInner,
+        store_host: tuple[str, int],
+        max_message_size: int,
+        callback: Callable[[PutMessageResult], object],
+    ) -> None:
+        """`InlinePuts.put_message_nowait`, refused first as `put_nowait` is."""
+        if refused := self._queue_files.refusal(msg.topic, msg.queue_id, 1, self._backlog):
+            callback(refused)
+        else:
+            super().put_message_nowait(msg, store_host, max_message_size, callback)
+
+    def put_batch_nowait(
+        self,
+        batch: MessageBatch,
+        store_host: tuple[str, int],
+        max_message_size: int,
+        callback: Callable[[PutMessageResult], object],
+    ) -> None:
+        """`InlinePuts.put_batch_nowait`, refused first as `put_nowait` is."""
+        if refused := self._queue_files.refusal(
+            batch.topic, batch.queue_id, len(batch.elements), self._backlog
+        ):
+            callback(refused)
+        else:
+            super().put_batch_nowait(batch, store_host, max_message_size, callback)
 
     def _queue_nowait(
         self, put: EncodedPut, callback: Callable[[PutMessageResult], object]

@@ -9,6 +9,7 @@ limit to the hard one by itself, and so does this.
 
 from __future__ import annotations
 
+import errno
 import logging
 
 log = logging.getLogger("boltmq.limits")
@@ -33,3 +34,38 @@ def raise_open_file_limit() -> tuple[int, int]:
         except (ValueError, OSError) as exc:
             log.warning("could not raise the open-file limit from %d to %d: %s", soft, target, exc)
     return soft, hard
+
+
+def open_failure_advice(exc: OSError) -> str:
+    """Which limit a failed open or map of a store file ran into, and how an operator raises
+    it (one line, for the log)."""
+    if exc.errno == errno.EMFILE:
+        soft, hard = open_file_limit()
+        return (
+            f"the broker's open-file limit (RLIMIT_NOFILE) is {soft:,} (hard {hard:,}) and it is "
+            "reached: each consume-queue file holds a descriptor (8 for a topic of 8 queues) "
+            "beside connections; raise it with `ulimit -n N` (as root) before starting the "
+            "broker, or LimitNOFILE=N in its systemd unit"
+        )
+    if exc.errno == errno.ENFILE:
+        return (
+            "the system's open-file table is full (fs.file-max); raise it with "
+            "`sysctl -w fs.file-max=N`"
+        )
+    if exc.errno == errno.ENOMEM:
+        return (
+            "the process cannot map another file (vm.max_map_count: one map per store file) or "
+            "is out of memory; raise the map count with `sysctl -w vm.max_map_count=N`"
+        )
+    return f"{exc.strerror or exc}"
+
+
+def open_file_limit() -> tuple[int, int]:
+    """The (soft, hard) open-file limit now; -1 stands for unlimited or no such limit."""
+    try:
+        import resource
+    except ImportError:  # not a Unix
+        return -1, -1
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    unlimited = resource.RLIM_INFINITY
+    return (-1 if soft == unlimited else soft), (-1 if hard == unlimited else hard)

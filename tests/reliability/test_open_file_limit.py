@@ -1,0 +1,120 @@
+"""A broker at its open-file limit: each consume-queue file holds a descriptor, so under a low
+RLIMIT_NOFILE (soft and hard, the broker cannot raise it) a send to a queue without a file
+yet is refused before its record is written (SERVICE_NOT_AVAILABLE with a remark naming the
+limit), the broker logs one line saying which limit and how to raise it, and the queues that
+have their file keep being served. Restarted with room, the store holds every acknowledged
+message and nothing of the refused ones (recovery would have dispatched a record that was
+appended before the refusal).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from protocol import RemotingClient, RemotingCommand
+from protocol.codes import RequestCode, ResponseCode
+from protocol.headers import CreateTopicRequestHeader, encode_header
+from protocol.message import BatchElement, encode_batch
+from tests.actors.broker.helpers import send_request
+from tests.reliability.nodes import broker_node, call, max_offset, read_queue
+
+pytestmark = pytest.mark.timeout(180)
+
+TOPIC = "LimitTopic"
+QUEUES = 512
+#: Soft and hard: the broker's own start-up descriptors plus about 100 queue files.
+LIMIT = 256
+
+
+def _with_open_file_limit(limit: int) -> tuple[str, ...]:
+    """A command prefix that runs the node with RLIMIT_NOFILE ``limit`` (soft and hard)."""
+    script = (
+        "import os, resource, sys; "
+        f"resource.setrlimit(resource.RLIMIT_NOFILE, ({limit}, {limit})); "
+        "os.execv(sys.argv[1], sys.argv[1:])"
+    )
+    return (sys.executable, "-c", script)
+
+
+async def _create_topic(client: RemotingClient, address: str) -> None:
+    header = CreateTopicRequestHeader(
+        topic=TOPIC, default_topic="TBW102", read_queue_nums=QUEUES, write_queue_nums=QUEUES,
+        perm=6, topic_filter_type="SINGLE_TAG", topic_sys_flag=0, order=False,
+    )  # fmt: skip
+    request = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, encode_header(header))
+    answer = await call(client, address, request)
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+
+
+def _batch(queue_id: int, n: int) -> RemotingCommand:
+    body = encode_batch(BatchElement(0, f"b{queue_id}-{i}".encode(), "") for i in range(n))
+    return send_request(
+        TOPIC, body, queue_id=queue_id, batch=True, code=RequestCode.SEND_BATCH_MESSAGE
+    )
+
+
+async def test_a_send_past_the_open_file_limit_is_refused_before_it_is_written(
+    tmp_path: Path,
+) -> None:
+    broker = broker_node(tmp_path, "broker", "", prefix=_with_open_file_limit(LIMIT))
+    await broker.start()
+    acked: dict[int, int] = {}
+    try:
+        async with RemotingClient() as client:
+            await _create_topic(client, broker.address)
+            refusal = None
+            for queue_id in range(QUEUES):
+                answer = await call(
+                    client,
+                    broker.address,
+                    send_request(TOPIC, b"m%d" % queue_id, queue_id=queue_id),
+                )
+                if answer.code != ResponseCode.SUCCESS:
+                    refusal = (queue_id, answer)
+                    break
+                acked[queue_id] = 1
+            assert refusal is not None, f"{QUEUES} queue files fit under a limit of {LIMIT}"
+            first_refused, answer = refusal
+            assert answer.code == ResponseCode.SERVICE_NOT_AVAILABLE, answer.remark
+            assert "open-file limit" in (answer.remark or ""), answer.remark
+            assert first_refused > 20, "the broker refused before using its descriptors"
+            # Other new queues are refused the same way: single sends and batches.
+            for queue_id in range(first_refused, first_refused + 5):
+                answer = await call(
+                    client, broker.address, send_request(TOPIC, b"x", queue_id=queue_id)
+                )
+                assert answer.code == ResponseCode.SERVICE_NOT_AVAILABLE, answer.remark
+                answer = await call(client, broker.address, _batch(queue_id, 4))
+                assert answer.code == ResponseCode.SERVICE_NOT_AVAILABLE, answer.remark
+                assert await max_offset(client, broker.address, TOPIC, queue_id) == 0
+            # The writer keeps serving the queues that have their file, one send and batches.
+            for queue_id in (0, 1, first_refused - 1):
+                answer = await call(
+                    client, broker.address, send_request(TOPIC, b"again", queue_id=queue_id)
+                )
+                assert answer.code == ResponseCode.SUCCESS, answer.remark
+                answer = await call(client, broker.address, _batch(queue_id, 4))
+                assert answer.code == ResponseCode.SUCCESS, answer.remark
+                acked[queue_id] += 5
+                assert await max_offset(client, broker.address, TOPIC, queue_id) == acked[queue_id]
+            assert broker.process is not None and broker.process.poll() is None
+        log = broker.log_text()
+        lines = [line for line in log.splitlines() if "cannot open a consume-queue file" in line]
+        assert len(lines) == 1, lines
+        assert f"RLIMIT_NOFILE) is {LIMIT}" in lines[0], lines[0]
+        assert "ulimit -n" in lines[0] and "LimitNOFILE" in lines[0], lines[0]
+        assert not re.search(r"Traceback|crashed|is stopped", log), log[-3000:]
+        await broker.stop()
+        # Restarted with room: every acknowledged message, nothing of the refused sends.
+        broker.prefix = ()
+        await broker.start()
+        async with RemotingClient() as client:
+            for queue_id in range(first_refused + 5):
+                messages = await read_queue(client, broker.address, TOPIC, queue_id)
+                assert len(messages) == acked.get(queue_id, 0), queue_id
+    finally:
+        await broker.stop()
