@@ -111,13 +111,21 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m bench",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        add_help=False,
     )
     parser.add_argument("names", nargs="*", metavar="name", help=", ".join(BENCHMARKS))
     parser.add_argument("--quick", action="store_true", help="short runs")
+    # `python -m bench NAME --help` is that benchmark's help, so -h is handled here.
+    parser.add_argument("-h", "--help", action="store_true", help="show this help and exit")
     args, extra = parser.parse_known_args(argv)
     unknown = [name for name in args.names if name not in BENCHMARKS]
     if unknown:
         parser.error(f"unknown benchmark {unknown[0]!r}; choose from {', '.join(BENCHMARKS)}")
+    if args.help:
+        if len(args.names) != 1:
+            parser.print_help()
+            return 0
+        extra = ["--help", *extra]
     if extra and len(args.names) != 1:
         parser.error(f"arguments {' '.join(extra)!r} need exactly one benchmark name before them")
     failed: list[str] = []
