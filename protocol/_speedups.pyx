@@ -532,6 +532,8 @@ def put_index_entries(buf, list keys, Py_ssize_t start, Py_ssize_t slots,
     cdef Py_buffer view
     cdef Py_ssize_t i = start, end = len(keys), slot_pos, at
     cdef int64_t khash, previous
+    if slots <= 0:
+        raise ZeroDivisionError("an index file needs at least one hash slot")
     PyObject_GetBuffer(buf, &view, PyBUF_WRITABLE)
     cdef unsigned char* p = <unsigned char*>view.buf
     try:

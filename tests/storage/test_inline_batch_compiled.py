@@ -124,3 +124,9 @@ def test_compiled_index_entries_equal_pure(
         outcomes.append((first, second, bytes(buf)))
     assert outcomes[0] == outcomes[1]
     assert index_file.put_index_entries is _speedups.put_index_entries
+
+
+def test_an_index_without_slots_is_refused_by_both() -> None:
+    for fn in (_speedups.put_index_entries, index_file.put_index_entries_py):
+        with pytest.raises(ZeroDivisionError):
+            fn(bytearray(100), [("T#k", 1)], 0, 0, 40, 1, 2, 0, 0, 0)
