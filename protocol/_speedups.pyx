@@ -307,3 +307,257 @@ def decode_payload(view, Py_ssize_t start, Py_ssize_t length):
     if end > body_start:
         command.body = PyBytes_FromStringAndSize(<const char*>&buf[body_start], end - body_start)
     return command
+
+
+# -- batch sends: the body decode (protocol.message._batch) and the in-place record write
+# (storage.inline_batch) ------------------------------------------------------------------------
+
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_WRITABLE, PyBUF_SIMPLE
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
+from libc.stdint cimport int16_t
+from libc.string cimport memcpy
+
+cdef extern from "Python.h":
+    const char* PyUnicode_AsUTF8AndSize(object, Py_ssize_t*) except NULL
+
+from zlib import crc32 as _crc32
+
+cdef object _decode_batch_py = None
+
+
+def bind_batch(decode_batch_py):
+    """Hand over the pure batch decoder (it raises for any body this one does not take)."""
+    global _decode_batch_py
+    _decode_batch_py = decode_batch_py
+
+
+def decode_batch_tuples(body):
+    """``protocol.message._batch.decode_batch_tuples``: (flag, body, properties) per element;
+    any inconsistency goes to the pure decoder, which raises its own error."""
+    cdef Py_buffer buf
+    PyObject_GetBuffer(body, &buf, PyBUF_SIMPLE)
+    cdef const unsigned char* p = <const unsigned char*>buf.buf
+    cdef Py_ssize_t pos = 0, end = buf.len, props_at, next_pos
+    cdef int32_t total, flag, body_len
+    cdef int props_len
+    cdef list elements = []
+    cdef object props
+    try:
+        while pos < end:
+            if pos + 22 > end:
+                return _decode_batch_py(body)
+            total = _i32(p + pos)
+            flag = _i32(p + pos + 12)
+            body_len = _i32(p + pos + 16)
+            props_at = pos + 20 + <Py_ssize_t>body_len
+            if body_len < 0 or props_at + 2 > end:
+                return _decode_batch_py(body)
+            props_len = <int16_t>((p[props_at] << 8) | p[props_at + 1])
+            if props_len < 0 or <Py_ssize_t>total != 22 + <Py_ssize_t>body_len + props_len:
+                return _decode_batch_py(body)
+            next_pos = pos + total
+            if next_pos > end:
+                return _decode_batch_py(body)
+            if props_len:
+                try:
+                    props = PyUnicode_DecodeUTF8(<const char*>p + props_at + 2, props_len, NULL)
+                except UnicodeDecodeError:
+                    return _decode_batch_py(body)
+            else:
+                props = ""
+            elements.append((flag, PyBytes_FromStringAndSize(<const char*>p + pos + 20, body_len),
+                             props))
+            pos = next_pos
+    finally:
+        PyBuffer_Release(&buf)
+    return elements
+
+
+def batch_records_size(list elements, bytes header_props, Py_ssize_t fixed,
+                       Py_ssize_t max_message_size, Py_ssize_t max_properties_size):
+    """``storage.inline_batch.batch_records_size``: the bytes the batch's records take, or -1
+    when one of them is too large or has properties too long."""
+    cdef Py_ssize_t total = 0, n, props_len, header_len = len(header_props)
+    cdef const char* s
+    cdef tuple element
+    for element in elements:
+        s = PyUnicode_AsUTF8AndSize(element[2], &n)
+        props_len = n + header_len
+        if header_len and n and s[n - 1] != 2:
+            props_len += 1
+        n = fixed + len(element[1]) + props_len
+        if props_len > max_properties_size or n > max_message_size:
+            return -1
+        total += n
+    return total
+
+
+cdef inline void _put32(unsigned char* p, int64_t v) noexcept nogil:
+    cdef uint32_t u = <uint32_t>v
+    p[0] = u >> 24
+    p[1] = (u >> 16) & 0xFF
+    p[2] = (u >> 8) & 0xFF
+    p[3] = u & 0xFF
+
+
+cdef inline void _put64(unsigned char* p, int64_t v) noexcept nogil:
+    _put32(p, <int64_t>(<uint64_t>v >> 32))
+    _put32(p + 4, v)
+
+
+cdef inline Py_ssize_t _find(const char* s, Py_ssize_t start, Py_ssize_t end, char c) noexcept nogil:
+    while start < end and s[start] != c:
+        start += 1
+    return start
+
+
+def write_batch_records(
+    view, Py_ssize_t pos, int64_t base, list elements, bytes header_props, bytes topic_part,
+    int32_t queue_id, int32_t sys_flag, int64_t born_timestamp, bytes born, int32_t born_port,
+    int64_t now, bytes store, int32_t store_port, int32_t reconsume, int64_t queue_offset,
+    bytearray entries, list offsets, object index_keys, str topic,
+):
+    """``storage.inline_batch.write_batch_records``: each record of the batch written at
+    ``view[pos]`` with its append-time fields, its consume-queue entry appended to
+    ``entries``, its physical offset to ``offsets`` and (``index_keys`` not None) its KEYS
+    and UNIQ_KEY index keys to ``index_keys``; returns the position after the last record."""
+    cdef Py_buffer buf
+    cdef Py_ssize_t n_elements = len(elements)
+    cdef Py_ssize_t entries_at = PyByteArray_GET_SIZE(entries)
+    PyByteArray_Resize(entries, entries_at + 20 * n_elements)
+    cdef unsigned char* entry = <unsigned char*>PyByteArray_AS_STRING(entries) + entries_at
+    PyObject_GetBuffer(view, &buf, PyBUF_WRITABLE)
+    cdef unsigned char* p
+    cdef unsigned char* out = <unsigned char*>buf.buf
+    cdef const char* props
+    cdef const char* header = header_props
+    cdef Py_ssize_t n_props, header_len = len(header_props), topic_len = len(topic_part)
+    cdef Py_ssize_t body_len, props_len, size, at, i, piece, stop, sep
+    cdef Py_ssize_t tags_at, tags_end, keys_at, keys_end, uniq_at, uniq_end
+    cdef int64_t phys, tags_code
+    cdef bint separator
+    cdef tuple element
+    cdef bytes body
+    cdef str prefix = topic + "#"
+    try:
+        for element in elements:
+            body = element[1]
+            body_len = len(body)
+            props = PyUnicode_AsUTF8AndSize(element[2], &n_props)
+            separator = header_len and n_props and props[n_props - 1] != 2
+            props_len = n_props + header_len + separator
+            size = 88 + body_len + topic_len + 2 + props_len
+            if pos + size > buf.len:
+                raise ValueError(f"a batch record of {size} bytes at {pos} overruns the file")
+            phys = base + pos
+            p = out + pos
+            _put32(p, size)
+            _put32(p + 4, MAGIC_CODE)
+            _put32(p + 8, <int64_t>_crc32(body) & 0x7FFFFFFF)
+            _put32(p + 12, queue_id)
+            _put32(p + 16, <int32_t>element[0])
+            _put64(p + 20, queue_offset)
+            _put64(p + 28, phys)
+            _put32(p + 36, sys_flag)
+            _put64(p + 40, born_timestamp)
+            memcpy(p + 48, <const char*>born, 4)
+            _put32(p + 52, born_port)
+            _put64(p + 56, now)
+            memcpy(p + 64, <const char*>store, 4)
+            _put32(p + 68, store_port)
+            _put32(p + 72, reconsume)
+            _put64(p + 76, 0)
+            _put32(p + 84, body_len)
+            at = 88
+            memcpy(p + at, <const char*>body, body_len)
+            at += body_len
+            memcpy(p + at, <const char*>topic_part, topic_len)
+            at += topic_len
+            p[at] = (props_len >> 8) & 0xFF
+            p[at + 1] = props_len & 0xFF
+            at += 2
+            memcpy(p + at, props, n_props)
+            at += n_props
+            if separator:
+                p[at] = 2
+                at += 1
+            memcpy(p + at, header, header_len)
+            pos += size
+            queue_offset += 1
+            offsets.append(phys)
+            # The dispatch takes TAGS, KEYS and UNIQ_KEY from the element's own properties,
+            # read the tolerant Java way (storage._record.split_properties): the last piece
+            # with a name, a value and the separator between them wins.
+            tags_at = keys_at = uniq_at = -1
+            tags_end = keys_end = uniq_end = -1
+            piece = 0
+            while piece < n_props:
+                stop = _find(props, piece, n_props, 2)
+                sep = _find(props, piece, stop, 1)
+                if sep < stop and sep > piece and sep + 1 < stop:
+                    if sep - piece == 4 and memcmp(props + piece, b"TAGS", 4) == 0:
+                        tags_at, tags_end = sep + 1, stop
+                    elif sep - piece == 4 and memcmp(props + piece, b"KEYS", 4) == 0:
+                        keys_at, keys_end = sep + 1, stop
+                    elif sep - piece == 8 and memcmp(props + piece, b"UNIQ_KEY", 8) == 0:
+                        uniq_at, uniq_end = sep + 1, stop
+                piece = stop + 1
+            tags_code = 0
+            if tags_at >= 0:
+                tags_code = java_hash(PyUnicode_DecodeUTF8(props + tags_at, tags_end - tags_at, NULL))
+            _put64(entry, phys)
+            _put32(entry + 8, size)
+            _put64(entry + 12, tags_code)
+            entry += 20
+            if index_keys is not None:
+                if keys_at >= 0:
+                    for key in PyUnicode_DecodeUTF8(props + keys_at, keys_end - keys_at,
+                                                    NULL).split(" "):
+                        if key:
+                            index_keys.append((prefix + key, phys))
+                if uniq_at >= 0:
+                    index_keys.append((prefix + PyUnicode_DecodeUTF8(
+                        props + uniq_at, uniq_end - uniq_at, NULL), phys))
+    finally:
+        PyBuffer_Release(&buf)
+    return pos
+
+
+def put_index_entries(buf, list keys, Py_ssize_t start, Py_ssize_t slots,
+                      Py_ssize_t entries_start, int64_t number, int64_t limit, int32_t time_diff,
+                      int64_t slot_count, int64_t phy_offset):
+    """``storage.index_file.put_index_entries_py``: index entries for ``keys[start:]`` (full
+    key, commit-log offset) written into an index file's map until ``number`` reaches
+    ``limit``; returns (next position in keys, number, slot count, last commit-log offset)."""
+    cdef Py_buffer view
+    cdef Py_ssize_t i = start, end = len(keys), slot_pos, at
+    cdef int64_t khash, previous
+    if slots <= 0:
+        raise ZeroDivisionError("an index file needs at least one hash slot")
+    PyObject_GetBuffer(buf, &view, PyBUF_WRITABLE)
+    cdef unsigned char* p = <unsigned char*>view.buf
+    try:
+        while i < end and number < limit:
+            key, offset = keys[i]
+            phy_offset = offset
+            i += 1
+            khash = java_hash(key)
+            if khash < 0:
+                khash = 0 if khash == -0x80000000 else -khash
+            slot_pos = 40 + (khash % slots) * 4
+            at = entries_start + number * 20
+            if slot_pos + 4 > view.len or at + 20 > view.len:
+                raise ValueError(f"index entry {number} lies past the end of the file")
+            previous = _i32(p + slot_pos)
+            if previous <= 0 or previous > number:
+                previous = 0
+                slot_count += 1
+            _put32(p + at, khash)
+            _put64(p + at + 4, phy_offset)
+            _put32(p + at + 12, time_diff)
+            _put32(p + at + 16, previous)
+            _put32(p + slot_pos, number)
+            number += 1
+    finally:
+        PyBuffer_Release(&view)
+    return i, number, slot_count, phy_offset

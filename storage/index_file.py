@@ -45,6 +45,54 @@ def key_hash(key: str) -> int:
     return 0 if h == -0x80000000 else abs(h)
 
 
+def put_index_entries_py(
+    buf: mmap.mmap | bytearray,
+    keys: list[tuple[str, int]],
+    start: int,
+    slots: int,
+    entries_start: int,
+    number: int,
+    limit: int,
+    time_diff: int,
+    slot_count: int,
+    phy_offset: int,
+) -> tuple[int, int, int, int]:
+    """Write index entries for ``keys[start:]`` (full key, commit-log offset) into an index
+    file's bytes until entry ``number`` reaches ``limit``: each entry chained to its slot's
+    previous one, the slot pointed at it. Returns (position in ``keys`` after the last one
+    added, next entry number, used slot count, last commit-log offset)."""
+    unpack_slot = _SLOT.unpack_from
+    pack_slot = _SLOT.pack_into
+    pack_entry = _ENTRY.pack_into
+    i = start
+    end = len(keys)
+    while i < end and number < limit:
+        key, phy_offset = keys[i]
+        i += 1
+        khash = java_hash(key)
+        if khash < 0:
+            khash = 0 if khash == -0x80000000 else -khash
+        slot_pos = INDEX_HEADER_SIZE + (khash % slots) * HASH_SLOT_SIZE
+        (previous,) = unpack_slot(buf, slot_pos)
+        if previous <= 0 or previous > number:
+            previous = 0
+            slot_count += 1
+        pack_entry(buf, entries_start + number * INDEX_ENTRY_SIZE, khash, phy_offset, time_diff,
+                   previous)  # fmt: skip
+        pack_slot(buf, slot_pos, number)
+        number += 1
+    return i, number, slot_count, phy_offset
+
+
+#: What `IndexFile.put_keys` runs: the compiled twin when ``./dev build-ext`` built it, else
+#: `put_index_entries_py` (the same bytes; tests compare them).
+put_index_entries = put_index_entries_py
+try:  # an extension built before these functions lacks them: ImportError too
+    from protocol._speedups import put_index_entries
+except ImportError:
+    pass
+
+
 class IndexFile:
     """One index file, mapped whole."""
 
@@ -95,44 +143,18 @@ class IndexFile:
         """Add ``keys[start:]`` (key, commit-log offset) until the file is full; returns the
         position in ``keys`` after the last one added. The header is written once, at the end."""
         buf = self._map
-        slots = self.max_hash_slot_num
-        entries_start = self._entries_start
         number = self.index_count
-        limit = self.max_index_num
-        slot_count = self.hash_slot_count
-        unpack_slot = _SLOT.unpack_from
-        pack_slot = _SLOT.pack_into
-        pack_entry = _ENTRY.pack_into
         i = start
-        end = len(keys)
-        phy_offset = self.end_phy_offset
-        if number <= 1 and i < end and number < limit:
+        if number <= 1 and i < len(keys) and number < self.max_index_num:
             # The file's first entry sets its begin timestamp and offset.
             self.begin_timestamp = store_timestamp
             self.begin_phy_offset = keys[i][1]
         # Every key of the call has the same store time.
         time_diff = min(max((store_timestamp - self.begin_timestamp) // 1000, 0), _INT_MAX)
-        while i < end and number < limit:
-            key, phy_offset = keys[i]
-            i += 1
-            khash = java_hash(key)
-            if khash < 0:
-                khash = 0 if khash == -0x80000000 else -khash
-            slot_pos = INDEX_HEADER_SIZE + (khash % slots) * HASH_SLOT_SIZE
-            (previous,) = unpack_slot(buf, slot_pos)
-            if previous <= 0 or previous > number:
-                previous = 0
-                slot_count += 1
-            pack_entry(
-                buf,
-                entries_start + number * INDEX_ENTRY_SIZE,
-                khash,
-                phy_offset,
-                time_diff,
-                previous,
-            )
-            pack_slot(buf, slot_pos, number)
-            number += 1
+        i, number, slot_count, phy_offset = put_index_entries(
+            buf, keys, start, self.max_hash_slot_num, self._entries_start, number,
+            self.max_index_num, time_diff, self.hash_slot_count, self.end_phy_offset,
+        )  # fmt: skip
         if i == start:
             return start
         self.hash_slot_count = slot_count

@@ -391,6 +391,9 @@ class SendHandler:
         """The batch's new messages and the callback recording their keys, or the answer when
         every message is a duplicate. Each message is checked on its own: a producer that
         sends again a batch of which part was stored stores only the rest."""
+        # Most batches carry no key: one scan of each properties string rules that out.
+        if not any(_DEDUP_MARK in properties for _, _, properties in elements):
+            return elements, done, None
         keys = [_dedup_key(properties) for _, _, properties in elements]
         if not any(keys):
             return elements, done, None

@@ -5,7 +5,7 @@ flag, body and properties.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import attrs
 
@@ -52,7 +52,7 @@ def decode_batch(body: Buffer) -> list[BatchElement]:
     return [BatchElement(*element) for element in decode_batch_tuples(body)]
 
 
-def decode_batch_tuples(body: Buffer) -> list[tuple[int, bytes, str]]:
+def decode_batch_tuples_py(body: Buffer) -> list[tuple[int, bytes, str]]:
     """`decode_batch` as plain (flag, body, properties) tuples: the broker's send path."""
     elements: list[tuple[int, bytes, str]] = []
     append = elements.append
@@ -83,3 +83,14 @@ def decode_batch_tuples(body: Buffer) -> list[tuple[int, bytes, str]]:
         append((flag, view[pos + 20 : props_at].tobytes(), props))
         pos = next_pos
     return elements
+
+
+#: What `decode_batch_tuples` runs: the compiled twin when ``./dev build-ext`` built it, else
+#: the pure-Python `decode_batch_tuples_py` above (same results, same errors; tests compare).
+decode_batch_tuples: Callable[[Buffer], list[tuple[int, bytes, str]]] = decode_batch_tuples_py
+try:  # an extension built before these functions lacks them: ImportError too
+    from protocol._speedups import bind_batch, decode_batch_tuples
+except ImportError:
+    pass
+else:
+    bind_batch(decode_batch_tuples_py)
