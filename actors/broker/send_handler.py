@@ -41,8 +41,8 @@ from protocol.connection import Connection
 from protocol.headers import (
     MSG_REGION,
     TRACE_ON,
-    SendMessageRequestHeader,
-    decode_send_header,
+    SendFields,
+    decode_send_fields,
 )
 from protocol.message import (
     MessageConst,
@@ -109,7 +109,7 @@ class SendHandler:
         """
         started = perf_counter() if self._timed else 0.0  # actors.broker.request_stats
         try:
-            header = decode_send_header(request.ext_fields)
+            header = decode_send_fields(request.ext_fields)
             batch = header.batch or request.code == RequestCode.SEND_BATCH_MESSAGE
             topic_config, queue_id, topic, reconsume = self._check(header, request)
             ha = self.broker.ha.service
@@ -150,7 +150,7 @@ class SendHandler:
         return None
 
     def _check(
-        self, header: SendMessageRequestHeader, request: RemotingCommand
+        self, header: SendFields, request: RemotingCommand
     ) -> tuple[TopicConfig, int, str, int]:
         config = self.config
         if config.is_slave:
@@ -240,7 +240,7 @@ class SendHandler:
         self,
         connection: Connection,
         request: RemotingCommand,
-        header: SendMessageRequestHeader,
+        header: SendFields,
         batch: bool,
         topic_config: TopicConfig,
         topic: str,
