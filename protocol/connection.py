@@ -351,6 +351,14 @@ class Connection:
             raise ConnectionClosedError(f"connection to {self.peer} is closed")
         self._enqueue(command)
 
+    def send_frame(self, frame: bytes) -> None:
+        """Queue one whole encoded frame, prefix included (`protocol.frame.encode_answer`)."""
+        if self._closed:
+            raise ConnectionClosedError(f"connection to {self.peer} is closed")
+        self._outbox.append([frame])
+        if not self._reader_flushes:
+            self._wake_writer.set()
+
     def _enqueue(self, command: RemotingCommand) -> None:
         head, body = encode_parts(command)
         self._outbox.append([head] if body is None else [head, body])
