@@ -262,7 +262,7 @@ def decode_send_fields(ext_fields: Mapping[str, Any] | None) -> SendFields:
                 and (max_reconsume is None or type(max_reconsume) is str)
                 and (broker_name is None or type(broker_name) is str)
             ):
-                return _new_fields(  # type: ignore[no-any-return]
+                return _new_fields(
                     SendFields,
                     (
                         producer_group,
