@@ -286,6 +286,16 @@ def decode_send_fields(ext_fields: Mapping[str, Any] | None) -> SendFields:
     return SendFields(*attrs.astuple(decode_send_header(ext_fields), recurse=False))
 
 
+_decode_send_fields_py = decode_send_fields
+try:
+    import protocol._speedups as _speedups
+except ImportError:
+    pass
+else:
+    _speedups.bind_send_fields(SendFields, _decode_send_fields_py)
+    decode_send_fields = _speedups.decode_send_fields
+
+
 # Measured: about 3.3 us per SendMessageRequestHeader and 2.3 us per PullMessageRequestHeader
 # decode with cattrs' generated functions, of which 1.3 us is the frozen class's __init__; a
 # hand-written decoder was no faster, so there is none.

@@ -34,6 +34,7 @@ from protocol.headers import (
     SendMessageRequestHeader,
     SendMessageResponseHeader,
     UnregisterClientRequestHeader,
+    _send_pull,
     decode_header,
     decode_request_header,
     decode_send_fields,
@@ -444,6 +445,10 @@ def test_send_v1_and_v2_agree(header: SendMessageRequestHeader) -> None:
 # -- the send path's direct decode (decode_send_fields) -----------------------------------------
 
 
+# The one in use (compiled when built) and the pure one.
+_SEND_FIELD_DECODERS = (decode_send_fields, _send_pull._decode_send_fields_py)
+
+
 def _fields_of(header: SendMessageRequestHeader) -> tuple[Any, ...]:
     return attrs.astuple(header, recurse=False)
 
@@ -457,9 +462,10 @@ def test_send_fields_agree_with_the_generic_decoder(
     # Wire values as any client sends them (numbers, 0/1 booleans: the generic path's share).
     mixed = {key: cpp_style(value, _V2_TYPES[key], data.draw) for key, value in v2.items()}
     for ext in (v2, mixed, encode_header(header)):
-        fields = decode_send_fields(ext)
-        assert tuple(fields) == _fields_of(decode_send_header(ext)) == _fields_of(header)
-        assert fields.topic == header.topic and fields.batch == header.batch
+        for decode in _SEND_FIELD_DECODERS:
+            fields = decode(ext)
+            assert tuple(fields) == _fields_of(decode_send_header(ext)) == _fields_of(header)
+            assert fields.topic == header.topic and fields.batch == header.batch
 
 
 _V2_TYPES = {
@@ -477,21 +483,23 @@ def test_send_fields_refuse_as_the_generic_decoder(key: str, value: Any) -> None
     ext[key] = value
     with pytest.raises(RemotingError) as generic:
         decode_send_header(ext)
-    with pytest.raises(RemotingError) as direct:
-        decode_send_fields(ext)
-    assert direct.value.code == generic.value.code == ResponseCode.SYSTEM_ERROR
-    assert direct.value.remark == generic.value.remark
+    for decode in _SEND_FIELD_DECODERS:
+        with pytest.raises(RemotingError) as direct:
+            decode(ext)
+        assert direct.value.code == generic.value.code == ResponseCode.SYSTEM_ERROR
+        assert direct.value.remark == generic.value.remark
 
 
 def test_send_fields_missing_field_and_other_spellings() -> None:
     ext = dict(encode_send_header_v2(_SEND))
     del ext["c"]
-    with pytest.raises(RemotingError, match="'defaultTopic' \\('c'\\)"):
-        decode_send_fields(ext)
     spelled = dict(encode_send_header_v2(_SEND), m="TRUE", k="0")
-    fields = decode_send_fields(spelled)
-    assert fields.batch is True and fields.unit_mode is False
-    assert tuple(fields) == _fields_of(attrs.evolve(_SEND, batch=True))
+    for decode in _SEND_FIELD_DECODERS:
+        with pytest.raises(RemotingError, match="'defaultTopic' \\('c'\\)"):
+            decode(ext)
+        fields = decode(spelled)
+        assert fields.batch is True and fields.unit_mode is False
+        assert tuple(fields) == _fields_of(attrs.evolve(_SEND, batch=True))
 
 
 _SEND = SendMessageRequestHeader(
