@@ -561,3 +561,66 @@ def put_index_entries(buf, list keys, Py_ssize_t start, Py_ssize_t slots,
     finally:
         PyBuffer_Release(&view)
     return i, number, slot_count, phy_offset
+
+
+# -- the send path's header fields (protocol.headers._send_pull.decode_send_fields) ------------
+
+cdef object _SendFields = None
+cdef object _send_fields_py = None
+cdef object _new_tuple = tuple.__new__
+cdef dict _BOOL_WORDS = {"true": True, "false": False}
+
+
+def bind_send_fields(send_fields, pure):
+    """Hand over the `SendFields` class and the pure `decode_send_fields` (the fallback)."""
+    global _SendFields, _send_fields_py
+    _SendFields = send_fields
+    _send_fields_py = pure
+
+
+cdef inline bint _str_or_none(object value):
+    return value is None or type(value) is str
+
+
+def decode_send_fields(ext_fields):
+    """Twin of the pure `decode_send_fields`: V2 keys of plain strings read here, anything
+    else (and every error) left to the pure function."""
+    if _SendFields is None:
+        raise RuntimeError("protocol._speedups.decode_send_fields used before bind_send_fields")
+    if type(ext_fields) is not dict or "b" not in <dict>ext_fields:
+        return _send_fields_py(ext_fields)
+    cdef dict d = <dict>ext_fields
+    a = d.get("a")
+    b = d.get("b")
+    c = d.get("c")
+    nums = d.get("d")
+    qid = d.get("e")
+    sys_flag = d.get("f")
+    born = d.get("g")
+    flag = d.get("h")
+    props = d.get("i")
+    reconsume = d.get("j")
+    max_reconsume = d.get("l")
+    broker_name = d.get("n")
+    k = d.get("k", "false")
+    m = d.get("m", "false")
+    unit_mode = _BOOL_WORDS.get(k) if type(k) is str else None
+    batch = _BOOL_WORDS.get(m) if type(m) is str else None
+    if (
+        type(a) is not str or type(b) is not str or type(c) is not str
+        or type(nums) is not str or type(qid) is not str or type(sys_flag) is not str
+        or type(born) is not str or type(flag) is not str
+        or not _str_or_none(props) or not _str_or_none(reconsume)
+        or not _str_or_none(max_reconsume) or not _str_or_none(broker_name)
+        or unit_mode is None or batch is None
+    ):
+        return _send_fields_py(ext_fields)
+    try:
+        values = (
+            a, b, c, int(nums), int(qid), int(sys_flag), int(born), int(flag), props,
+            None if reconsume is None else int(reconsume), unit_mode,
+            None if max_reconsume is None else int(max_reconsume), batch, broker_name,
+        )
+    except ValueError:
+        return _send_fields_py(ext_fields)
+    return _new_tuple(_SendFields, values)

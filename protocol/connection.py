@@ -208,6 +208,9 @@ class Connection:
         # The running library's own event: anyio.Event() looks the backend up each time.
         self._wake_writer: _Event = self._new_event()
         self._sending = False
+        # True while the reader dispatches one receive's frames: it sends their answers itself
+        # right after, so queuing one need not wake the writer task (a task switch a receive).
+        self._reader_flushes = False
         self._drained: anyio.Event | None = None
         self._room = anyio.Event()
         self._in_flight = 0
@@ -348,10 +351,19 @@ class Connection:
             raise ConnectionClosedError(f"connection to {self.peer} is closed")
         self._enqueue(command)
 
+    def send_frame(self, frame: bytes) -> None:
+        """Queue one whole encoded frame, prefix included (`protocol.frame.encode_answer`)."""
+        if self._closed:
+            raise ConnectionClosedError(f"connection to {self.peer} is closed")
+        self._outbox.append([frame])
+        if not self._reader_flushes:
+            self._wake_writer.set()
+
     def _enqueue(self, command: RemotingCommand) -> None:
         head, body = encode_parts(command)
         self._outbox.append([head] if body is None else [head, body])
-        self._wake_writer.set()
+        if not self._reader_flushes:
+            self._wake_writer.set()
 
     # ----------------------------------------------------------------- reader / writer
 
@@ -371,6 +383,7 @@ class Connection:
                 self.close_reason = f"bad frame: {exc}"
                 log.warning("closing connection from %s: %s", self.peer, exc)
                 return
+            self._reader_flushes = True
             for index, command in enumerate(commands, 1):
                 if index % DISPATCH_SLICE == 0 and index < len(commands):
                     # Let the requests dispatched so far be answered before the rest: the
@@ -390,6 +403,7 @@ class Connection:
                         )
                 else:
                     self._dispatch(command)
+            self._reader_flushes = False
             # Answers of inline handlers go out from here: handing them to the writer task
             # would add a scheduler round trip to every sequential request.
             if self._outbox and not self._sending and not await self._flush():

@@ -19,7 +19,7 @@ import trio_websocket
 from protocol.connection import CloseListener, Connection, Dispatcher
 from protocol.frame import DEFAULT_FRAME_LIMIT
 from protocol.tls import accept_tls
-from protocol.transport import FrameTransport, TrioStreamTransport
+from protocol.transport import FrameTransport, TrioSocketTransport, TrioStreamTransport
 from protocol.websocket import WebSocketTransport
 
 log = logging.getLogger("boltmq.remoting")
@@ -133,7 +133,7 @@ class RemotingServer:
         return "" if mode == "disabled" else f" (TLS {mode})"
 
     async def _serve_tcp_stream(self, stream: trio.SocketStream) -> None:
-        await self.serve_transport(TrioStreamTransport(stream))
+        await self.serve_transport(TrioSocketTransport(stream))
 
     async def _serve_tcp_stream_tls(self, stream: trio.SocketStream) -> None:
         assert self.config.tls_context is not None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
 
@@ -194,6 +194,106 @@ def encode_send_response(
     ext[MSG_REGION] = region
     ext[TRACE_ON] = "true" if trace_on else "false"
     return ext
+
+
+class SendFields(NamedTuple):
+    """A send request header as a tuple with `SendMessageRequestHeader`'s field names.
+
+    What the broker's send path reads (`decode_send_fields`): a tuple is built in one step,
+    where the frozen attrs class sets its fourteen fields one by one.
+    """
+
+    producer_group: str
+    topic: str
+    default_topic: str
+    default_topic_queue_nums: int
+    queue_id: int
+    sys_flag: int
+    born_timestamp: int
+    flag: int
+    properties: str | None = None
+    reconsume_times: int | None = None
+    unit_mode: bool = False
+    max_reconsume_times: int | None = None
+    batch: bool = False
+    broker_name: str | None = None
+
+
+_new_fields = tuple.__new__
+_WORDS = {"true": True, "false": False}
+
+
+def decode_send_fields(ext_fields: Mapping[str, Any] | None) -> SendFields:
+    """`decode_send_header` as a `SendFields`, read directly from V2's one-letter keys.
+
+    Measured: under a microsecond against about 3.5 with the generic decoder. Anything the
+    direct path does not take (V1 keys, a missing field, a value that is not a plain string,
+    a boolean other than true/false) goes to `decode_send_header`, which accepts or refuses
+    it with the same error as before.
+    """
+    if ext_fields is not None and "b" in ext_fields:
+        try:
+            get = ext_fields.get
+            properties = get("i")
+            reconsume = get("j")
+            max_reconsume = get("l")
+            broker_name = get("n")
+            unit_mode = _WORDS[get("k", "false")]
+            batch = _WORDS[get("m", "false")]
+            producer_group = ext_fields["a"]
+            topic = ext_fields["b"]
+            default_topic = ext_fields["c"]
+            queue_nums = ext_fields["d"]
+            queue_id = ext_fields["e"]
+            sys_flag = ext_fields["f"]
+            born = ext_fields["g"]
+            flag = ext_fields["h"]
+            if (
+                type(producer_group) is str
+                and type(topic) is str
+                and type(default_topic) is str
+                and type(queue_nums) is str
+                and type(queue_id) is str
+                and type(sys_flag) is str
+                and type(born) is str
+                and type(flag) is str
+                and (properties is None or type(properties) is str)
+                and (reconsume is None or type(reconsume) is str)
+                and (max_reconsume is None or type(max_reconsume) is str)
+                and (broker_name is None or type(broker_name) is str)
+            ):
+                return _new_fields(
+                    SendFields,
+                    (
+                        producer_group,
+                        topic,
+                        default_topic,
+                        int(queue_nums),
+                        int(queue_id),
+                        int(sys_flag),
+                        int(born),
+                        int(flag),
+                        properties,
+                        None if reconsume is None else int(reconsume),
+                        unit_mode,
+                        None if max_reconsume is None else int(max_reconsume),
+                        batch,
+                        broker_name,
+                    ),
+                )
+        except (KeyError, ValueError, TypeError):
+            pass  # the generic decoder below names what is wrong
+    return SendFields(*attrs.astuple(decode_send_header(ext_fields), recurse=False))
+
+
+_decode_send_fields_py = decode_send_fields
+try:
+    import protocol._speedups as _speedups
+except ImportError:
+    pass
+else:
+    _speedups.bind_send_fields(SendFields, _decode_send_fields_py)
+    decode_send_fields = _speedups.decode_send_fields
 
 
 # Measured: about 3.3 us per SendMessageRequestHeader and 2.3 us per PullMessageRequestHeader

@@ -11,7 +11,15 @@ from hypothesis import strategies as st
 
 from protocol.codes import LanguageCode, SerializeType
 from protocol.command import RemotingCommand
-from protocol.frame import FrameDecoder, FrameError, FrameTooLargeError, decode, encode
+from protocol.frame import (
+    FrameDecoder,
+    FrameError,
+    FrameTooLargeError,
+    decode,
+    encode,
+    encode_answer,
+    encode_parts,
+)
 
 _text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
 _ext = st.one_of(st.none(), st.dictionaries(_text, _text, max_size=8))
@@ -152,3 +160,26 @@ def test_whole_message_length_mismatch() -> None:
     data = encode(RemotingCommand(1, opaque=1))
     with pytest.raises(FrameError, match="length field"):
         decode(data + b"extra")
+
+
+_TEXT = st.text(max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    code=st.integers(-(2**15), 2**15 - 1),  # a short in the ROCKETMQ layout
+    opaque=st.integers(-(2**31), 2**31 - 1),
+    serialize=st.sampled_from([SerializeType.JSON, SerializeType.ROCKETMQ]),
+    ext=st.dictionaries(_TEXT, _TEXT, max_size=6),
+)
+def test_encode_answer_is_the_generic_response_byte_for_byte(
+    code: int, opaque: int, serialize: SerializeType, ext: dict[str, str]
+) -> None:
+    request = RemotingCommand(
+        310, opaque=opaque, language=LanguageCode.CPP, version=1, serialize_type=serialize
+    )
+    expected = encode_parts(request.response(code, None, dict(ext)))
+    assert expected[1] is None
+    assert encode_answer(request, code, dict(ext)) == expected[0]
+    if serialize == SerializeType.JSON:
+        assert decode(expected[0]) == request.response(code, None, ext)

@@ -34,8 +34,10 @@ from protocol.headers import (
     SendMessageRequestHeader,
     SendMessageResponseHeader,
     UnregisterClientRequestHeader,
+    _send_pull,
     decode_header,
     decode_request_header,
+    decode_send_fields,
     decode_send_header,
     encode_header,
     encode_send_header_v2,
@@ -438,3 +440,77 @@ def test_send_v1_and_v2_agree(header: SendMessageRequestHeader) -> None:
     assert set(v2) <= set("abcdefghijklmn")
     assert decode_send_header(v1) == decode_send_header(v2) == header
     assert decode_request_header(RequestCode.SEND_MESSAGE_V2, v2) == header
+
+
+# -- the send path's direct decode (decode_send_fields) -----------------------------------------
+
+
+# The one in use (compiled when built) and the pure one.
+_SEND_FIELD_DECODERS = (decode_send_fields, _send_pull._decode_send_fields_py)
+
+
+def _fields_of(header: SendMessageRequestHeader) -> tuple[Any, ...]:
+    return attrs.astuple(header, recurse=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(header_strategy(SendMessageRequestHeader), st.data())
+def test_send_fields_agree_with_the_generic_decoder(
+    header: SendMessageRequestHeader, data: st.DataObject
+) -> None:
+    v2 = encode_send_header_v2(header)
+    # Wire values as any client sends them (numbers, 0/1 booleans: the generic path's share).
+    mixed = {key: cpp_style(value, _V2_TYPES[key], data.draw) for key, value in v2.items()}
+    for ext in (v2, mixed, encode_header(header)):
+        for decode in _SEND_FIELD_DECODERS:
+            fields = decode(ext)
+            assert tuple(fields) == _fields_of(decode_send_header(ext)) == _fields_of(header)
+            assert fields.topic == header.topic and fields.batch == header.batch
+
+
+_V2_TYPES = {
+    SEND_V2_KEYS[name]: _wire_types(SendMessageRequestHeader)[key]
+    for name, key in wire_keys(SendMessageRequestHeader).items()
+}
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("e", "three"), ("g", ""), ("d", None), ("m", "maybe"), ("j", "1.5")],
+)
+def test_send_fields_refuse_as_the_generic_decoder(key: str, value: Any) -> None:
+    ext: dict[str, Any] = dict(encode_send_header_v2(_SEND))
+    ext[key] = value
+    with pytest.raises(RemotingError) as generic:
+        decode_send_header(ext)
+    for decode in _SEND_FIELD_DECODERS:
+        with pytest.raises(RemotingError) as direct:
+            decode(ext)
+        assert direct.value.code == generic.value.code == ResponseCode.SYSTEM_ERROR
+        assert direct.value.remark == generic.value.remark
+
+
+def test_send_fields_missing_field_and_other_spellings() -> None:
+    ext = dict(encode_send_header_v2(_SEND))
+    del ext["c"]
+    spelled = dict(encode_send_header_v2(_SEND), m="TRUE", k="0")
+    for decode in _SEND_FIELD_DECODERS:
+        with pytest.raises(RemotingError, match="'defaultTopic' \\('c'\\)"):
+            decode(ext)
+        fields = decode(spelled)
+        assert fields.batch is True and fields.unit_mode is False
+        assert tuple(fields) == _fields_of(attrs.evolve(_SEND, batch=True))
+
+
+_SEND = SendMessageRequestHeader(
+    producer_group="pg",
+    topic="TopicTest",
+    default_topic="TBW102",
+    default_topic_queue_nums=4,
+    queue_id=3,
+    sys_flag=0,
+    born_timestamp=1795346749782,
+    flag=0,
+    properties="KEYS\x01k1\x02TAGS\x01TagA",
+    reconsume_times=0,
+)

@@ -258,3 +258,25 @@ async def test_server_calls_the_client(harness: Harness) -> None:
             (server_side,) = harness.server.connections
             response = await server_side.invoke(RemotingCommand.request(40))
     assert response.ext_fields == {"from": "client"}
+
+
+async def test_answers_larger_than_the_socket_buffers_arrive_whole(nursery: trio.Nursery) -> None:
+    # Answers of 12 MiB in all, sent while the peer is still sending: the server's writes
+    # fill the socket and must wait for room, not drop or reorder bytes.
+    harness = await start_harness(nursery, "tcp")
+    raw = await harness.raw()
+    bodies = [bytes([n]) * (3 * 1024 * 1024) for n in range(4)]
+    answers: list[RemotingCommand | None] = []
+
+    async def send_all() -> None:
+        for opaque, body in enumerate(bodies):
+            await raw.send(encode(RemotingCommand(ECHO, opaque=opaque, body=body)))
+
+    with trio.fail_after(60):
+        async with trio.open_nursery() as senders:
+            senders.start_soon(send_all)
+            for _ in bodies:
+                answers.append(await raw.receive())
+    await raw.aclose()
+    assert [a.opaque for a in answers if a is not None] == [0, 1, 2, 3]
+    assert [a.body for a in answers if a is not None] == bodies

@@ -197,3 +197,39 @@ def test_frame_decoder_over_any_chunking(commands: list[RemotingCommand], chunk:
         out.extend(decoder.feed(data[at : at + chunk]))
     assert [repr(c) for c in out] == [repr(frame.decode(frame.encode(c))) for c in commands]
     assert decoder.buffered == 0
+
+
+# -- the send path's header fields ------------------------------------------------------------
+
+_V2_WORDS = ["0", "3", "-1", "1795346749782", "1_0", "x", "", " 7", "true", "false", "TRUE"]
+_V2_VALUES = st.one_of(
+    st.none(),
+    st.sampled_from(_V2_WORDS),
+    st.text(max_size=8),
+    st.integers(-5, 5),
+    st.booleans(),
+)
+_V2_EXT = st.dictionaries(st.sampled_from([*"abcdefghijklmn", "x"]), _V2_VALUES)
+
+
+def _send_fields_outcome(fn: Any, ext: dict[str, Any]) -> tuple[Any, ...]:
+    from protocol.command import RemotingError
+
+    try:
+        fields = fn(dict(ext))
+    except RemotingError as exc:
+        return ("error", exc.code, exc.remark)
+    return ("ok", type(fields).__name__, tuple(fields))
+
+
+@compiled
+@settings(max_examples=500, deadline=None)
+@given(_V2_EXT, st.booleans())
+def test_compiled_send_fields_equal_pure(ext: dict[str, Any], full: bool) -> None:
+    from protocol.headers import _send_pull
+
+    if full:  # mostly a whole, valid header with some values replaced
+        ext = {**_send_pull.send_v2_fields("pg", "T", "TBW102", 4, 1, 0, 17, 0, "A\x01b"), **ext}
+    pure = _send_fields_outcome(_send_pull._decode_send_fields_py, ext)
+    assert _send_fields_outcome(_speedups.decode_send_fields, ext) == pure
+    assert _send_pull.decode_send_fields is _speedups.decode_send_fields
