@@ -15,7 +15,7 @@ import pytest
 from client import ConsumeConcurrentlyStatus, Message, Producer, PullConsumer, PushConsumer
 from protocol.bodies import ConsumeFromWhere
 
-from .helpers import wait_until
+from .helpers import wait_for_route, wait_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
@@ -28,6 +28,9 @@ async def test_pull_consumer_cancelled_mid_pull_closes_its_connections(
     topic = unique("CancelPull")
     async with Producer(unique("PG"), namesrv_addr=cluster.namesrv) as producer:
         await producer.send(Message(topic, b"x"))
+        # The send auto-created the topic; its registration reaches the registry a moment
+        # later, and each consumer below subscribes at once.
+        await wait_for_route(producer.instance, topic, timeout=30)
     instances = []
 
     async def consume(task_status: anyio.abc.TaskStatus[None]) -> None:
