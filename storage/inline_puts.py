@@ -216,7 +216,6 @@ class InlinePuts(Actor[StoreWriterCommand]):
     ) -> PutMessageResult:
         # SYNC_FLUSH: answered once the group commit's flush covers the record.
         if group.flushed is not None:
-            self._start_flush()
             await group.flushed.wait()
         return stored
 
@@ -233,11 +232,6 @@ class InlinePuts(Actor[StoreWriterCommand]):
             callback(stored)
         else:
             group.callbacks.append((callback, stored))
-            self._start_flush()
-
-    def _start_flush(self) -> None:
-        """SYNC_FLUSH, right after an inline append: start a flush now unless one runs."""
-        raise NotImplementedError
 
     def _inline_group(self) -> CommitGroup | None:
         """The open inline group (opened, and its completion arranged, by its first put);

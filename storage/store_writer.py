@@ -12,10 +12,10 @@ queues grew, and answers each put. A slave's replicated appends are queued the s
 (`storage.replicated_append`).
 
 With ASYNC_FLUSH a group is completed at once. With SYNC_FLUSH it waits for a flush, run by a
-thread of its own (`storage.flush_thread`) while puts keep being appended: the first put that
-finds no flush running starts one, one flush answers every group appended before it started,
-and the group commit service (a second task) starts the next flush as soon as one returns,
-with every group appended meanwhile, before it completes the flushed ones. Readers never
+thread of its own (`storage.flush_thread`) while puts keep being appended: one flush answers
+every group appended before it started, and the group commit service (a second task) starts
+the next flush as soon as one returns, with every group appended meanwhile, before it
+completes the flushed ones. Readers never
 message the writer: they slice the mapped files up to the committed offset.
 
 The commands and the statistics record are in `storage.writer_commands`, re-exported here.
@@ -87,9 +87,7 @@ class StoreWriter(InlinePuts):
         # SYNC_FLUSH: groups appended and waiting for the group commit service's flush.
         self._unflushed = []
         self._flush_wanted = trio.Event()
-        # SYNC_FLUSH: the flush thread while the group commit service runs, and the groups
-        # of the flush it is running with its request.
-        self._flusher: FlushThread | None = None
+        # SYNC_FLUSH: the groups of the flush running, with its request.
         self._flushing: tuple[list[CommitGroup], FlushRequest] | None = None
         self._stopping = False
         # Set while no group commit service runs (so aclose never waits for one).
@@ -322,52 +320,46 @@ class StoreWriter(InlinePuts):
             group.failures += 1
         group.replies.append((command.reply.set_result, result))
 
-    def _start_flush(self) -> None:
-        """SYNC_FLUSH, right after an inline append: when no flush runs, seal the groups
-        appended so far and start theirs now, so the puts that come next are appended while
-        it runs (RocketMQ's put thread wakes its GroupCommitService the same way)."""
-        flusher = self._flusher
-        if flusher is None or self._flushing is not None:
-            return
+    def _start_flush(self, flusher: FlushThread) -> None:
+        """Seal the groups appended so far and start their flush (unless there are none)."""
         self._seal_inline()
         groups, self._unflushed = self._unflushed, []
         if groups:
             self._flushing = (groups, flusher.request())
-            self._flush_wanted.set()
 
     async def _group_commit_service(self) -> None:
         """SYNC_FLUSH: flush once for every group appended so far, then complete them.
 
-        The flush runs in `FlushThread` while puts keep being appended; a put that finds no
-        flush running starts one itself (`_start_flush`). When a flush returns, the groups
-        appended meanwhile go to the next flush at once, and only then are the flushed
-        groups completed (dispatched and answered): the next fdatasync overlaps that work
-        instead of waiting behind it. Groups are completed in append order, each only after
-        a flush that started after its last append."""
-        flusher = self._flusher = FlushThread(self.store.commit_log.flush)
+        The flush runs in `FlushThread` while puts keep being appended. When a flush
+        returns, the groups appended meanwhile go to the next flush at once, and only then
+        are the flushed groups completed (dispatched and answered): the next fdatasync
+        overlaps that work instead of waiting behind it. Groups are completed in append
+        order, each only after a flush that started after its last append."""
+        flusher = FlushThread(self.store.commit_log.flush)
         flusher.start()
         try:
             while True:
-                while self._flushing is None and not self._unflushed and self._inline is None:
-                    if self._stopping:
-                        return
-                    self._flush_wanted = trio.Event()
-                    await self._flush_wanted.wait()
                 if self._flushing is None:
-                    # Queued groups (the writer's mailbox), or an inline group whose put
-                    # was refused: flush what there is.
-                    self._seal_inline()
-                    groups, self._unflushed = self._unflushed, []
-                    if not groups:
-                        continue
-                    self._flushing = (groups, flusher.request())
+                    waited = False
+                    while not self._unflushed and self._inline is None:
+                        if self._stopping:
+                            return
+                        self._flush_wanted = trio.Event()
+                        await self._flush_wanted.wait()
+                        waited = True
+                    if waited:
+                        # Woken by the first put since the last flush: one more scheduler
+                        # pass lets the puts other connections already received join it.
+                        await trio.lowlevel.checkpoint()
+                    self._start_flush(flusher)
+                    if self._flushing is None:
+                        continue  # an inline group whose one put was refused
                 groups, request = self._flushing
                 flushed = await self._wait_flush(request)
                 self._flushing = None
-                self._start_flush()
+                self._start_flush(flusher)
                 self._complete(groups, flushed)
         finally:
-            self._flusher = None
             flusher.stop()
             # Cancelled: stored, but the flush is not confirmed (shutdown flushes them).
             self._seal_inline()

@@ -1,8 +1,8 @@
 """SYNC_FLUSH with the flush in a thread of its own, overlapping the next appends.
 
 The durable offset is taken around the commit log's flush itself (what the commit log held
-just before each flush began, noted once it returned), not from the store's own bookkeeping: a put answered before a flush that
-started after its append would show up as an answer beyond that offset.
+just before each flush began, noted once it returned), not from the store's own bookkeeping:
+a put answered before a flush that started after its append shows up as an answer beyond it.
 """
 
 from __future__ import annotations
@@ -79,16 +79,19 @@ async def test_puts_appended_while_a_flush_runs_are_answered_only_after_a_later_
             for n in range(20):
                 note(await store.put_messages(batch(sender, n)))
 
-        async def callback_sender(sender: int) -> None:
+        async def streaming_sender(sender: int) -> None:
+            # Sends without waiting for answers, so puts arrive while a flush runs.
+            answered = trio.Semaphore(0)
+
+            def callback(result: PutMessageResult) -> None:
+                note(result)
+                answered.release()
+
             for n in range(40):
-                answered = trio.Event()
-
-                def callback(result: PutMessageResult, answered: trio.Event = answered) -> None:
-                    note(result)
-                    answered.set()
-
                 store.put_message_nowait(message(sender, n), callback)
-                await answered.wait()
+                await trio.sleep(0.0005)
+            for _ in range(40):
+                await answered.acquire()
 
         with trio.fail_after(60):
             async with trio.open_nursery() as nursery:
@@ -97,7 +100,7 @@ async def test_puts_appended_while_a_flush_runs_are_answered_only_after_a_later_
                 for sender in range(8, 12):
                     nursery.start_soon(batch_sender, sender)
                 for sender in range(12, 20):
-                    nursery.start_soon(callback_sender, sender)
+                    nursery.start_soon(streaming_sender, sender)
         flushes = store.statistics().flushes
 
     assert len(answers) == 8 * 40 + 4 * 20 + 8 * 40
