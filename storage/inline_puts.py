@@ -89,7 +89,7 @@ class InlinePuts(Actor[StoreWriterCommand]):
             stored = append_put(
                 self.store.commit_log, put, group, self._msg_id_prefix, self._index_enabled
             )
-            self._answer_inline(group, callback, stored)
+            _answer_inline(group, callback, stored)
             return
         self._queue_nowait(put, callback)
 
@@ -117,7 +117,7 @@ class InlinePuts(Actor[StoreWriterCommand]):
                 self._index_enabled,
             )
             if stored is not None:
-                self._answer_inline(group, callback, stored)
+                _answer_inline(group, callback, stored)
                 return
         encoded = encode_message(msg, store_host, max_message_size)
         if isinstance(encoded, PutMessageResult):
@@ -128,7 +128,7 @@ class InlinePuts(Actor[StoreWriterCommand]):
             stored = append_put(
                 self.store.commit_log, encoded, group, self._msg_id_prefix, self._index_enabled
             )
-            self._answer_inline(group, callback, stored)
+            _answer_inline(group, callback, stored)
         else:
             self._queue_nowait(encoded, callback)
 
@@ -156,7 +156,7 @@ class InlinePuts(Actor[StoreWriterCommand]):
                 self._index_enabled,
             )
             if stored is not None:
-                self._answer_inline(group, callback, stored)
+                _answer_inline(group, callback, stored)
                 return
         encoded = encode_batch(batch, store_host, max_message_size)
         if isinstance(encoded, PutMessageResult):
@@ -167,7 +167,7 @@ class InlinePuts(Actor[StoreWriterCommand]):
             stored = append_put(
                 self.store.commit_log, encoded, group, self._msg_id_prefix, self._index_enabled
             )
-            self._answer_inline(group, callback, stored)
+            _answer_inline(group, callback, stored)
         else:
             self._queue_nowait(encoded, callback)
 
@@ -211,27 +211,12 @@ class InlinePuts(Actor[StoreWriterCommand]):
             return None
         return self._inline_group()
 
-    async def _inline_answer(
-        self, group: CommitGroup, stored: PutMessageResult
-    ) -> PutMessageResult:
+    @staticmethod
+    async def _inline_answer(group: CommitGroup, stored: PutMessageResult) -> PutMessageResult:
         # SYNC_FLUSH: answered once the group commit's flush covers the record.
         if group.flushed is not None:
             await group.flushed.wait()
         return stored
-
-    def _answer_inline(
-        self,
-        group: CommitGroup,
-        callback: Callable[[PutMessageResult], object],
-        stored: PutMessageResult,
-    ) -> None:
-        """Answer a callback put appended inline: at once with ASYNC_FLUSH (as an awaited
-        inline put is, so answers keep the call order), after the flush that covers it with
-        SYNC_FLUSH."""
-        if group.flushed is None:
-            callback(stored)
-        else:
-            group.callbacks.append((callback, stored))
 
     def _inline_group(self) -> CommitGroup | None:
         """The open inline group (opened, and its completion arranged, by its first put);
@@ -291,3 +276,13 @@ class InlinePuts(Actor[StoreWriterCommand]):
             except trio.WouldBlock:
                 pass  # the mailbox is full: the writer runs anyway
 
+
+def _answer_inline(
+    group: CommitGroup, callback: Callable[[PutMessageResult], object], stored: PutMessageResult
+) -> None:
+    """Answer a callback put appended inline: at once with ASYNC_FLUSH (as an awaited inline
+    put is, so answers keep the call order), after the flush that covers it with SYNC_FLUSH."""
+    if group.flushed is None:
+        callback(stored)
+    else:
+        group.callbacks.append((callback, stored))
