@@ -286,7 +286,9 @@ class CommitLog:
         return True
 
     def flush(self) -> int:
-        """Make every appended byte durable (blocking: fdatasync; run in a worker thread)."""
+        """Make every appended byte durable (blocking: fdatasync; run in a worker thread).
+
+        Only what was appended before it is called is covered: the target is read first."""
         target = self.files.max_offset
         timestamp = self.last_store_timestamp
         for mapped in list(self.files.files):

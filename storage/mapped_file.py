@@ -211,7 +211,7 @@ class MappedFile:
         """Make everything written so far durable; returns the flushed position.
 
         Blocking (fdatasync, or msync for a file without a descriptor): the store calls it
-        through ``trio.to_thread.run_sync``.
+        in a worker thread (SYNC_FLUSH: the group commit's flush thread).
         """
         target = self.wrote_position
         if target > self.flushed_position and self._fd == _NO_FD:

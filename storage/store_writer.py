@@ -11,11 +11,12 @@ entries and index keys, tells the message-arriving listener (the pull-hold servi
 queues grew, and answers each put. A slave's replicated appends are queued the same way
 (`storage.replicated_append`).
 
-With ASYNC_FLUSH a group is completed at once. With SYNC_FLUSH it goes to the group commit
-service, a second task that fdatasyncs in a worker thread while puts keep being appended:
-one flush answers every group appended before it started, and the next flush takes every
-group appended meanwhile. Readers never message the writer: they slice the mapped files up
-to the committed offset.
+With ASYNC_FLUSH a group is completed at once. With SYNC_FLUSH it waits for a flush, run by a
+thread of its own (`storage.flush_thread`) while puts keep being appended: one flush answers
+every group appended before it started, and the group commit service (a second task) starts
+the next flush as soon as one returns, with every group appended meanwhile, before it
+completes the flushed ones. Readers never
+message the writer: they slice the mapped files up to the committed offset.
 
 The commands and the statistics record are in `storage.writer_commands`, re-exported here.
 """
@@ -30,6 +31,7 @@ import trio
 
 from storage._encode import encode_message
 from storage.commit_log import EncodedPut
+from storage.flush_thread import FlushRequest, FlushThread
 from storage.group_commit import (
     CommitGroup,
     PendingPut,
@@ -87,6 +89,8 @@ class StoreWriter(InlinePuts):
         # SYNC_FLUSH: groups appended and waiting for the group commit service's flush.
         self._unflushed = []
         self._flush_wanted = trio.Event()
+        # SYNC_FLUSH: the groups of the flush running, with its request.
+        self._flushing: tuple[list[CommitGroup], FlushRequest] | None = None
         self._stopping = False
         # Set while no group commit service runs (so aclose never waits for one).
         self._drained = trio.Event()
@@ -362,38 +366,61 @@ class StoreWriter(InlinePuts):
             group.failures += 1
         group.replies.append((command.reply.set_result, result))
 
+    def _start_flush(self, flusher: FlushThread) -> None:
+        """Seal the groups appended so far and start their flush (unless there are none)."""
+        self._seal_inline()
+        groups, self._unflushed = self._unflushed, []
+        if groups:
+            self._flushing = (groups, flusher.request())
+
     async def _group_commit_service(self) -> None:
-        """SYNC_FLUSH: flush once for every group appended so far, then complete them."""
+        """SYNC_FLUSH: flush once for every group appended so far, then complete them.
+
+        The flush runs in `FlushThread` while puts keep being appended. When a flush
+        returns, the groups appended meanwhile go to the next flush at once, and only then
+        are the flushed groups completed (dispatched and answered): the next fdatasync
+        overlaps that work instead of waiting behind it. Groups are completed in append
+        order, each only after a flush that started after its last append."""
+        flusher = FlushThread(self.store.commit_log.flush)
+        flusher.start()
         try:
             while True:
-                waited = False
-                while not self._unflushed and self._inline is None:
-                    if self._stopping:
-                        return
-                    self._flush_wanted = trio.Event()
-                    await self._flush_wanted.wait()
-                    waited = True
-                if waited:
-                    # Woken by the first put since the last flush: one more scheduler pass
-                    # lets the puts other connections already received join this flush.
-                    await trio.lowlevel.checkpoint()
-                self._seal_inline()
-                groups, self._unflushed = self._unflushed, []
-                flushed = await self._flush()
+                if self._flushing is None:
+                    waited = False
+                    while not self._unflushed and self._inline is None:
+                        if self._stopping:
+                            return
+                        self._flush_wanted = trio.Event()
+                        await self._flush_wanted.wait()
+                        waited = True
+                    if waited:
+                        # Woken by the first put since the last flush: one more scheduler
+                        # pass lets the puts other connections already received join it.
+                        await trio.lowlevel.checkpoint()
+                    self._start_flush(flusher)
+                    if self._flushing is None:
+                        continue  # an inline group whose one put was refused
+                groups, request = self._flushing
+                flushed = await self._wait_flush(request)
+                self._flushing = None
+                self._start_flush(flusher)
                 self._complete(groups, flushed)
         finally:
+            flusher.stop()
             # Cancelled: stored, but the flush is not confirmed (shutdown flushes them).
             self._seal_inline()
-            groups, self._unflushed = self._unflushed, []
+            groups = self._flushing[0] if self._flushing is not None else []
+            self._flushing = None
+            groups, self._unflushed = groups + self._unflushed, []
             if groups:
                 self._complete(groups, flushed=False)
             self._drained.set()
 
-    async def _flush(self) -> bool:
-        """fdatasync the commit log in a worker thread; False on syncFlushTimeout."""
+    async def _wait_flush(self, request: FlushRequest) -> bool:
+        """Wait for the fdatasync of ``request``; False on syncFlushTimeout."""
         store = self.store
         with trio.move_on_after(store.config.sync_flush_timeout_ms / 1000):
-            await trio.to_thread.run_sync(store.commit_log.flush, abandon_on_cancel=True)
+            await FlushThread.wait(request)
             self._sync_flushes += 1
             store.counters["flushes"] += 1
             return True

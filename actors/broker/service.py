@@ -29,6 +29,7 @@ So a shutdown unregisters, stops serving, writes the tables and flushes the stor
 
 from __future__ import annotations
 
+import gc
 import logging
 import ssl
 from collections.abc import AsyncIterator, Callable
@@ -242,6 +243,7 @@ class Broker:
             )
             async with trio.open_nursery() as nursery:
                 await nursery.start(supervisor.run)
+                settle_garbage_collector()
                 log.info(
                     "broker %s (%s, %s) of cluster %s ready on %s%s%s%s; store %s; registries: %s",
                     config.broker_name, config.broker_role, config.flush_disk_type,
@@ -338,6 +340,18 @@ class Broker:
                 for table in (self.topics, self.offsets, self.groups, self.clients, self.locks)
             ),
         )
+
+
+def settle_garbage_collector() -> None:
+    """Once recovered and serving: keep the cyclic garbage collector off the start-up heap.
+
+    Everything alive now (modules, tables, the recovered store's objects: some 65,000 in a
+    fresh broker) lives as long as the process, yet each full collection walked it all
+    again: 50-110 ms pauses on a busy machine, straight into the send latency's p99. Frozen,
+    it is skipped. The young-generation threshold stays as it is: raised tenfold, each young
+    collection took about 1 ms instead of 0.1-0.2 ms for no less collecting overall."""
+    gc.collect()
+    gc.freeze()
 
 
 #: Request codes whose handlers count their own latency (they answer from a store callback).
