@@ -160,7 +160,7 @@ def _p99_lines(mine: Row, w: str, what: str, peers: list[Row]) -> list[str]:
         f"{'met' if p99 <= limit else 'NOT met'}"
     )  # fmt: skip
     durable = [p for p in measured if p.label in FSYNC_BEFORE_ACK]
-    if "SYNC_FLUSH" in mine.settings and durable and best not in durable:
+    if mine.settings.endswith("=SYNC_FLUSH") and durable and best not in durable:
         alike = min(durable, key=lambda p: p.cells[w].p99_ms)
         out.append(
             f"  (like for like, peers that fsync before acknowledging: best {alike.label} "
