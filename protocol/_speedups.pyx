@@ -624,3 +624,78 @@ def decode_send_fields(ext_fields):
     except ValueError:
         return _send_fields_py(ext_fields)
     return _new_tuple(_SendFields, values)
+
+
+# -- the SYNC_FLUSH flush loop ---------------------------------------------------------------
+# Not a codec, but the one place with a compiler: the group commit's fdatasync loop, run by a
+# thread that never takes the interpreter lock while it waits or syncs (storage.flush_thread).
+
+from libc.errno cimport errno, EINTR
+from libc.stdint cimport int64_t as _req_t
+
+cdef extern from "<unistd.h>" nogil:
+    ssize_t _sys_read "read"(int fd, void* buf, size_t count)
+    ssize_t _sys_write "write"(int fd, const void* buf, size_t count)
+    int _sys_fdatasync "fdatasync"(int fd)
+
+cdef extern from "<time.h>" nogil:
+    ctypedef long time_t
+    cdef struct timespec:
+        time_t tv_sec
+        long tv_nsec
+    int nanosleep(const timespec* req, timespec* rem)
+
+
+cdef int _read_exact(int fd, char* buf, size_t n) noexcept nogil:
+    """0 once ``n`` bytes were read; -1 on end of file or an error."""
+    cdef size_t got = 0
+    cdef ssize_t r
+    while got < n:
+        r = _sys_read(fd, buf + got, n - got)
+        if r > 0:
+            got += <size_t>r
+        elif r < 0 and errno == EINTR:
+            continue
+        else:
+            return -1
+    return 0
+
+
+cdef int _write_all(int fd, const char* buf, size_t n) noexcept nogil:
+    cdef size_t put = 0
+    cdef ssize_t r
+    while put < n:
+        r = _sys_write(fd, buf + put, n - put)
+        if r > 0:
+            put += <size_t>r
+        elif r < 0 and errno == EINTR:
+            continue
+        else:
+            return -1
+    return 0
+
+
+def flush_loop(int request_fd, int done_fd, long delay_ns=0):
+    """Serve fdatasync requests until a stop request, without the interpreter lock.
+
+    Each request is one native-endian int64 on ``request_fd``: a file descriptor to
+    fdatasync, or a negative number to stop. Each answer is one int64 on ``done_fd``: 0, or
+    the errno of the failed fdatasync. ``delay_ns`` sleeps before each fdatasync (a slow disk,
+    for tests). Returns the number of requests served; ends too when a pipe fails."""
+    cdef _req_t request = 0
+    cdef _req_t answer = 0
+    cdef long served = 0
+    cdef timespec pause
+    pause.tv_sec = delay_ns // 1000000000
+    pause.tv_nsec = delay_ns % 1000000000
+    with nogil:
+        while True:
+            if _read_exact(request_fd, <char*>&request, sizeof(request)) != 0 or request < 0:
+                break
+            if delay_ns > 0:
+                nanosleep(&pause, NULL)
+            answer = 0 if _sys_fdatasync(<int>request) == 0 else errno
+            served += 1
+            if _write_all(done_fd, <const char*>&answer, sizeof(answer)) != 0:
+                break
+    return served

@@ -9,6 +9,7 @@ without a copy and without asking the writer.
 from __future__ import annotations
 
 import logging
+import os
 import struct
 from pathlib import Path
 
@@ -71,6 +72,15 @@ class AppendResult:
     msg_num: int
     store_timestamp: int
     physical_offsets: list[int]
+
+
+@attrs.define(slots=True)
+class FlushPlan:
+    """A flush taken apart: the offset it makes durable and each file's descriptor and target."""
+
+    target: int
+    timestamp: int
+    files: list[tuple[MappedFile, int, int]]
 
 
 class MessageTooLargeForFile(ValueError):
@@ -297,6 +307,33 @@ class CommitLog:
             mapped.flush()
         self.flushed_offset = max(self.flushed_offset, target)
         self.flushed_store_timestamp = timestamp
+        return self.flushed_offset
+
+    def flush_plan(self) -> FlushPlan | None:
+        """What a flush starting now must sync (first half of `flush`, in the caller's thread).
+
+        None when a file to sync has no descriptor (msync): `flush` serves that one."""
+        files: list[tuple[MappedFile, int, int]] = []
+        for mapped in self.files.files:
+            if mapped.file_from_offset + self.file_size <= self.flushed_offset:
+                continue
+            fd = mapped.sync_fd
+            if fd is None:
+                return None
+            target = mapped.wrote_position
+            if target > mapped.flushed_position and fd >= 0:  # closed: destroyed meanwhile
+                files.append((mapped, fd, target))
+        return FlushPlan(self.files.max_offset, self.last_store_timestamp, files)
+
+    def flush_done(self, plan: FlushPlan, errors: list[int]) -> int:
+        """Note what ``plan``'s fdatasyncs made durable (``errors``: one errno or 0 per file)."""
+        for (mapped, _fd, target), error in zip(plan.files, errors, strict=True):
+            if error:  # the file was destroyed by retention meanwhile
+                log.debug("flush of %s skipped: %s", mapped.path, os.strerror(error))
+            elif target > mapped.flushed_position:
+                mapped.flushed_position = target
+        self.flushed_offset = max(self.flushed_offset, plan.target)
+        self.flushed_store_timestamp = plan.timestamp
         return self.flushed_offset
 
     # -- reading ---------------------------------------------------------------------------

@@ -9,16 +9,66 @@ flush is one notify to start and one ``TrioToken.run_sync_soon`` to hand the out
 
 Requests that arrive while a flush runs are served by the next one (each caller waits for a
 flush that *starts* after its request, so the flush covers everything appended before it).
+
+`NogilFlusher` goes one step further where the compiled ``protocol._speedups`` is built: its
+thread runs ``flush_loop``, which reads file descriptors from a pipe, fdatasyncs them and
+writes each outcome to another pipe without ever taking the interpreter lock. The trio thread
+plans a flush (`CommitLog.flush_plan`: which files, up to where), writes their descriptors and
+waits for the done pipe to become readable; the fdatasync starts at once, even while the trio
+thread keeps appending, as RocketMQ's GroupCommitService thread does. Without the compiled
+module (or for a commit log file flushed with msync) `FlushThread` serves instead.
 """
 
 from __future__ import annotations
 
+import collections
+import errno
+import logging
+import os
+import struct
 import threading
+import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 
-__all__ = ["FlushRequest", "FlushThread"]
+if TYPE_CHECKING:
+    from storage.commit_log import CommitLog, FlushPlan
+
+_compiled_flush_loop: Callable[[int, int, int], int] | None
+try:
+    from protocol._speedups import flush_loop as _compiled_flush_loop
+except ImportError:  # not built: FlushThread serves
+    _compiled_flush_loop = None
+
+__all__ = [
+    "Flusher",
+    "FlushRequest",
+    "FlushThread",
+    "NogilFlusher",
+    "flush_loop_py",
+    "make_flusher",
+]
+
+log = logging.getLogger("boltmq.storage")
+
+_WORD = struct.Struct("=q")  # one request (a descriptor; negative: stop) or one answer (errno)
+_STOP = _WORD.pack(-1)
+
+
+class Waitable(Protocol):
+    """A flush asked for: ``await wait()`` returns once it is done (raises what it raised)."""
+
+    async def wait(self) -> None: ...
+
+
+class Flusher(Protocol):
+    """What the group commit service needs of a flusher."""
+
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+    def request(self) -> Waitable: ...
 
 
 class FlushRequest:
@@ -29,6 +79,12 @@ class FlushRequest:
     def __init__(self) -> None:
         self.done = trio.Event()
         self.error: BaseException | None = None
+
+    async def wait(self) -> None:
+        """Wait for the flush; raises what it raised (see `FlushThread.wait`)."""
+        await self.done.wait()
+        if self.error is not None:
+            raise self.error
 
 
 class FlushThread:
@@ -121,3 +177,174 @@ def _wake(requests: list[FlushRequest], error: BaseException | None) -> None:
     for request in requests:
         request.error = error
         request.done.set()
+
+
+def make_flusher(commit_log: CommitLog) -> Flusher:
+    """The compiled `NogilFlusher` when ``protocol._speedups`` is built, else `FlushThread`."""
+    if NogilFlusher.available():
+        return NogilFlusher(commit_log)
+    return FlushThread(commit_log.flush)
+
+
+def flush_loop_py(request_fd: int, done_fd: int, delay_ns: int = 0) -> int:
+    """Pure twin of the compiled ``flush_loop`` (same pipes, same words, same answers)."""
+    served = 0
+    while True:
+        data = b""
+        while len(data) < _WORD.size:
+            try:
+                chunk = os.read(request_fd, _WORD.size - len(data))
+            except OSError:
+                return served
+            if not chunk:
+                return served
+            data += chunk
+        (fd,) = _WORD.unpack(data)
+        if fd < 0:
+            return served
+        if delay_ns > 0:
+            time.sleep(delay_ns / 1e9)
+        try:
+            os.fdatasync(fd)
+            answer = 0
+        except OSError as exc:
+            answer = exc.errno or errno.EIO
+        served += 1
+        try:
+            os.write(done_fd, _WORD.pack(answer))
+        except OSError:
+            return served
+
+
+class _PlannedFlush:
+    """One `NogilFlusher` flush: its plan and the answers (errnos) come back so far."""
+
+    __slots__ = ("_flusher", "error", "errors", "finished", "plan")
+
+    def __init__(self, flusher: NogilFlusher, plan: FlushPlan) -> None:
+        self._flusher = flusher
+        self.plan = plan
+        self.errors: list[int] = []
+        self.finished = False
+        self.error: BaseException | None = None
+
+    async def wait(self) -> None:
+        """Wait until every file of the plan was synced; raises if the flush thread ended.
+
+        Cancelled, the flush goes on; the next wait takes its answers first (in order)."""
+        while not self.finished:
+            await self._flusher.receive()
+        if self.error is not None:
+            raise self.error
+
+
+class NogilFlusher:
+    """The commit log's flush in a thread that never needs the interpreter lock (see above).
+
+    One plan per `request`, taken in the trio thread: each file's descriptor goes down the
+    request pipe at once, so its fdatasync starts after everything appended before the call.
+    Answers come back in order; the plan is completed (`CommitLog.flush_done`) in the trio
+    thread when its last file's answer is read. ``delay_ns`` slows each fdatasync (tests)."""
+
+    def __init__(self, commit_log: CommitLog, delay_ns: int = 0) -> None:
+        self._commit_log = commit_log
+        self._delay_ns = delay_ns
+        self._loop: Callable[[int, int, int], int] | None = _compiled_flush_loop
+        self._fallback = FlushThread(commit_log.flush)
+        self._pending: collections.deque[_PlannedFlush] = collections.deque()
+        self._buffer = b""
+        self._request_fd = -1
+        self._done_fd = -1
+        self._thread: threading.Thread | None = None
+
+    @staticmethod
+    def available() -> bool:
+        """Whether the compiled flush loop is built."""
+        return _compiled_flush_loop is not None
+
+    def start(self, loop: Callable[[int, int, int], int] | None = None) -> None:
+        """Start the flush thread (``loop``: the pure twin instead of the compiled one)."""
+        run = loop or self._loop
+        if run is None:
+            raise RuntimeError("protocol._speedups is not built; ./dev build-ext builds it")
+        self._fallback.start()
+        request_read, self._request_fd = os.pipe()
+        self._done_fd, done_write = os.pipe()
+        os.set_blocking(self._done_fd, False)
+        self._buffer = b""
+
+        def serve() -> None:
+            try:
+                run(request_read, done_write, self._delay_ns)
+            finally:
+                os.close(request_read)
+                os.close(done_write)
+
+        self._thread = threading.Thread(target=serve, name="commit-log-flush", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Let the thread end after the fdatasyncs already asked for (never blocks)."""
+        self._fallback.stop()
+        if self._thread is None:
+            return
+        self._thread = None
+        try:
+            os.write(self._request_fd, _STOP)
+        except OSError:
+            pass  # the thread has ended already
+        os.close(self._request_fd)
+        trio.lowlevel.notify_closing(self._done_fd)
+        os.close(self._done_fd)
+        self._request_fd = self._done_fd = -1
+        self._fail(RuntimeError("the store writer stopped"))
+
+    def request(self) -> Waitable:
+        """Plan a flush of everything appended so far and start its fdatasyncs."""
+        if self._thread is None:
+            raise RuntimeError("the commit log's flush thread is not running")
+        commit_log = self._commit_log
+        plan = commit_log.flush_plan()
+        if plan is None:  # a file flushed with msync: the plain flush thread serves it
+            return self._fallback.request()
+        flush = _PlannedFlush(self, plan)
+        if not plan.files:
+            commit_log.flush_done(plan, [])
+            flush.finished = True
+            return flush
+        try:
+            os.write(self._request_fd, b"".join(_WORD.pack(fd) for _m, fd, _t in plan.files))
+        except OSError as exc:
+            flush.error = RuntimeError(f"the commit log's flush thread has ended: {exc}")
+            flush.finished = True
+            return flush
+        self._pending.append(flush)
+        return flush
+
+    async def receive(self) -> None:
+        """Wait for answers on the done pipe and complete the plans they finish, in order."""
+        await trio.lowlevel.wait_readable(self._done_fd)
+        try:
+            data = os.read(self._done_fd, 64 * _WORD.size)
+        except BlockingIOError:
+            return
+        if not data:
+            self._fail(RuntimeError("the commit log's flush thread has ended"))
+            return
+        data = self._buffer + data
+        whole = len(data) - len(data) % _WORD.size
+        self._buffer = data[whole:]
+        pending = self._pending
+        for (answer,) in _WORD.iter_unpack(data[:whole]):
+            flush = pending[0]
+            flush.errors.append(answer)
+            if len(flush.errors) == len(flush.plan.files):
+                pending.popleft()
+                self._commit_log.flush_done(flush.plan, flush.errors)
+                flush.finished = True
+
+    def _fail(self, error: BaseException) -> None:
+        while self._pending:
+            flush = self._pending.popleft()
+            flush.error = error
+            flush.finished = True

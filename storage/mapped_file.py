@@ -207,6 +207,11 @@ class MappedFile:
         _libc.madvise(self._address + start, end - start, _MADV_POPULATE_WRITE)
         self.prefaulted_position = end
 
+    @property
+    def sync_fd(self) -> int | None:
+        """The descriptor fdatasync needs: None for a file flushed with msync, -1 once closed."""
+        return None if self._fd == _NO_FD else self._fd
+
     def flush(self) -> int:
         """Make everything written so far durable; returns the flushed position.
 

@@ -31,7 +31,7 @@ import trio
 
 from storage._encode import encode_message
 from storage.commit_log import EncodedPut
-from storage.flush_thread import FlushRequest, FlushThread
+from storage.flush_thread import Flusher, Waitable, make_flusher
 from storage.group_commit import (
     CommitGroup,
     PendingPut,
@@ -90,7 +90,7 @@ class StoreWriter(InlinePuts):
         self._unflushed = []
         self._flush_wanted = trio.Event()
         # SYNC_FLUSH: the groups of the flush running, with its request.
-        self._flushing: tuple[list[CommitGroup], FlushRequest] | None = None
+        self._flushing: tuple[list[CommitGroup], Waitable] | None = None
         self._stopping = False
         # Set while no group commit service runs (so aclose never waits for one).
         self._drained = trio.Event()
@@ -366,7 +366,7 @@ class StoreWriter(InlinePuts):
             group.failures += 1
         group.replies.append((command.reply.set_result, result))
 
-    def _start_flush(self, flusher: FlushThread) -> None:
+    def _start_flush(self, flusher: Flusher) -> None:
         """Seal the groups appended so far and start their flush (unless there are none)."""
         self._seal_inline()
         groups, self._unflushed = self._unflushed, []
@@ -376,12 +376,13 @@ class StoreWriter(InlinePuts):
     async def _group_commit_service(self) -> None:
         """SYNC_FLUSH: flush once for every group appended so far, then complete them.
 
-        The flush runs in `FlushThread` while puts keep being appended. When a flush
+        The flush runs in a thread of its own (`storage.flush_thread`) while puts keep
+        being appended. When a flush
         returns, the groups appended meanwhile go to the next flush at once, and only then
         are the flushed groups completed (dispatched and answered): the next fdatasync
         overlaps that work instead of waiting behind it. Groups are completed in append
         order, each only after a flush that started after its last append."""
-        flusher = FlushThread(self.store.commit_log.flush)
+        flusher = make_flusher(self.store.commit_log)
         flusher.start()
         try:
             while True:
@@ -416,11 +417,11 @@ class StoreWriter(InlinePuts):
                 self._complete(groups, flushed=False)
             self._drained.set()
 
-    async def _wait_flush(self, request: FlushRequest) -> bool:
+    async def _wait_flush(self, request: Waitable) -> bool:
         """Wait for the fdatasync of ``request``; False on syncFlushTimeout."""
         store = self.store
         with trio.move_on_after(store.config.sync_flush_timeout_ms / 1000):
-            await FlushThread.wait(request)
+            await request.wait()
             self._sync_flushes += 1
             store.counters["flushes"] += 1
             return True

@@ -7,9 +7,13 @@ a put answered before a flush that started after its append shows up as an answe
 
 from __future__ import annotations
 
+import errno
+import os
+import struct
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import trio
@@ -21,10 +25,15 @@ from storage import (
     PutMessageResult,
     PutMessageStatus,
     open_message_store,
+    store_writer,
 )
-from storage.commit_log import CommitLog
-from storage.flush_thread import FlushThread
+from storage.commit_log import CommitLog, FlushPlan
+from storage.flush_thread import FlushThread, NogilFlusher, flush_loop_py
 from storage.results import MessageBatch
+
+needs_compiled = pytest.mark.skipif(
+    not NogilFlusher.available(), reason="protocol._speedups is not built (./dev build-ext)"
+)
 
 MakeConfig = Callable[..., MessageStoreConfig]
 
@@ -43,14 +52,22 @@ def batch(sender: int, n: int) -> MessageBatch:
     return MessageBatch(topic="FlushTopic", queue_id=sender % 4, elements=[(0, body, "")] * 8)
 
 
+FLUSHERS = ["thread", pytest.param("nogil", marks=needs_compiled)]
+
+
+@pytest.mark.parametrize("flusher", FLUSHERS)
 async def test_puts_appended_while_a_flush_runs_are_answered_only_after_a_later_flush(
-    make_config: MakeConfig, monkeypatch: pytest.MonkeyPatch
+    make_config: MakeConfig, monkeypatch: pytest.MonkeyPatch, flusher: str
 ) -> None:
     config = make_config(flush_disk_type=FlushDiskType.SYNC_FLUSH)
     real_flush = CommitLog.flush
+    real_plan = CommitLog.flush_plan
+    real_done = CommitLog.flush_done
     lock = threading.Lock()
     durable = [0]  # commit-log offset every byte below which a finished flush covered
     grew_during_flush = [0]  # flushes during which more was appended
+    completed = [0]  # plans completed (the compiled flusher's flushes)
+    planned: dict[int, int] = {}  # id of a plan -> the commit log's end when it was made
 
     def slow_flush(commit_log: CommitLog) -> int:
         at_call = commit_log.max_offset  # read before the flush reads its own target
@@ -62,7 +79,32 @@ async def test_puts_appended_while_a_flush_runs_are_answered_only_after_a_later_
                 grew_during_flush[0] += 1
         return flushed
 
+    def noted_plan(commit_log: CommitLog) -> FlushPlan | None:
+        at_call = commit_log.max_offset  # the descriptors are sent only after this
+        plan = real_plan(commit_log)
+        if plan is not None:
+            planned[id(plan)] = at_call
+        return plan
+
+    def noted_done(commit_log: CommitLog, plan: FlushPlan, errors: list[int]) -> int:
+        at_call = planned.pop(id(plan))
+        with lock:
+            completed[0] += 1
+            durable[0] = max(durable[0], at_call)
+            if commit_log.max_offset > at_call:
+                grew_during_flush[0] += 1
+        return real_done(commit_log, plan, errors)
+
+    def slow_nogil(commit_log: CommitLog) -> NogilFlusher:
+        return NogilFlusher(commit_log, delay_ns=2_000_000)  # a slow disk, in the C loop
+
     monkeypatch.setattr(CommitLog, "flush", slow_flush)
+    if flusher == "nogil":
+        monkeypatch.setattr(CommitLog, "flush_plan", noted_plan)
+        monkeypatch.setattr(CommitLog, "flush_done", noted_done)
+        monkeypatch.setattr(store_writer, "make_flusher", slow_nogil)
+    else:
+        monkeypatch.setattr(NogilFlusher, "available", staticmethod(lambda: False))
     async with open_message_store(config) as store:
         answers: list[tuple[PutMessageResult, bool]] = []
 
@@ -109,6 +151,7 @@ async def test_puts_appended_while_a_flush_runs_are_answered_only_after_a_later_
     assert not late, f"{len(late)} puts answered before an fdatasync covered them"
     assert grew_during_flush[0] > 0, "no put was appended while a flush ran"
     assert flushes < len(answers)
+    assert (completed[0] > 0) == (flusher == "nogil")
 
 
 async def test_the_flush_thread_hands_back_a_flush_error_and_keeps_serving() -> None:
@@ -160,3 +203,100 @@ async def test_a_request_made_while_a_flush_runs_waits_for_the_next_flush() -> N
     finally:
         flusher.stop()
 
+
+def run_loop(loop: Callable[[int, int, int], int], fds: list[int]) -> tuple[int, list[int]]:
+    """Feed ``fds`` and a stop request to ``loop`` in a thread; its count and answers."""
+    request_read, request_write = os.pipe()
+    done_read, done_write = os.pipe()
+    served: list[int] = []
+    thread = threading.Thread(target=lambda: served.append(loop(request_read, done_write, 0)))
+    thread.start()
+    try:
+        os.write(request_write, b"".join(struct.pack("=q", fd) for fd in [*fds, -1]))
+        thread.join(30)
+        assert not thread.is_alive()
+        answers = os.read(done_read, 8 * (len(fds) + 1))
+    finally:
+        for fd in (request_read, request_write, done_read, done_write):
+            os.close(fd)
+    return served[0], [answer for (answer,) in struct.iter_unpack("=q", answers)]
+
+
+@needs_compiled
+def test_the_compiled_flush_loop_answers_as_its_pure_twin(tmp_path: Path) -> None:
+    from protocol._speedups import flush_loop
+
+    fd = os.open(tmp_path / "file", os.O_RDWR | os.O_CREAT, 0o644)
+    closed = 1_000_000  # no such descriptor (a closed one's number may be reused below)
+    read_end, write_end = os.pipe()  # fdatasync of a pipe: EINVAL
+    try:
+        os.write(fd, b"x" * 5000)
+        fds = [fd, closed, read_end, fd]
+        pure = run_loop(flush_loop_py, fds)
+        compiled = run_loop(flush_loop, fds)
+    finally:
+        for each in (fd, read_end, write_end):
+            os.close(each)
+    assert compiled == pure == (4, [0, errno.EBADF, errno.EINVAL, 0])
+
+
+@pytest.mark.parametrize("loop", [pytest.param("compiled", marks=needs_compiled), "pure"])
+async def test_the_nogil_flusher_syncs_both_files_of_a_roll_over_and_skips_a_destroyed_one(
+    make_config: MakeConfig, loop: str
+) -> None:
+    config = make_config(flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commit_log=4096)
+    async with open_message_store(config) as store:
+        commit_log = store.commit_log
+        flusher = NogilFlusher(commit_log)
+        flusher.start(None if loop == "compiled" else flush_loop_py)
+        try:
+            with trio.fail_after(30):
+                while len(commit_log.files.files) < 3:
+                    result = await store.put_message(message(1, len(commit_log.files.files)))
+                    assert result.status is PutMessageStatus.PUT_OK
+                # Unflushed bytes in the last two files (a roll-over between flushes).
+                commit_log.flushed_offset = commit_log.files.files[-2].file_from_offset
+                for mapped in commit_log.files.files[-2:]:
+                    mapped.flushed_position = 0
+                plan = commit_log.flush_plan()
+                assert plan is not None
+                assert [mapped for mapped, _fd, _t in plan.files] == commit_log.files.files[-2:]
+                await flusher.request().wait()
+                assert commit_log.flushed_offset == commit_log.max_offset
+                last = commit_log.files.files[-1]
+                assert last.flushed_position == last.wrote_position
+                # A file closed after the plan (destroyed by retention): skipped, no error.
+                closed = os.dup(last.sync_fd or 0)
+                os.close(closed)
+                last.flushed_position = 0
+                stale = FlushPlan(commit_log.max_offset, 0, [(last, closed, last.wrote_position)])
+                commit_log.flush_plan = lambda: stale  # type: ignore[method-assign]
+                await flusher.request().wait()
+                assert last.flushed_position == 0
+                assert commit_log.flushed_offset == commit_log.max_offset
+        finally:
+            flusher.stop()
+        with pytest.raises(RuntimeError, match="not running"):
+            flusher.request()
+
+
+@needs_compiled
+async def test_a_flush_slower_than_the_timeout_answers_flush_disk_timeout_and_closes(
+    make_config: MakeConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = make_config(flush_disk_type=FlushDiskType.SYNC_FLUSH, sync_flush_timeout_ms=20)
+
+    def slow_nogil(commit_log: CommitLog) -> NogilFlusher:
+        return NogilFlusher(commit_log, delay_ns=150_000_000)
+
+    monkeypatch.setattr(store_writer, "make_flusher", slow_nogil)
+    with trio.fail_after(60):
+        async with open_message_store(config) as store:
+            commit_log = store.commit_log
+            statuses = [(await store.put_message(message(1, n))).status for n in range(3)]
+            assert store._writer is not None
+            timeouts = store._writer.statistics().flush_timeouts
+        # Closing does not wait for the fdatasyncs still queued; shutdown flushes the rest.
+        assert commit_log.flushed_offset == commit_log.max_offset
+    assert statuses == [PutMessageStatus.FLUSH_DISK_TIMEOUT] * 3
+    assert timeouts == 3
