@@ -105,3 +105,25 @@ def test_a_deleted_file_read_by_a_reader_is_unmapped_once_it_lets_go(tmp_path: P
 
 def _maps() -> list[str]:
     return Path("/proc/self/maps").read_text().splitlines()
+
+
+def test_without_libc_python_mmap_is_the_fallback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Where libc cannot be loaded the module has no `_libc`: the file keeps Python's map and
+    # its descriptor, and writes, flushes (fdatasync) and reloads the same way.
+    import storage.mapped_file as mapped_file
+
+    monkeypatch.setattr(mapped_file, "_libc", None)
+    path = tmp_path / "00000000000000000000"
+    before = _open_descriptors()
+    mapped = MappedFile(path, SIZE, small_writes=True)
+    assert _open_descriptors() - before >= 1
+    mapped.append(b"F" * 20)
+    assert mapped.flush() == 20
+    assert mapped.find(b"F", 5) == 5
+    held = mapped.slice(0, 20)
+    assert not mapped.close()  # Python's map refuses while a view is held
+    del held
+    assert mapped.close()
+    assert path.read_bytes()[:20] == b"F" * 20
