@@ -10,7 +10,7 @@ Files written a few bytes at a time (consume queues: one per topic queue, tens o
 a broker with thousands of topics) are mapped with libc's mmap where libc is loaded, close their
 descriptor at once and are flushed with msync on the map, so they hold no descriptor at all
 (Python's mmap would keep a duplicate of it: one descriptor of the open-file limit per queue
-file). Their map is unmapped when the last view of it is gone (`_Mapping`).
+file). Their map is unmapped when the last view of it is gone (`_map_without_fd`).
 """
 
 from __future__ import annotations
@@ -145,6 +145,8 @@ class MappedFile:
                     fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE
                 )
                 view = memoryview(self._map)
+                if small_writes and _MADV_RANDOM is not None:
+                    self._map.madvise(_MADV_RANDOM)  # see below
         except BaseException:
             os.close(fd)
             raise
@@ -162,16 +164,14 @@ class MappedFile:
         anchor = ctypes.c_char.from_buffer(view)
         self._address = ctypes.addressof(anchor)
         del anchor  # releases the buffer export, so the map can still be closed
-        if small_writes and _MADV_RANDOM is not None:
+        if small_writes and _MADV_RANDOM is not None and self._map is None:
             # Without it the first write fault may fill the page cache with one large folio
             # for a whole new file, zeroing megabytes (measured 1-13 ms per 6 MB consume
             # queue file, 13 s for a 1024-queue topic's first messages); with it each page
-            # is faulted alone (0.25 ms for a file's first 2048 entries).
-            if self._map is not None:
-                self._map.madvise(_MADV_RANDOM)
-            else:
-                assert _libc is not None
-                _libc.madvise(self._address, file_size, _MADV_RANDOM)
+            # is faulted alone (0.25 ms for a file's first 2048 entries). Python's map was
+            # advised above, before its descriptor could leak.
+            assert _libc is not None
+            _libc.madvise(self._address, file_size, _MADV_RANDOM)
 
     # -- positions -------------------------------------------------------------------------
 
