@@ -8,9 +8,10 @@ a scratch store, and drives it from this process with BoltMQ's remoting client:
   1 KiB sends spread round-robin over every queue of every topic (64 in flight), then every
   queue read back with pulls of 32; broker RSS (VmRSS) and broker CPU per message; the
   broker's REGISTER_BROKER body (its size, and the time a registry takes to accept it) and
-  the time of one GET_ROUTEINFO_BY_TOPIC. Each queue file holds a descriptor: a size that needs
-  more than the hard open-file limit starts its broker with a limit raised to fit where this
-  process may (CAP_SYS_RESOURCE, root). Where it may not, one line says what limit is needed
+  the time of one GET_ROUTEINFO_BY_TOPIC. Queue files hold no descriptor on Linux (mapped with
+  libc's mmap); where they hold one each (no libc), a size that needs more than the hard
+  open-file limit starts its broker with a limit raised to fit where this process may
+  (CAP_SYS_RESOURCE, root). Where it may not, one line says what limit is needed
   and how an operator sets it; the size is then measured without traffic (creating,
   registering and routing topics opens no queue file) and traffic goes over the most topics
   that fit.
@@ -71,6 +72,7 @@ from protocol.headers import (
     encode_header,
 )
 from protocol.message import BatchElement, encode_batch
+from storage.mapped_file import QUEUE_FILE_DESCRIPTORS
 
 DIMENSIONS = ("topics", "connections", "pulls", "recovery")
 HELD_PER_CONNECTION = 1000
@@ -550,16 +552,17 @@ def _broker_file_limit(size: int) -> tuple[int, int | None]:
     than the hard limit and it cannot be raised here, one line says what an operator sets,
     and the largest size that fits (in hundreds) is measured with traffic (0: none).
     """
-    # Each consume-queue file holds one descriptor (its map's), as RocketMQ's MappedFile holds
-    # a FileChannel; the broker raises its soft limit to the hard one by itself.
-    needed = size * QUEUES + BROKER_BASE_FILES
+    # A consume-queue file holds no descriptor where libc maps it, else one (its map's), as
+    # RocketMQ's MappedFile holds a FileChannel; the broker raises its soft limit to the hard
+    # one by itself.
+    needed = size * QUEUES * QUEUE_FILE_DESCRIPTORS + BROKER_BASE_FILES
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     if hard == resource.RLIM_INFINITY or needed <= hard:
         return size, None
     why = can_start_with_open_file_limit(needed)
     if why is None:
         return size, needed
-    fits = (hard - BROKER_BASE_FILES) // QUEUES
+    fits = (hard - BROKER_BASE_FILES) // (QUEUES * QUEUE_FILE_DESCRIPTORS)
     fits = fits // 100 * 100 if fits >= 100 else max(fits, 0)
     say(
         f"[scale]   {size:>5,} topics: {size * QUEUES:,} queue files need an open-file limit of "

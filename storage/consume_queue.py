@@ -160,7 +160,7 @@ class ConsumeQueue:
 
     def open_files_for(self, queue_offset: int, count: int) -> bool:
         """Open now every file the entries ``queue_offset`` .. ``+ count`` will be written to
-        and that is not open yet, so that a file which cannot be opened (EMFILE: each holds a
+        and that is not open yet, so that a file which cannot be opened (EMFILE: opening takes a
         descriptor) refuses the put before its record is appended; raises that OSError.
         True when it opened one."""
         start = queue_offset * CQ_STORE_UNIT_SIZE

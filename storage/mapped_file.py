@@ -7,9 +7,10 @@ run in a worker thread). A `MappedFileQueue` is the ordered list of such files t
 one log (the commit log, or one consume queue).
 
 Files written a few bytes at a time (consume queues: one per topic queue, tens of thousands on
-a broker with thousands of topics) close their own descriptor once mapped and are flushed with
-msync on the map: the map itself keeps one (Python's mmap holds a duplicate), so each costs one
-descriptor of the open-file limit instead of two.
+a broker with thousands of topics) are mapped with libc's mmap where libc is loaded, close their
+descriptor at once and are flushed with msync on the map, so they hold no descriptor at all
+(Python's mmap would keep a duplicate of it: one descriptor of the open-file limit per queue
+file). Their map is unmapped when the last view of it is gone (`_map_without_fd`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import errno
 import logging
 import mmap
 import os
+import weakref
 from pathlib import Path
 
 log = logging.getLogger("boltmq.storage")
@@ -48,12 +50,56 @@ def _load_libc() -> ctypes.CDLL | None:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
         libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        libc.mmap.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_size_t,
+            ctypes.c_int,
+            ctypes.c_int,
+            ctypes.c_int,
+            ctypes.c_int64,
+        ]
+        libc.mmap.restype = ctypes.c_void_p
+        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
     except (OSError, AttributeError):  # no libc symbols here: no prefaulting
         return None
     return libc
 
 
 _libc = _load_libc()
+
+
+#: Descriptors one consume-queue file holds while open: none where libc maps it, else the
+#: duplicate Python's mmap keeps.
+QUEUE_FILE_DESCRIPTORS = 0 if _libc is not None else 1
+_MAP_FAILED = ctypes.c_void_p(-1).value
+
+
+def _munmap(address: int, size: int) -> None:
+    if _libc is not None:
+        _libc.munmap(address, size)
+
+
+def _map_without_fd(fd: int, size: int) -> memoryview:
+    """A writable byte view of a shared map of ``fd`` made by libc's mmap.
+
+    The view's exporter is a ctypes array over the mapped memory; the memory is unmapped
+    when that array is collected, which happens only once every view of it (each keeps its
+    exporter alive) is gone, so no view can ever point at unmapped memory. The descriptor
+    may be closed as soon as this returns: the kernel's map keeps the file itself.
+    """
+    assert _libc is not None
+    address = _libc.mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, 0)
+    if address is None or address == _MAP_FAILED:
+        code = ctypes.get_errno()
+        raise OSError(code, f"mmap: {os.strerror(code)}")
+    try:
+        array = (ctypes.c_ubyte * size).from_address(address)
+        # Not at exit: a daemon thread may still read a view while the interpreter ends.
+        weakref.finalize(array, _munmap, address, size).atexit = False
+    except BaseException:
+        _libc.munmap(address, size)
+        raise
+    return memoryview(array).cast("B")
 
 
 def offset_to_file_name(offset: int) -> str:
@@ -83,6 +129,7 @@ class MappedFile:
         self.file_size = file_size
         self.file_from_offset = int(path.name)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._map: mmap.mmap | None = None
         try:
             size = os.fstat(fd).st_size
             if size < file_size:
@@ -90,31 +137,41 @@ class MappedFile:
                 os.ftruncate(fd, file_size)
             elif size > file_size:
                 raise ValueError(f"{path} is {size} bytes, expected {file_size}")
-            self._map = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-            if small_writes and _MADV_RANDOM is not None:
-                # Without it the first write fault may fill the page cache with one large folio
-                # for a whole new file, zeroing megabytes (measured 1-13 ms per 6 MB consume
-                # queue file, 13 s for a 1024-queue topic's first messages); with it each page
-                # is faulted alone (0.25 ms for a file's first 2048 entries).
-                self._map.madvise(_MADV_RANDOM)
+            if small_writes and _libc is not None:
+                # No descriptor held (see the module's docstring); `flush` uses msync.
+                view = _map_without_fd(fd, file_size)
+            else:
+                self._map = mmap.mmap(
+                    fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE
+                )
+                view = memoryview(self._map)
+                if small_writes and _MADV_RANDOM is not None:
+                    self._map.madvise(_MADV_RANDOM)  # see below
         except BaseException:
             os.close(fd)
             raise
-        if small_writes and _libc is not None:
-            # The map keeps the file open; `flush` uses msync (ctypes releases the GIL).
+        if self._map is None:
             os.close(fd)
             fd = _NO_FD
         self._fd = fd
-        self.view = memoryview(self._map)
+        self.view = view
         self.wrote_position = 0
         self.flushed_position = 0
         self.prefaulted_position = 0
         # Bytes below this have disk blocks (fallocate): a write through the map there can
         # never fault for want of space, which on a full disk kills the process (SIGBUS).
         self.reserved_position = 0
-        anchor = ctypes.c_char.from_buffer(self._map)
+        anchor = ctypes.c_char.from_buffer(view)
         self._address = ctypes.addressof(anchor)
         del anchor  # releases the buffer export, so the map can still be closed
+        if small_writes and _MADV_RANDOM is not None and self._map is None:
+            # Without it the first write fault may fill the page cache with one large folio
+            # for a whole new file, zeroing megabytes (measured 1-13 ms per 6 MB consume
+            # queue file, 13 s for a 1024-queue topic's first messages); with it each page
+            # is faulted alone (0.25 ms for a file's first 2048 entries). Python's map was
+            # advised above, before its descriptor could leak.
+            assert _libc is not None
+            _libc.madvise(self._address, file_size, _MADV_RANDOM)
 
     # -- positions -------------------------------------------------------------------------
 
@@ -141,7 +198,10 @@ class MappedFile:
         end = pos + len(data)
         if end > self.file_size:
             raise ValueError(f"{self.path}: append of {len(data)} bytes at {pos} overflows")
-        self._map[pos:end] = data
+        if self._map is not None:
+            self._map[pos:end] = data
+        else:
+            self.view[pos:end] = data
         self.wrote_position = end
         return pos
 
@@ -245,9 +305,9 @@ class MappedFile:
         cursor = pos
         while cursor < self.file_size:
             end = min(cursor + step, self.file_size)
-            if self._map[cursor:end] == zeros[: end - cursor]:
+            if self.view[cursor:end] == zeros[: end - cursor]:
                 break
-            self._map[cursor:end] = zeros[: end - cursor]
+            self.view[cursor:end] = zeros[: end - cursor]
             cursor = end
         self.wrote_position = pos
         self.flushed_position = min(self.flushed_position, pos)
@@ -260,7 +320,11 @@ class MappedFile:
 
     def find(self, sub: bytes, start: int) -> int:
         """Position of the first ``sub`` at or after ``start`` (-1 when absent)."""
-        return self._map.find(sub, start)
+        if self._map is not None:
+            return self._map.find(sub, start)
+        # Files without a descriptor (consume queues) are never searched on a hot path.
+        hit = bytes(self.view[start:]).find(sub)
+        return hit if hit < 0 else start + hit
 
     def last_modified(self) -> float:
         """The file's modification time (seconds since the epoch)."""
@@ -269,10 +333,17 @@ class MappedFile:
     # -- lifetime --------------------------------------------------------------------------
 
     def close(self) -> bool:
-        """Unmap and close; False when readers still hold views (retry later)."""
+        """Unmap and close; False when readers still hold views (retry later).
+
+        A file without a descriptor always closes: it lets go of its view, and the memory is
+        unmapped once the views readers still hold are gone too.
+        """
         if self._fd == -1:
             return True
         self.view.release()
+        if self._map is None:
+            self._fd = -1
+            return True
         try:
             self._map.close()
         except BufferError:

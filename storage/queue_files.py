@@ -1,11 +1,12 @@
 """Opening a put's consume-queue files before its record is appended.
 
-Each consume-queue file holds a descriptor (its map's), so a broker with many queues can reach
-its open-file limit. The entries of a put are written when its group commit is completed,
-after its record is in the commit log: a file that could not be opened then would leave a
-record no queue points at and stop the store writer. So the writer opens the files a put's
-entries will need first (`ConsumeQueue.open_files_for`), and refuses the put when one cannot
-be opened, with one log line saying which limit and how to raise it.
+Opening a consume-queue file takes a descriptor (for good without libc, else until it is
+mapped) and a map, so a broker can reach its open-file limit or vm.max_map_count. The entries
+of a put are written when its group commit is completed, after its record is in the commit
+log: a file that could not be opened then would leave a record no queue points at and stop
+the store writer. So the writer opens the files a put's entries will need first
+(`ConsumeQueue.open_files_for`), and refuses the put when one cannot be opened, with one log
+line saying which limit and how to raise it.
 """
 
 from __future__ import annotations

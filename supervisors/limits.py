@@ -1,8 +1,8 @@
 """Process limits a server raises for itself at start.
 
-Each consume-queue file a broker maps holds one file descriptor (Python's mmap keeps a
-duplicate of the file's), so a broker with thousands of topics of 8 queues needs tens of
-thousands of descriptors beside its connections. Many systems start processes with a soft
+A broker's descriptors go to its connections and store files; consume-queue files hold none
+once mapped where libc maps them (Linux), else one each (Python's mmap keeps a duplicate of
+the file's), tens of thousands for thousands of topics. Many systems start processes with a soft
 open-file limit of 1,024 and a far higher hard limit; the Java broker's JVM raises its soft
 limit to the hard one by itself, and so does this.
 """
@@ -43,8 +43,8 @@ def open_failure_advice(exc: OSError) -> str:
         soft, hard = open_file_limit()
         return (
             f"the broker's open-file limit (RLIMIT_NOFILE) is {soft:,} (hard {hard:,}) and it is "
-            "reached: each consume-queue file holds a descriptor (8 for a topic of 8 queues) "
-            "beside connections; raise it with `ulimit -n N` (as root) before starting the "
+            "reached (connections, store files, and a consume-queue file while it is opened); "
+            "raise it with `ulimit -n N` (as root) before starting the "
             "broker, or LimitNOFILE=N in its systemd unit"
         )
     if exc.errno == errno.ENFILE:

@@ -66,6 +66,7 @@ from protocol.rpc_metrics import time_handlers
 from protocol.server import RemotingServer, ServerConfig, ServerStatistics
 from protocol.tls import client_ssl_context, server_ssl_context, tcp_server_ssl_context
 from storage import FileMessageStore, MessageStore, StoreStatistics
+from storage.mapped_file import QUEUE_FILE_DESCRIPTORS
 from supervisors.actor import ActorStatistics
 from supervisors.limits import raise_open_file_limit
 from supervisors.metrics_http import (
@@ -168,10 +169,10 @@ class Broker:
         if self.before_start is not None:
             self.before_start()
         config = self.config
-        # One descriptor per consume-queue file: a soft limit of 1,024 stops the store near
-        # 120 topics of 8 queues (the Java broker's JVM raises its limit the same way).
+        # Connections (and, without libc, consume-queue files) hold descriptors: the soft
+        # limit is raised to the hard one (the Java broker's JVM does the same).
         soft, _ = raise_open_file_limit()
-        if 0 < soft < 65536:
+        if QUEUE_FILE_DESCRIPTORS and 0 < soft < 65536:
             log.info(
                 "open-file limit %d: room for about %d consume queues beside connections; "
                 "raise it (ulimit -n, LimitNOFILE=) for more", soft, max(0, soft - 1024),

@@ -1,16 +1,18 @@
-"""A broker at its open-file limit: each consume-queue file holds a descriptor, so under a low
-RLIMIT_NOFILE (soft and hard, the broker cannot raise it) a send to a queue without a file
-yet is refused before its record is written (SERVICE_NOT_AVAILABLE with a remark naming the
-limit), the broker logs one line saying which limit and how to raise it, and the queues that
-have their file keep being served. Restarted with room, the store holds every acknowledged
-message and nothing of the refused ones (recovery would have dispatched a record that was
-appended before the refusal).
+"""A broker at its open-file limit: consume-queue files hold no descriptor once mapped, but
+opening one takes a descriptor for a moment, so under a low RLIMIT_NOFILE (soft and hard, the
+broker cannot raise it) whose descriptors are taken by client connections, a send to a queue
+without a file yet is refused before its record is written (SERVICE_NOT_AVAILABLE with a
+remark naming the limit), the broker logs one line saying which limit and how to raise it,
+and the queues that have their file keep being served. Restarted with room, the store holds
+every acknowledged message and nothing of the refused ones (recovery would have dispatched a
+record that was appended before the refusal).
 """
 
 from __future__ import annotations
 
 import re
 import sys
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 import pytest
@@ -26,7 +28,7 @@ pytestmark = pytest.mark.timeout(180)
 
 TOPIC = "LimitTopic"
 QUEUES = 512
-#: Soft and hard: the broker's own start-up descriptors plus about 100 queue files.
+#: Soft and hard: the broker's own start-up descriptors plus about 200 connections.
 LIMIT = 256
 
 
@@ -64,10 +66,14 @@ async def test_a_send_past_the_open_file_limit_is_refused_before_it_is_written(
     await broker.start()
     acked: dict[int, int] = {}
     try:
-        async with RemotingClient() as client:
+        async with RemotingClient() as client, AsyncExitStack() as idle:
             await _create_topic(client, broker.address)
             refusal = None
             for queue_id in range(QUEUES):
+                # One more connection (a descriptor in the broker), answered before the send:
+                # the broker had a descriptor free for it, so it never hangs in accept.
+                other = await idle.enter_async_context(RemotingClient())
+                assert await max_offset(other, broker.address, TOPIC, 0) >= 0
                 answer = await call(
                     client,
                     broker.address,
@@ -81,7 +87,8 @@ async def test_a_send_past_the_open_file_limit_is_refused_before_it_is_written(
             first_refused, answer = refusal
             assert answer.code == ResponseCode.SERVICE_NOT_AVAILABLE, answer.remark
             assert "open-file limit" in (answer.remark or ""), answer.remark
-            assert first_refused > 20, "the broker refused before using its descriptors"
+            # Queue files hold no descriptor: connections, not queues, took the limit.
+            assert first_refused > 100, "the broker refused before using its descriptors"
             # Other new queues are refused the same way: single sends and batches.
             for queue_id in range(first_refused, first_refused + 5):
                 answer = await call(
@@ -107,7 +114,11 @@ async def test_a_send_past_the_open_file_limit_is_refused_before_it_is_written(
         assert len(lines) == 1, lines
         assert f"RLIMIT_NOFILE) is {LIMIT}" in lines[0], lines[0]
         assert "ulimit -n" in lines[0] and "LimitNOFILE" in lines[0], lines[0]
-        assert not re.search(r"Traceback|crashed|is stopped", log), log[-3000:]
+        # trio's accept loop meets the same limit (Linux's accept fails with EMFILE even with
+        # no connection waiting) and logs it with its traceback; anything else must not fail.
+        records = re.split(r"\n(?=\d{4}-\d\d-\d\d )", log)
+        rest = "\n".join(r for r in records if "serve_listeners: accept returned EMFILE" not in r)
+        assert not re.search(r"Traceback|crashed|is stopped", rest), rest[-3000:]
         await broker.stop()
         # Restarted with room: every acknowledged message, nothing of the refused sends.
         broker.prefix = ()

@@ -1,6 +1,6 @@
-"""Consume-queue files keep one descriptor each (the map's), not two: a broker's queue count is
-bounded by the open-file limit, and each queue file's own descriptor is closed once mapped; a
-flush (msync on the map) still makes the entries durable and they load again."""
+"""Consume-queue files hold no descriptor (mapped with libc's mmap, the descriptor closed at
+once): a broker's queue count is not bounded by the open-file limit; a flush (msync on the map)
+still makes the entries durable and they load again."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def _open_descriptors() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-async def test_a_queue_file_holds_one_descriptor_and_flushes(tmp_path: Path) -> None:
+async def test_a_queue_file_holds_no_descriptor_and_flushes(tmp_path: Path) -> None:
     config = small_config(tmp_path / "store")
     keys = [(f"T{n // 8}", n % 8) for n in range(200)]
     async with open_message_store(config) as store:
@@ -30,8 +30,8 @@ async def test_a_queue_file_holds_one_descriptor_and_flushes(tmp_path: Path) -> 
             result = await store.put_message(message)
             assert result.status is PutMessageStatus.PUT_OK
         assert all(store.get_max_offset_in_queue(t, q) == 1 for t, q in keys)
-        # 200 new queue files: one descriptor each (two each before).
-        assert _open_descriptors() - before <= 200 + 10
+        # 200 new queue files: no descriptor each (one each with Python's mmap).
+        assert _open_descriptors() - before <= 10
         store.flush_logics()
         for topic, queue_id in keys:
             queue = store.consume_queues.find(topic, queue_id)
@@ -44,8 +44,8 @@ async def test_a_queue_file_holds_one_descriptor_and_flushes(tmp_path: Path) -> 
 
 
 def test_queues_up_to_the_open_file_limit(tmp_path: Path) -> None:
-    # Soft limit 400: 320 queues, each with a message and flushed (two descriptors per queue
-    # file would need 640 and stop the store writer with EMFILE).
+    # Soft limit 200: 320 queues, each with a message and flushed (one descriptor per queue
+    # file would need 320 and stop the store writer with EMFILE).
     script = textwrap.dedent(f"""
         import resource, trio
         from pathlib import Path
@@ -53,7 +53,7 @@ def test_queues_up_to_the_open_file_limit(tmp_path: Path) -> None:
         from tests.storage.helpers import small_config
 
         hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-        resource.setrlimit(resource.RLIMIT_NOFILE, (400, hard))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (200, hard))
 
         async def main() -> None:
             config = small_config(Path({str(tmp_path / "store")!r}))
