@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+import bench.scale
 from bench.scale import BROKER_BASE_FILES, _broker_file_limit
 from bench.scale_nodes import (
     QUEUES,
@@ -17,6 +18,7 @@ from bench.scale_nodes import (
     can_start_with_open_file_limit,
     open_file_limit_setter,
 )
+from storage.mapped_file import QUEUE_FILE_DESCRIPTORS
 
 
 def test_a_limit_within_the_hard_one_needs_nothing() -> None:
@@ -25,7 +27,23 @@ def test_a_limit_within_the_hard_one_needs_nothing() -> None:
     assert _broker_file_limit(1) == (1, None)
 
 
-def test_more_topics_than_the_hard_limit_fits(capsys: pytest.CaptureFixture[str]) -> None:
+def test_queue_files_without_descriptors_fit_any_topic_count(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    if QUEUE_FILE_DESCRIPTORS:
+        pytest.skip("queue files hold a descriptor here (no libc to map them without one)")
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    size = 100_000 if hard == resource.RLIM_INFINITY else hard // QUEUES + 100
+    assert _broker_file_limit(size) == (size, None)
+    assert capsys.readouterr().out == ""
+
+
+def test_more_topics_than_the_hard_limit_fits(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Where each queue file holds a descriptor (no libc to map it without one), as RocketMQ's
+    # MappedFile holds a FileChannel.
+    monkeypatch.setattr(bench.scale, "QUEUE_FILE_DESCRIPTORS", 1)
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     if hard == resource.RLIM_INFINITY:
         pytest.skip("the hard open-file limit is unlimited here: every topic count fits")
