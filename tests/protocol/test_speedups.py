@@ -21,15 +21,8 @@ from protocol.codes import LanguageCode, SerializeType
 from protocol.command import RemotingCommand
 from protocol.message import MessageFormatError, _properties, _record, encode_record, iter_records
 from storage import _hash
-
-try:
-    from protocol import _speedups
-except ImportError:
-    _speedups = None  # type: ignore[assignment]
-
-compiled = pytest.mark.skipif(
-    _speedups is None, reason="protocol._speedups is not built (./dev build-ext builds it)"
-)
+from tests.compiled import needs_compiled as compiled
+from tests.compiled import speedups as _speedups
 
 _hosts = st.sampled_from(
     [("127.0.0.1", 0), ("10.0.0.1", 51234), ("192.168.7.9", 10911), ("::1", 9876)]

@@ -16,15 +16,10 @@ from hypothesis import strategies as st
 
 from protocol.message import MessageFormatError, _batch
 from protocol.message._batch import encode_batch_tuples
+from tests.compiled import needs_compiled
+from tests.compiled import speedups as _speedups
 
-try:
-    from protocol import _speedups
-except ImportError:
-    _speedups = None  # type: ignore[assignment]
-
-pytestmark = pytest.mark.skipif(
-    _speedups is None, reason="protocol._speedups is not built (./dev build-ext builds it)"
-)
+pytestmark = needs_compiled
 
 # Any characters but lone surrogates (they cannot be UTF-8 encoded), separators included.
 _props = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)

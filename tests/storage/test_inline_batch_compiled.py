@@ -16,15 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from storage import index_file, inline_batch
+from tests.compiled import needs_compiled
+from tests.compiled import speedups as _speedups
 
-try:
-    from protocol import _speedups
-except ImportError:
-    _speedups = None  # type: ignore[assignment]
-
-pytestmark = pytest.mark.skipif(
-    _speedups is None, reason="protocol._speedups is not built (./dev build-ext builds it)"
-)
+pytestmark = needs_compiled
 
 # Property strings with the names the dispatch reads, tolerant-parse corner cases (empty
 # names or values, a separator inside a value, a name repeated) and non-ASCII text.
