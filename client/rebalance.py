@@ -22,7 +22,6 @@ from collections.abc import Sequence
 import anyio
 
 from client.instance import ClientInstance, subscribe_queues
-from client.message import MQClientError
 from client.offset_store import OffsetStore
 from client.process_queue import ProcessQueue, now_ms
 from protocol.bodies import (
@@ -112,8 +111,19 @@ class RebalancePush:
                     wanted.update(queues)
                     continue
                 consumer_ids = await self._consumer_ids(topic, route)
-                if not consumer_ids:
-                    raise MQClientError(ResponseCode.SYSTEM_ERROR, "no consumer ids from a broker")
+                if self.instance.client_id not in consumer_ids:
+                    # Our heartbeat has not reached the broker yet (its route was learnt just
+                    # now, so the heartbeat that goes with it may still be on its way): send
+                    # one and ask again rather than wait a whole rebalance interval.
+                    await self.instance.send_heartbeat_to_all_brokers()
+                    consumer_ids = await self._consumer_ids(topic, route)
+                if self.instance.client_id not in consumer_ids:
+                    log.info("rebalance of %s: the brokers of %s do not list this consumer yet"
+                             " (%d others); keeping its queues and asking again soon",
+                             self.group, topic, len(consumer_ids))  # fmt: skip
+                    wanted.update(q for q in self._process_queues if q.topic == topic)
+                    missing = True
+                    continue
                 wanted.update(allocate_averagely(queues, consumer_ids, self.instance.client_id))
             except RemotingError as exc:
                 log.warning("rebalance of %s for topic %s failed, keeping its queues: %s",

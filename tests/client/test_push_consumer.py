@@ -392,6 +392,60 @@ def test_blocking_push_consumer(cluster: Any, unique: Unique, backend: str) -> N
     assert sorted(got) == [b"p0", b"p1", b"p2"]
 
 
+async def test_a_topic_created_after_start_is_consumed_without_waiting_a_rebalance_interval(
+    cluster: Any, unique: Unique, anyio_backend: str
+) -> None:
+    # At start the topic has no route: the consumer looks again soon, backing off, not only
+    # every rebalance interval (set far beyond the deadline here).
+    topic = unique("Later")
+    inbox = Inbox()
+    push = PushConsumer(unique("CG"), inbox, namesrv_addr=cluster.namesrv,
+                        consume_from_where=FIRST, rebalance_interval=300)  # fmt: skip
+    push.subscribe(topic)
+    async with push:
+        assert push.assignment() == []
+        await create_topic(cluster, topic, queues=2)
+        await wait_until(lambda: sum(q.topic == topic for q in push.assignment()) == 2, timeout=15)
+        async with Producer(unique("PG"), namesrv_addr=cluster.namesrv) as producer:
+            sent = await producer.send(Message(topic, b"after"))
+        await wait_until(lambda: sent.msg_id in {m.msg_id for m in inbox.messages})
+
+
+class EarlyHeartbeatsLost(ClientInstance):
+    """A client whose heartbeats do not reach the broker (as when they time out) until it
+    first asks a broker for a group's members."""
+
+    lost = 0
+    asked = 0
+
+    async def send_heartbeat_to_all_brokers(self) -> None:
+        if self.consumers and not self.asked:
+            self.lost += 1
+            return
+        await super().send_heartbeat_to_all_brokers()
+
+    async def invoke_broker(
+        self, address: str, request: RemotingCommand, timeout: float | None = None
+    ) -> RemotingCommand:
+        self.asked += request.code == RequestCode.GET_CONSUMER_LIST_BY_GROUP
+        return await super().invoke_broker(address, request, timeout)
+
+
+async def test_queues_are_assigned_at_start_even_when_the_first_heartbeats_were_lost(
+    cluster: Any, unique: Unique, anyio_backend: str
+) -> None:
+    # The broker does not list a consumer whose heartbeat it has not seen; the first rebalance
+    # must send one and ask again, so the queues are there when start returns.
+    topic = unique("Lost")
+    await create_topic(cluster, topic, queues=2)
+    async with EarlyHeartbeatsLost(cluster.namesrv) as instance:
+        push = PushConsumer(unique("CG"), Inbox(), instance=instance, consume_from_where=FIRST)
+        push.subscribe(topic)
+        async with push:
+            assert instance.lost >= 1
+            assert sum(q.topic == topic for q in push.assignment()) == 2
+
+
 async def test_bad_settings_fail_clearly(cluster: Any, unique: Unique, anyio_backend: str) -> None:
     with pytest.raises(TypeError, match="callable"):
         PushConsumer("cg", "not a listener", namesrv_addr=cluster.namesrv)  # type: ignore[arg-type]
