@@ -297,8 +297,10 @@ class Connection:
         opaque = request.opaque
         deadline = self._now() + timeout
         # One sweeper task enforces every call's deadline: a cancel scope per call would cost
-        # more than the rest of the round trip (measured with pyinstrument).
-        heapq.heappush(self._deadlines, (deadline, opaque, timeout, request.code))
+        # more than the rest of the round trip (measured with pyinstrument). The entry holds
+        # plain numbers only (int(code), not the enum member), so the garbage collector stops
+        # tracking it at its first pass instead of counting it towards a full collection.
+        heapq.heappush(self._deadlines, (deadline, opaque, timeout, int(request.code)))
         if deadline < self._sweep_target:
             self._sweep_wake.set()
         self._pending[opaque] = pending
@@ -307,10 +309,22 @@ class Connection:
             await pending.event.wait()
         finally:
             self._pending.pop(opaque, None)
+            if len(self._deadlines) > 2 * len(self._pending) + 1024:
+                self._drop_answered_deadlines()
         if pending.error is not None:
             raise pending.error
         assert pending.response is not None
         return pending.response
+
+    def _drop_answered_deadlines(self) -> None:
+        """Answered calls leave their deadline in the heap; drop them in one pass. Done from
+        the call path every ~1,000 calls: left to the sweeper, which wakes only at the
+        earliest deadline, the heap held a timeout's worth of calls (70,000 at 23,000 calls/s)
+        and full collections walking them paused the client 12-35 ms each."""
+        pending_calls = self._pending
+        live = [entry for entry in self._deadlines if entry[1] in pending_calls]
+        heapq.heapify(live)
+        self._deadlines[:] = live
 
     async def _deadline_sweeper(self) -> None:
         heap = self._deadlines
@@ -326,11 +340,6 @@ class Connection:
                         f"within {timeout:g}s"
                     )
                     pending.event.set()
-            if len(heap) > 2 * len(pending_calls) + 1024:
-                # Answered calls leave their deadline behind; drop them in one pass.
-                live = [entry for entry in heap if entry[1] in pending_calls]
-                heapq.heapify(live)
-                heap[:] = live
             self._sweep_target = heap[0][0] if heap else math.inf
             self._sweep_wake = anyio.Event()
             with anyio.move_on_after(self._sweep_target - now):

@@ -212,6 +212,34 @@ async def test_invoke_timeout_is_clear(harness: Harness) -> None:
                 raise AssertionError("expected a timeout")
 
 
+async def test_answered_calls_leave_no_deadline_behind(harness: Harness) -> None:
+    # Each call's deadline waits in one heap; answered ones must not pile up there for a
+    # whole timeout (the garbage collector then walked tens of thousands of them), and a
+    # slow call's deadline must survive the clean-up and still fire.
+    async with RemotingClient() as client:
+        with trio.fail_after(30):
+            conn = await client.connection(harness.address)
+            async with trio.open_nursery() as nursery:
+                slow = trio.Event()
+                timed_out: list[RemotingTimeoutError] = []
+
+                async def slow_call() -> None:
+                    request = RemotingCommand.request(SLOW, {"delayMillis": "20000"})
+                    try:
+                        await client.invoke(harness.address, request, timeout=2.5)
+                    except RemotingTimeoutError as exc:
+                        timed_out.append(exc)
+                    slow.set()
+
+                nursery.start_soon(slow_call)
+                for _ in range(5000):
+                    await client.invoke(harness.address, RemotingCommand.request(ECHO), timeout=60)
+                    assert len(conn._deadlines) <= 2 * len(conn._pending) + 1025
+                await slow.wait()
+    assert len(timed_out) == 1 and "within 2.5s" in str(timed_out[0])
+    assert all(type(x) in (int, float) for entry in conn._deadlines for x in entry)
+
+
 async def test_client_reconnects_after_server_side_close(harness: Harness) -> None:
     async with RemotingClient(backoff_initial=0.01) as client:
         with trio.fail_after(5):
