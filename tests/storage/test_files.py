@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -122,6 +123,36 @@ def test_appends_through_the_file_are_seen_in_the_map_and_on_disk(tmp_path: Path
         assert (tmp_path / "00000000000000000000").read_bytes()[:14001] == bytes(
             mapped.view[:14001]
         )
+    finally:
+        mapped.close()
+
+
+def _mapping_pages_kib(address: int) -> dict[str, int]:
+    """/proc/self/smaps's sizes (KiB) for the mapping holding ``address``."""
+    sizes: dict[str, int] = {}
+    inside = False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if "-" in head[0] and not head[0].endswith(":"):
+            low, high = (int(x, 16) for x in head[0].split("-"))
+            inside = low <= address < high
+        elif inside and len(head) >= 2 and head[1].isdigit():
+            sizes[head[0].rstrip(":")] = int(head[1])
+    return sizes
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="MADV_POPULATE_* are Linux's")
+def test_prefault_reads_pages_in_without_dirtying_them(tmp_path: Path) -> None:
+    # Dirty pages would be written by the next flush (their zeros, ahead of the writer).
+    mapped = MappedFile(tmp_path / "00000000000000000000", 8 * 1024 * 1024)
+    try:
+        mapped.append(b"a" * 100)
+        mapped.prefault(4 * 1024 * 1024)
+        assert mapped.prefaulted_position == 4 * 1024 * 1024
+        pages = _mapping_pages_kib(mapped._address)
+        assert pages["Rss"] >= 4 * 1024 - 4  # faulted in: the writer's touch is cheap
+        assert pages["Private_Dirty"] + pages["Shared_Dirty"] <= 4  # the page written only
+        assert bytes(mapped.view[:101]) == b"a" * 100 + b"\0"
     finally:
         mapped.close()
 
