@@ -157,6 +157,7 @@ class InlinePuts(Actor[StoreWriterCommand]):
             )
             if stored is not None:
                 _answer_inline(group, callback, stored)
+                self._appended_inline()
                 return
         encoded = encode_batch(batch, store_host, max_message_size)
         if isinstance(encoded, PutMessageResult):
@@ -168,6 +169,7 @@ class InlinePuts(Actor[StoreWriterCommand]):
                 self.store.commit_log, encoded, group, self._msg_id_prefix, self._index_enabled
             )
             _answer_inline(group, callback, stored)
+            self._appended_inline()
         else:
             self._queue_nowait(encoded, callback)
 
@@ -176,6 +178,9 @@ class InlinePuts(Actor[StoreWriterCommand]):
     ) -> None:
         """Queue ``put`` to the writer; ``callback`` gets its result (the writer's)."""
         raise NotImplementedError
+
+    def _appended_inline(self) -> None:
+        """A batch was just appended inline (the writer may start its flush now)."""
 
     def _not_running(self) -> PutMessageResult:
         return PutMessageResult(

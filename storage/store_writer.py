@@ -15,7 +15,7 @@ With ASYNC_FLUSH a group is completed at once. With SYNC_FLUSH it waits for a fl
 thread of its own (`storage.flush_thread`) while puts keep being appended: one flush answers
 every group appended before it started, and the group commit service (a second task) starts
 the next flush as soon as one returns, with every group appended meanwhile, before it
-completes the flushed ones. Readers never
+completes the flushed ones (a big batch put finding no flush running starts one itself). Readers never
 message the writer: they slice the mapped files up to the committed offset.
 
 The commands and the statistics record are in `storage.writer_commands`, re-exported here.
@@ -64,6 +64,10 @@ from supervisors.actor import ActorError, ActorStatus
 if TYPE_CHECKING:
     from storage.message_store import FileMessageStore
 
+#: SYNC_FLUSH: bytes appended since the last flush started that let a batch put start the next
+#: flush itself (`StoreWriter._appended_inline`): a batch of 32 1 KiB messages does.
+EARLY_FLUSH_BYTES = 16 * 1024
+
 __all__ = [
     "GROUP_LIMIT",
     "WRITER_MAILBOX_SIZE",
@@ -89,8 +93,11 @@ class StoreWriter(InlinePuts):
         # SYNC_FLUSH: groups appended and waiting for the group commit service's flush.
         self._unflushed = []
         self._flush_wanted = trio.Event()
-        # SYNC_FLUSH: the groups of the flush running, with its request.
+        # SYNC_FLUSH: the groups of the flush running, with its request; the flusher while
+        # the group commit service runs; the commit-log offset the last flush covers.
         self._flushing: tuple[list[CommitGroup], Waitable] | None = None
+        self._flusher: Flusher | None = None
+        self._flush_requested_to = 0
         self._stopping = False
         # Set while no group commit service runs (so aclose never waits for one).
         self._drained = trio.Event()
@@ -371,7 +378,23 @@ class StoreWriter(InlinePuts):
         self._seal_inline()
         groups, self._unflushed = self._unflushed, []
         if groups:
+            self._flush_requested_to = self.store.commit_log.max_offset
             self._flushing = (groups, flusher.request())
+
+    def _appended_inline(self) -> None:
+        """SYNC_FLUSH: after a batch put, start the flush from its own task when none runs
+        and at least `EARLY_FLUSH_BYTES` wait for one, instead of after the connection's other
+        frames are appended too. The disk then works while those append, and concurrent batch
+        senders no longer move in lock step (append all, flush, answer all). Single sends
+        keep joining the flush the service starts (a flush each would cost more)."""
+        flusher = self._flusher
+        if (
+            flusher is not None
+            and self._flushing is None
+            and self.store.commit_log.max_offset - self._flush_requested_to >= EARLY_FLUSH_BYTES
+        ):
+            self._start_flush(flusher)
+            self._flush_wanted.set()
 
     async def _group_commit_service(self) -> None:
         """SYNC_FLUSH: flush once for every group appended so far, then complete them.
@@ -384,21 +407,24 @@ class StoreWriter(InlinePuts):
         order, each only after a flush that started after its last append."""
         flusher = make_flusher(self.store.commit_log)
         flusher.start()
+        self._flusher = flusher
+        self._flush_requested_to = self.store.commit_log.max_offset
         try:
             while True:
                 if self._flushing is None:
                     waited = False
-                    while not self._unflushed and self._inline is None:
+                    while self._flushing is None and not self._unflushed and self._inline is None:
                         if self._stopping:
                             return
                         self._flush_wanted = trio.Event()
                         await self._flush_wanted.wait()
                         waited = True
-                    if waited:
+                    if waited and self._flushing is None:
                         # Woken by the first put since the last flush: one more scheduler
                         # pass lets the puts other connections already received join it.
                         await trio.lowlevel.checkpoint()
-                    self._start_flush(flusher)
+                    if self._flushing is None:  # not started by a put meanwhile
+                        self._start_flush(flusher)
                     if self._flushing is None:
                         continue  # an inline group whose one put was refused
                 groups, request = self._flushing
@@ -407,6 +433,7 @@ class StoreWriter(InlinePuts):
                 self._start_flush(flusher)
                 self._complete(groups, flushed)
         finally:
+            self._flusher = None
             flusher.stop()
             # Cancelled: stored, but the flush is not confirmed (shutdown flushes them).
             self._seal_inline()

@@ -42,9 +42,13 @@ class BoltMQServer(Server):
     def start(self) -> None:
         """Start the cluster and wait until its registry lists the broker."""
         self.registry_port = free_port()
+        # The broker also listens on listenPort + 1 (the master's HA port).
+        listen_port = free_port(neighbours=(1,))
+        while self.registry_port in (listen_port, listen_port + 1):
+            listen_port = free_port(neighbours=(1,))
         command = [
             sys.executable, "-m", "boltmq.cli", "cluster", "--home", str(self.scratch),
-            "--registryPort", str(self.registry_port), "--listenPort", str(free_port()),
+            "--registryPort", str(self.registry_port), "--listenPort", str(listen_port),
             "--bindAddress", "127.0.0.1", "--fastPortEnable", "false",
             "--flushDiskType", self.flush,
         ]  # fmt: skip

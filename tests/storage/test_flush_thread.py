@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
 from storage import (
     FlushDiskType,
@@ -47,9 +48,9 @@ def message(sender: int, n: int) -> MessageExtBrokerInner:
     )
 
 
-def batch(sender: int, n: int) -> MessageBatch:
+def batch(sender: int, n: int, size: int = 8) -> MessageBatch:
     body = f"b{sender}-{n}".encode() * 40
-    return MessageBatch(topic="FlushTopic", queue_id=sender % 4, elements=[(0, body, "")] * 8)
+    return MessageBatch(topic="FlushTopic", queue_id=sender % 4, elements=[(0, body, "")] * size)
 
 
 FLUSHERS = ["thread", pytest.param("nogil", marks=needs_compiled)]
@@ -98,6 +99,15 @@ async def test_puts_appended_while_a_flush_runs_are_answered_only_after_a_later_
     def slow_nogil(commit_log: CommitLog) -> NogilFlusher:
         return NogilFlusher(commit_log, delay_ns=2_000_000)  # a slow disk, in the C loop
 
+    real_appended = store_writer.StoreWriter._appended_inline
+    early = [0]  # flushes a batch put started itself
+
+    def noted_appended(writer: store_writer.StoreWriter) -> None:
+        idle = writer._flushing is None
+        real_appended(writer)
+        early[0] += idle and writer._flushing is not None
+
+    monkeypatch.setattr(store_writer.StoreWriter, "_appended_inline", noted_appended)
     monkeypatch.setattr(CommitLog, "flush", slow_flush)
     if flusher == "nogil":
         monkeypatch.setattr(CommitLog, "flush_plan", noted_plan)
@@ -135,6 +145,20 @@ async def test_puts_appended_while_a_flush_runs_are_answered_only_after_a_later_
             for _ in range(40):
                 await answered.acquire()
 
+        async def streaming_batch_sender(sender: int) -> None:
+            # The broker's batch path: big enough for the put to start a flush itself.
+            answered = trio.Semaphore(0)
+
+            def callback(result: PutMessageResult) -> None:
+                note(result)
+                answered.release()
+
+            for n in range(10):
+                store.put_messages_nowait(batch(sender, n, size=24), callback)
+                await trio.sleep(0.0005)
+            for _ in range(10):
+                await answered.acquire()
+
         with trio.fail_after(60):
             async with trio.open_nursery() as nursery:
                 for sender in range(8):
@@ -143,15 +167,42 @@ async def test_puts_appended_while_a_flush_runs_are_answered_only_after_a_later_
                     nursery.start_soon(batch_sender, sender)
                 for sender in range(12, 20):
                     nursery.start_soon(streaming_sender, sender)
+                for sender in range(20, 24):
+                    nursery.start_soon(streaming_batch_sender, sender)
         flushes = store.statistics().flushes
 
-    assert len(answers) == 8 * 40 + 4 * 20 + 8 * 40
+    assert len(answers) == 8 * 40 + 4 * 20 + 8 * 40 + 4 * 10
+    assert early[0] > 0, "no batch put started a flush itself"
     assert all(result.status is PutMessageStatus.PUT_OK for result, _ in answers)
     late = [result.wrote_offset for result, covered in answers if not covered]
     assert not late, f"{len(late)} puts answered before an fdatasync covered them"
     assert grew_during_flush[0] > 0, "no put was appended while a flush ran"
     assert flushes < len(answers)
     assert (completed[0] > 0) == (flusher == "nogil")
+
+
+@pytest.mark.parametrize("flusher", FLUSHERS)
+async def test_a_lone_batch_that_starts_its_own_flush_is_answered(
+    make_config: MakeConfig, monkeypatch: pytest.MonkeyPatch, flusher: str
+) -> None:
+    # Nothing else arrives to wake the group commit service: it must still see the flush the
+    # batch put started and answer it.
+    if flusher == "thread":
+        monkeypatch.setattr(NogilFlusher, "available", staticmethod(lambda: False))
+    config = make_config(flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    big = MessageBatch(topic="FlushTopic", queue_id=0, elements=[(0, b"x" * 1024, "")] * 24)
+    assert store_writer.EARLY_FLUSH_BYTES <= 24 * 1024
+    results: list[PutMessageResult] = []
+    async with open_message_store(config) as store:
+        for round_ in range(3):
+            await trio.testing.wait_all_tasks_blocked()  # the service waits for work
+            store.put_messages_nowait(big, results.append)
+            with trio.fail_after(10):
+                while len(results) <= round_:
+                    await trio.sleep(0.005)
+            assert results[round_].status is PutMessageStatus.PUT_OK
+            assert results[round_].queue_offset == round_ * 24
+        assert store.commit_log.flushed_offset == store.commit_log.max_offset
 
 
 async def test_the_flush_thread_hands_back_a_flush_error_and_keeps_serving() -> None:
