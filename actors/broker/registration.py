@@ -3,9 +3,13 @@ BrokerOuterAPI registration loop).
 
 At start and every ``registerNameServerPeriod`` (30 s) it asks each registry whether it holds
 the current topic data version (QUERY_DATA_VERSION) and sends a full REGISTER_BROKER when not,
-or at once after a topic change (`register_soon`). A registry that is down is logged once and
-tried again next period; when it comes back it gets a full registration. On clean shutdown
-the broker unregisters from all of them.
+or at once after a topic change (`register_soon`). After topic changes, a master sends a
+registry that holds the version of its previous round only the topics changed since, with
+the new data version (RocketMQ's registerIncrementBrokerData: a registry adds or updates the
+topics it is sent and keeps the others), so a create costs the registry one topic, not the
+whole table; a deletion, many changes at once, or a registry that missed a round get the full
+table. A registry that is down is logged once and tried again next period; when it comes back
+it gets a full registration. On clean shutdown the broker unregisters from all of them.
 """
 
 from __future__ import annotations
@@ -18,7 +22,15 @@ import trio
 
 from actors.broker.config import BrokerConfig
 from actors.broker.topics import TopicManager, UpdateOrderTopics
-from protocol.bodies import PERM_READ, PERM_WRITE, DataVersion, KVTable, RegisterBrokerBody
+from protocol.bodies import (
+    PERM_READ,
+    PERM_WRITE,
+    DataVersion,
+    KVTable,
+    RegisterBrokerBody,
+    TopicConfig,
+    TopicConfigSerializeWrapper,
+)
 from protocol.client import RemotingClient
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand, RemotingError
@@ -49,6 +61,11 @@ class Registrar:
         self.registrations = 0
         self._down: set[str] = set()
         self._registered_version: dict[str, DataVersion] = {}
+        # Topics changed since the last round began (None: many, register in full), and the
+        # data version that round registered.
+        self._changed_topics: set[str] | None = set()
+        self._round_version: DataVersion | None = None
+        self.increments = 0
         self._soon = trio.Event()
 
     @property
@@ -56,8 +73,12 @@ class Registrar:
         """The registries this broker registers with."""
         return self.config.namesrv_list
 
-    def register_soon(self) -> None:
-        """Ask for a registration now (after a topic change)."""
+    def register_soon(self, topic: TopicConfig | None = None) -> None:
+        """Ask for a registration now, after a change of ``topic`` (None: of many topics)."""
+        if topic is None:
+            self._changed_topics = None
+        elif self._changed_topics is not None:
+            self._changed_topics.add(topic.topic_name)
         self._soon.set()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -73,11 +94,40 @@ class Registrar:
 
     async def register_all(self) -> None:
         """One round: every registry, concurrently; failures are logged, never raised."""
+        changed, self._changed_topics = self._changed_topics, set()
+        base, wrapper = self._round_version, self.topics.wrapper()
+        self._round_version = wrapper.data_version
         if not self.addresses:
             return
+        increment = None
+        table = wrapper.topic_config_table
+        if (
+            changed
+            and base is not None
+            and self.config.broker_id == 0
+            and all(name in table for name in changed)  # a deletion goes in full
+        ):
+            increment = attrs.evolve(wrapper, topic_config_table={n: table[n] for n in changed})
         async with trio.open_nursery() as nursery:
             for address in self.addresses:
-                nursery.start_soon(self._register_one, address)
+                if increment is not None and self._registered_version.get(address) == base:
+                    nursery.start_soon(self._register_increment, address, increment)
+                else:
+                    nursery.start_soon(self._register_one, address)
+
+    async def _register_increment(
+        self, address: str, increment: TopicConfigSerializeWrapper
+    ) -> None:
+        timeout = self.config.register_broker_timeout_mills / 1000
+        try:
+            await self._register(address, timeout, increment)
+        except (RemotingError, OSError) as exc:
+            self._registered_version.pop(address, None)  # the next round registers in full
+            log.warning("registry %s: registration of changed topics failed (%s)", address, exc)
+            return
+        self.increments += 1
+        self._registered_version[address] = increment.data_version
+        self._up(address)
 
     async def _register_one(self, address: str) -> None:
         version = self.topics.data_version
@@ -92,7 +142,7 @@ class Registrar:
             ):
                 self._up(address)
                 return
-            await self._register(address, timeout)
+            await self._register(address, timeout, self.topics.wrapper())
             self._registered_version[address] = version
             self._up(address)
         except (RemotingError, OSError) as exc:
@@ -129,9 +179,10 @@ class Registrar:
             return True
         return decode_header(QueryDataVersionResponseHeader, response.ext_fields).changed
 
-    async def _register(self, address: str, timeout: float) -> None:
+    async def _register(
+        self, address: str, timeout: float, wrapper: TopicConfigSerializeWrapper
+    ) -> None:
         c = self.config
-        wrapper = self.topics.wrapper()
         permission = c.broker_permission
         if not (permission & PERM_READ and permission & PERM_WRITE):
             # A read-only (or write-only) broker registers its topics so: clients stop

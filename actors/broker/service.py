@@ -221,7 +221,7 @@ class Broker:
             tls_key_file=config.tls_client_key_path,
         ) as client:
             self.registrar = registrar = Registrar(config, self.topics, client)
-            self.topics.on_change.append(lambda _topic: registrar.register_soon())
+            self.topics.on_change.append(registrar.register_soon)
             self.supervisor = supervisor = Supervisor(
                 f"broker {config.broker_name}",
                 [
