@@ -15,8 +15,8 @@ With ASYNC_FLUSH a group is completed at once. With SYNC_FLUSH it waits for a fl
 thread of its own (`storage.flush_thread`) while puts keep being appended: one flush answers
 every group appended before it started, and the group commit service (a second task) starts
 the next flush as soon as one returns, with every group appended meanwhile, before it
-completes the flushed ones (a big batch put finding no flush running starts one itself). Readers never
-message the writer: they slice the mapped files up to the committed offset.
+completes the flushed ones (a big batch put finding no flush running starts one itself).
+Readers never message the writer: they slice the mapped files up to the committed offset.
 
 The commands and the statistics record are in `storage.writer_commands`, re-exported here.
 """
