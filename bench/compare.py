@@ -205,9 +205,13 @@ def run_row(server: Server, args: argparse.Namespace) -> Row:
             row.cells.pop("a", None)
     except Exception as exc:
         row.error = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        _progress(f"{server.row}: failed: {row.error}")
+        _progress(f"{server.row}: failed: {type(exc).__name__}: {exc}")
     finally:
-        killed = server.stop()
+        # A server that did not start keeps its scratch directory: its log says why.
+        keep = row.error is not None and row.version == ""
+        killed = server.stop(keep=keep)
+        if keep:
+            _progress(f"{server.row}: its scratch directory and log are kept in {server.scratch}")
         left = server.group.pids()
         if killed:
             _progress(f"{server.row}: killed after 30 s without exiting: pids {killed}")
