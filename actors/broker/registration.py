@@ -113,7 +113,7 @@ class Registrar:
                 if increment is not None and self._registered_version.get(address) == base:
                     nursery.start_soon(self._register_increment, address, increment)
                 else:
-                    nursery.start_soon(self._register_one, address)
+                    nursery.start_soon(self._register_one, address, wrapper)
 
     async def _register_increment(
         self, address: str, increment: TopicConfigSerializeWrapper
@@ -129,8 +129,9 @@ class Registrar:
         self._registered_version[address] = increment.data_version
         self._up(address)
 
-    async def _register_one(self, address: str) -> None:
-        version = self.topics.data_version
+    async def _register_one(self, address: str, wrapper: TopicConfigSerializeWrapper) -> None:
+        # The round's table: a change made since is in the next round's changed topics.
+        version = wrapper.data_version
         timeout = self.config.register_broker_timeout_mills / 1000
         try:
             # A slave registers in full until the answer names its master (HA needs it).
@@ -142,7 +143,7 @@ class Registrar:
             ):
                 self._up(address)
                 return
-            await self._register(address, timeout, self.topics.wrapper())
+            await self._register(address, timeout, wrapper)
             self._registered_version[address] = version
             self._up(address)
         except (RemotingError, OSError) as exc:

@@ -8,6 +8,7 @@ a put answered before a flush that started after its append shows up as an answe
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import struct
 import threading
@@ -31,12 +32,10 @@ from storage import (
 from storage.commit_log import CommitLog, FlushPlan
 from storage.flush_thread import FlushThread, NogilFlusher, flush_loop_py
 from storage.results import MessageBatch
-
-needs_compiled = pytest.mark.skipif(
-    not NogilFlusher.available(), reason="protocol._speedups is not built (./dev build-ext)"
-)
+from tests.compiled import needs_compiled
 
 MakeConfig = Callable[..., MessageStoreConfig]
+Answer = Callable[[PutMessageResult], None]
 
 
 def message(sender: int, n: int) -> MessageExtBrokerInner:
@@ -131,7 +130,7 @@ async def test_puts_appended_while_a_flush_runs_are_answered_only_after_a_later_
             for n in range(20):
                 note(await store.put_messages(batch(sender, n)))
 
-        async def streaming_sender(sender: int) -> None:
+        async def streaming(puts: list[Callable[[Answer], None]]) -> None:
             # Sends without waiting for answers, so puts arrive while a flush runs.
             answered = trio.Semaphore(0)
 
@@ -139,25 +138,24 @@ async def test_puts_appended_while_a_flush_runs_are_answered_only_after_a_later_
                 note(result)
                 answered.release()
 
-            for n in range(40):
-                store.put_message_nowait(message(sender, n), callback)
+            for put in puts:
+                put(callback)
                 await trio.sleep(0.0005)
-            for _ in range(40):
+            for _ in puts:
                 await answered.acquire()
+
+        async def streaming_sender(sender: int) -> None:
+            await streaming([
+                functools.partial(store.put_message_nowait, message(sender, n))
+                for n in range(40)
+            ])  # fmt: skip
 
         async def streaming_batch_sender(sender: int) -> None:
             # The broker's batch path: big enough for the put to start a flush itself.
-            answered = trio.Semaphore(0)
-
-            def callback(result: PutMessageResult) -> None:
-                note(result)
-                answered.release()
-
-            for n in range(10):
-                store.put_messages_nowait(batch(sender, n, size=24), callback)
-                await trio.sleep(0.0005)
-            for _ in range(10):
-                await answered.acquire()
+            await streaming([
+                functools.partial(store.put_messages_nowait, batch(sender, n, size=24))
+                for n in range(10)
+            ])  # fmt: skip
 
         with trio.fail_after(60):
             async with trio.open_nursery() as nursery:
