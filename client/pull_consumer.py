@@ -7,20 +7,27 @@
         await consumer.commit()
 
 A queue's start offset is the group's committed offset (QUERY_CONSUMER_OFFSET); a group
-without one starts per ``consume_from_where`` (last, first, or a timestamp). `poll` pulls every
-assigned queue at once and long-polls at the broker until something arrives or the timeout
-ends. Offsets move as `poll` returns messages; `commit` stores them (UPDATE_CONSUMER_OFFSET),
-and with ``auto_commit`` (the default) they are also committed every 5 s and on close.
+without one starts per ``consume_from_where`` (last, first, or a timestamp). From the first
+`poll` on, each assigned queue has a pull loop of its own that pulls ahead into a buffer and
+long-polls at the broker once it is caught up (RocketMQ's DefaultLitePullConsumer works so):
+a message is on its way to the client as soon as it is stored, whatever the other queues do,
+and `poll` takes what the loops have buffered, waiting up to its timeout for the first. A
+loop stops pulling while its queue has `prefetch` messages buffered. Offsets move as `poll`
+returns messages (messages buffered but not yet returned are not consumed); `commit` stores
+them (UPDATE_CONSUMER_OFFSET), and with ``auto_commit`` (the default) they are also committed
+every 5 s and on close.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Iterable, Sequence
 from types import TracebackType
 
 import anyio
+import anyio.abc
 
 from client.instance import MASTER_ID, ClientInstance, subscribe_queues
 from client.message import MQClientError
@@ -48,6 +55,9 @@ log = logging.getLogger("boltmq.client")
 
 _AUTO_COMMIT_INTERVAL = 5.0
 _BROKER_SUSPEND_MAX = 15.0
+#: A pull loop whose pull failed waits this long before it pulls again (RocketMQ's consumers
+#: wait too, so a broker that is down is not asked in a tight loop).
+_PULL_RETRY_DELAY = 1.0
 _PULL_ANSWERS = frozenset({
     ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
     ResponseCode.PULL_OFFSET_MOVED,
@@ -72,6 +82,7 @@ class PullConsumer:
         consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
         consume_timestamp_ms: int | None = None,
         pull_batch_size: int = 32,
+        prefetch: int | None = None,
         auto_commit: bool = True,
         timeout: float = 3.0,
         tls_ca_file: str | None = None,
@@ -99,6 +110,10 @@ class PullConsumer:
         self.consume_from_where = consume_from_where
         self.consume_timestamp_ms = consume_timestamp_ms
         self.pull_batch_size = pull_batch_size
+        #: A queue's pull loop pauses while this many of its messages wait for `poll`.
+        self.prefetch = prefetch if prefetch is not None else 4 * pull_batch_size
+        if self.prefetch < 1:
+            raise ValueError(f"prefetch must be at least 1, not {prefetch}")
         self.auto_commit = auto_commit
         self.timeout = timeout
         #: Topic -> subscription expression (``*`` for assigned queues).
@@ -112,12 +127,29 @@ class PullConsumer:
         self._read_from: dict[MessageQueue, int] = {}
         self._assigned: list[MessageQueue] = []
         self._next_commit = 0.0
+        # The pull-ahead state (see `poll`): the loops' task group, each running loop's cancel
+        # scope, what the loops pulled and `poll` has not returned yet (queue, messages, the
+        # offset after them), how many messages of each queue that holds, and each queue's
+        # last pull failure since its last answer.
+        self._loops: anyio.abc.TaskGroup | None = None
+        self._loop_scopes: dict[MessageQueue, anyio.CancelScope] = {}
+        self._buffer: deque[tuple[MessageQueue, list[MessageExt], int]] = deque()
+        self._buffered: dict[MessageQueue, int] = {}
+        self._failures: dict[MessageQueue, RemotingError] = {}
+        # Set when a loop buffers or fails, and when `poll` takes: made in `__aenter__` (an
+        # event needs the running event loop; a blocking consumer is built outside one).
+        self._arrived: anyio.Event
+        self._drained: anyio.Event
 
     async def __aenter__(self) -> PullConsumer:
         if self._own_instance:
             await self.instance.__aenter__()
         self.instance.consumers[self.group] = self._consumer_data
         self._next_commit = anyio.current_time() + _AUTO_COMMIT_INTERVAL
+        self._arrived = anyio.Event()
+        self._drained = anyio.Event()
+        self._loops = anyio.create_task_group()
+        await self._loops.__aenter__()
         return self
 
     async def __aexit__(
@@ -126,16 +158,28 @@ class PullConsumer:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        with anyio.CancelScope(shield=True), anyio.move_on_after(2 * self.timeout):
-            if self.auto_commit:
-                try:
-                    await self.commit()
-                except RemotingError:
-                    pass  # shutting down: the broker keeps the last committed offsets
-            self.instance.consumers.pop(self.group, None)
-            await self.instance.unregister(None, self.group)
-        if self._own_instance:
-            await self.instance.__aexit__(exc_type, exc, tb)
+        try:
+            if self._loops is not None:
+                loops, self._loops = self._loops, None
+                self._loop_scopes.clear()
+                loops.cancel_scope.cancel()
+                # Raises when the consumer is cancelled from outside: the rest still runs, or
+                # the instance's task groups stay open (trio reports its nursery stack
+                # corrupted).
+                await loops.__aexit__(None, None, None)
+        finally:
+            try:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(2 * self.timeout):
+                    if self.auto_commit:
+                        try:
+                            await self.commit()
+                        except RemotingError:
+                            pass  # shutting down: the broker keeps the last committed offsets
+                    self.instance.consumers.pop(self.group, None)
+                    await self.instance.unregister(None, self.group)
+            finally:
+                if self._own_instance:
+                    await self.instance.__aexit__(exc_type, exc, tb)
 
     # -- assignment ---------------------------------------------------------------------------
 
@@ -169,24 +213,38 @@ class PullConsumer:
         self._assigned = queues
         keep = set(queues)
         self._offsets = {q: o for q, o in self._offsets.items() if q in keep}
+        for queue in [q for q in self._loop_scopes if q not in keep]:
+            self._stop_loop(queue)
 
     # -- offsets ------------------------------------------------------------------------------
 
     async def seek(self, queue: MessageQueue, offset: int) -> None:
-        """Pull ``queue`` from ``offset`` next."""
-        self._offsets[queue] = offset
+        """Read ``queue`` from ``offset`` next (what was pulled ahead of it is dropped)."""
+        self._move(queue, offset)
 
     async def seek_to_begin(self, queue: MessageQueue) -> None:
-        """Pull ``queue`` from its min offset next."""
-        self._offsets[queue] = await self.min_offset(queue)
+        """Read ``queue`` from its min offset next."""
+        self._move(queue, await self.min_offset(queue))
 
     async def seek_to_end(self, queue: MessageQueue) -> None:
-        """Pull only messages written to ``queue`` from now on."""
-        self._offsets[queue] = await self.max_offset(queue)
+        """Read only messages written to ``queue`` from now on."""
+        self._move(queue, await self.max_offset(queue))
 
     def position(self, queue: MessageQueue) -> int | None:
-        """The next offset `poll` pulls from ``queue`` (None before the first poll)."""
+        """The offset of the next message `poll` returns from ``queue`` (None before the first
+        poll): messages pulled ahead but not returned yet are not past it."""
         return self._offsets.get(queue)
+
+    def buffered(self, queue: MessageQueue | None = None) -> int:
+        """Messages the pull loops hold that `poll` has not returned yet (of ``queue``, or of
+        every queue)."""
+        if queue is not None:
+            return self._buffered.get(queue, 0)
+        return sum(self._buffered.values())
+
+    def _move(self, queue: MessageQueue, offset: int) -> None:
+        self._stop_loop(queue)
+        self._offsets[queue] = offset
 
     async def commit(self, offsets: dict[MessageQueue, int] | None = None) -> None:
         """Store the group's offsets on the brokers (the current positions by default)."""
@@ -244,52 +302,116 @@ class PullConsumer:
     # -- polling ------------------------------------------------------------------------------
 
     async def poll(self, timeout: float = 5.0) -> list[MessageExt]:
-        """Messages from the assigned queues, waiting up to ``timeout`` s for the first."""
+        """Messages from the assigned queues, waiting up to ``timeout`` s for the first.
+
+        The first call starts a pull loop per assigned queue; later calls return what the
+        loops pulled since (every queue's, in arrival order). When every assigned queue's last
+        pull failed and nothing is buffered, the first failure is raised.
+        """
         if not self._assigned:
             raise MQClientError(ResponseCode.SYSTEM_ERROR, "poll before subscribe or assign")
+        if self._loops is None:
+            raise MQClientError(ResponseCode.SYSTEM_ERROR, "poll outside `async with`")
         for queue in self._assigned:
             if queue not in self._offsets:
                 self._offsets[queue] = await self._start_offset(queue)
-        found: list[MessageExt] = []
+            if queue not in self._loop_scopes:
+                self._start_loop(queue, self._offsets[queue])
         deadline = anyio.current_time() + timeout
-        # First a quick pass with no hold, then long polls until something arrives.
-        suspend = 0.0
         while True:
-            errors: list[RemotingError] = []
-            async with anyio.create_task_group() as tg:
-                for queue in list(self._assigned):
-                    tg.start_soon(self._pull_into, queue, suspend, found, errors, tg.cancel_scope)
-            if not found and len(errors) == len(self._assigned):
-                raise errors[0]  # nothing answers: say why rather than spin until the timeout
-            remaining = deadline - anyio.current_time()
-            if found or remaining <= 0.05:
+            # A new event before looking: a loop that buffers after the look sets this one.
+            self._arrived = anyio.Event()
+            found = self._take()
+            if found:
                 break
-            suspend = min(remaining, _BROKER_SUSPEND_MAX)
+            failures = [self._failures[q] for q in self._assigned if q in self._failures]
+            if failures and len(failures) == len(self._assigned):
+                raise failures[0]  # nothing answers: say why rather than wait out the timeout
+            remaining = deadline - anyio.current_time()
+            if remaining <= 0:
+                break
+            with anyio.move_on_after(remaining):
+                await self._arrived.wait()
         if self.auto_commit and anyio.current_time() >= self._next_commit:
             await self.commit()
         return found
 
-    async def _pull_into(
-        self,
-        queue: MessageQueue,
-        suspend: float,
-        found: list[MessageExt],
-        errors: list[RemotingError],
-        scope: anyio.CancelScope,
-    ) -> None:
-        try:
-            messages = await self.pull(queue, suspend)
-        except RemotingError as exc:
-            log.warning("pull of %s failed: %s", queue, exc)
-            errors.append(exc)
-            return
-        if messages:
+    def _take(self) -> list[MessageExt]:
+        """Everything buffered; each queue's position moves past what it returns."""
+        found: list[MessageExt] = []
+        while self._buffer:
+            queue, messages, next_offset = self._buffer.popleft()
             found.extend(messages)
-            scope.cancel()  # one queue answered: stop holding the others
+            self._offsets[queue] = next_offset
+            self._buffered[queue] -= len(messages)
+        if found:
+            self._drained.set()
+            self._drained = anyio.Event()
+        return found
+
+    def _start_loop(self, queue: MessageQueue, offset: int) -> None:
+        assert self._loops is not None
+        scope = anyio.CancelScope()
+        self._loop_scopes[queue] = scope
+        self._buffered[queue] = 0
+        self._loops.start_soon(self._pull_loop, queue, offset, scope)
+
+    def _stop_loop(self, queue: MessageQueue) -> None:
+        """Cancel ``queue``'s loop and drop what it buffered (a seek or an unassignment)."""
+        scope = self._loop_scopes.pop(queue, None)
+        if scope is not None:
+            scope.cancel()
+        if self._buffered.pop(queue, 0):
+            self._buffer = deque(entry for entry in self._buffer if entry[0] != queue)
+        self._failures.pop(queue, None)
+
+    async def _pull_loop(self, queue: MessageQueue, offset: int, scope: anyio.CancelScope) -> None:
+        """Pull ``queue`` from ``offset`` on into the buffer until cancelled.
+
+        Always with the suspend flag: a caught-up queue's pull is held at the broker and
+        answered as soon as a message is stored.
+        """
+        with scope:
+            while True:
+                while self._buffered[queue] >= self.prefetch:
+                    await self._drained.wait()
+                try:
+                    messages, next_offset = await self._pull_at(queue, offset, _BROKER_SUSPEND_MAX)
+                except Exception as exc:  # a loop that ends would starve its queue silently
+                    if not isinstance(exc, RemotingError):
+                        log.exception("pull loop of %s", queue)
+                        exc = MQClientError(ResponseCode.SYSTEM_ERROR, f"pull of {queue}: {exc}")
+                    elif queue not in self._failures:
+                        log.warning("pull of %s failed: %s", queue, exc)
+                    self._failures[queue] = exc
+                    self._arrived.set()
+                    await anyio.sleep(_PULL_RETRY_DELAY)
+                    continue
+                self._failures.pop(queue, None)
+                if next_offset != offset:
+                    offset = next_offset
+                    self._buffer.append((queue, messages, next_offset))
+                    self._buffered[queue] += len(messages)
+                    self._arrived.set()
 
     async def pull(self, queue: MessageQueue, suspend: float = 0.0) -> list[MessageExt]:
-        """One PULL_MESSAGE of ``queue`` from its position; the position moves past the answer."""
+        """One PULL_MESSAGE of ``queue`` from its position; the position moves past the answer.
+
+        For a reader that runs its own loops instead of `poll` (do not mix the two on one
+        queue: `poll`'s loop keeps pulling from where it is).
+        """
         offset = self._offsets[queue]
+        messages, next_offset = await self._pull_at(queue, offset, suspend)
+        if self._offsets.get(queue) != offset:
+            return []  # seeked while the pull was in flight: drop the stale answer
+        self._offsets[queue] = next_offset
+        return messages
+
+    async def _pull_at(
+        self, queue: MessageQueue, offset: int, suspend: float
+    ) -> tuple[list[MessageExt], int]:
+        """One PULL_MESSAGE of ``queue`` at ``offset``: the messages (tag filter applied,
+        bodies inflated) and the offset to pull from next."""
         sys_flag = PullSysFlag.SUBSCRIPTION
         if suspend > 0:
             sys_flag |= PullSysFlag.SUSPEND
@@ -311,13 +433,10 @@ class PullConsumer:
             raise MQClientError(code, f"pull of {queue}: {response.remark}")
         # The broker says where to read next: a slave when we read far behind, else the master.
         self._read_from[queue] = answer.suggest_which_broker_id
-        if self._offsets.get(queue) != offset:
-            return []  # seeked while the pull was in flight: drop the stale answer
-        if code == ResponseCode.PULL_RETRY_IMMEDIATELY:
-            return []
-        self._offsets[queue] = answer.next_begin_offset
         if code != ResponseCode.SUCCESS or not response.body:
-            return []
+            # PULL_RETRY_IMMEDIATELY included: nothing matched the filter up to the offset the
+            # broker names (RocketMQ's clients move on to it too).
+            return [], answer.next_begin_offset
         tags = self._tags.get(queue.topic)
         messages = []
         for message in decode_records(response.body):
@@ -327,7 +446,7 @@ class PullConsumer:
                 message.body = decompress_body(message.body)
                 message.sys_flag &= ~MessageSysFlag.COMPRESSED
             messages.append(message)
-        return messages
+        return messages, answer.next_begin_offset
 
     # -- internals ----------------------------------------------------------------------------
 

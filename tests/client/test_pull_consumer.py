@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import anyio
 import pytest
 
 from client import Message, MQClientError, Producer, PullConsumer, parse_tags
 from protocol.bodies import ConsumeFromWhere, MessageQueue
 
-from .helpers import over_both_transports, poll_until
+from .helpers import over_both_transports, poll_until, wait_for_route
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
@@ -116,3 +117,83 @@ async def test_poll_of_an_unreachable_queue_fails_clearly(
         with pytest.raises(MQClientError) as refused:
             await consumer.poll(1.0)
         assert "no-such" in str(refused.value)
+
+
+async def _until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    with anyio.fail_after(timeout):
+        while not condition():
+            await anyio.sleep(0.01)
+
+
+async def test_pulls_ahead_within_prefetch_and_commits_only_what_poll_returned(
+    cluster: Any, unique: Unique, anyio_backend: str
+) -> None:
+    topic, group = unique("AheadTopic"), unique("CG")
+    bodies = [f"m{i}".encode() for i in range(40)]
+    async with Producer(unique("PG"), namesrv_addr=cluster.namesrv) as producer:
+        queue = (await producer.queues(topic))[0]
+        await producer.send_batch([Message(topic, body) for body in bodies], queue=queue)
+        await wait_for_route(producer.instance, topic)
+        async with PullConsumer(group, namesrv_addr=cluster.namesrv, consume_from_where=FIRST,
+                                pull_batch_size=4, prefetch=4) as consumer:  # fmt: skip
+            await consumer.assign([queue])
+            got = await consumer.poll(timeout=1.0)
+            assert [m.body for m in got] == bodies[: len(got)]
+            # The queue's loop pulls on without a poll, up to the prefetch bound.
+            await _until(lambda: consumer.buffered(queue) >= 4)
+            assert consumer.position(queue) == len(got)  # buffered is not consumed
+            await anyio.sleep(0.2)  # time enough for a loop without a bound to pull more
+            assert consumer.buffered() <= 4 - 1 + 4  # one pull may pass the bound
+            await consumer.commit()
+            returned = len(got)
+        # Closing committed what poll returned, not what the loop held.
+        async with PullConsumer(group, namesrv_addr=cluster.namesrv,
+                                pull_batch_size=4) as second:  # fmt: skip
+            await second.assign([queue])
+            assert await second.committed(queue) == returned
+            rest = await poll_until(second, 40 - returned)
+            assert [m.body for m in rest] == bodies[returned:]
+            # Caught up, the loop's pull is held at the broker and answered as soon as a
+            # message is stored: it is buffered before anyone polls.
+            await producer.send(Message(topic, b"late"), queue=queue)
+            await _until(lambda: second.buffered(queue) == 1)
+            assert [m.body for m in await second.poll(timeout=1.0)] == [b"late"]
+
+
+async def test_seek_drops_what_was_pulled_ahead(
+    cluster: Any, unique: Unique, anyio_backend: str
+) -> None:
+    topic = unique("SeekAheadTopic")
+    async with Producer(unique("PG"), namesrv_addr=cluster.namesrv) as producer:
+        queue = (await producer.queues(topic))[0]
+        await producer.send_batch([Message(topic, f"m{i}".encode()) for i in range(10)],
+                                  queue=queue)  # fmt: skip
+        async with PullConsumer(unique("CG"), namesrv_addr=cluster.namesrv,
+                                consume_from_where=FIRST,
+                                pull_batch_size=2) as consumer:  # fmt: skip
+            await consumer.assign([queue])
+            first = await consumer.poll(timeout=1.0)
+            assert [m.body for m in first] == [f"m{i}".encode() for i in range(len(first))]
+            await _until(lambda: consumer.buffered(queue) > 0)
+            await consumer.seek(queue, 7)
+            assert consumer.buffered(queue) == 0 and consumer.position(queue) == 7
+            assert [m.body for m in await poll_until(consumer, 3)] == [b"m7", b"m8", b"m9"]
+
+
+async def test_moves_past_a_scan_window_that_matches_nothing(
+    cluster: Any, unique: Unique, anyio_backend: str
+) -> None:
+    # More non-matching messages than one pull scans (800 entries): the broker answers
+    # PULL_RETRY_IMMEDIATELY with the offset it scanned to, and the consumer moves on to it.
+    topic = unique("SkipTopic")
+    async with Producer(unique("PG"), namesrv_addr=cluster.namesrv) as producer:
+        queue = (await producer.queues(topic))[0]
+        await producer.send_batch(
+            [Message(topic, b"b", tags="TagB") for _ in range(1000)], queue=queue
+        )
+        await producer.send(Message(topic, b"wanted", tags="TagA"), queue=queue)
+    async with PullConsumer(unique("CG"), namesrv_addr=cluster.namesrv,
+                            consume_from_where=FIRST) as consumer:  # fmt: skip
+        await consumer.subscribe(topic, "TagA")
+        assert [m.body for m in await poll_until(consumer, 1)] == [b"wanted"]
+        assert consumer.position(queue) == 1001
