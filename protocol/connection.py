@@ -45,11 +45,25 @@ _SEND_ERRORS = (
     OSError,
 )
 
-SyncHandler: TypeAlias = Callable[["Connection", RemotingCommand], RemotingCommand | None]
+SyncHandler: TypeAlias = Callable[
+    ["Connection", RemotingCommand], "RemotingCommand | Later | None"
+]
 AsyncHandler: TypeAlias = Callable[
     ["Connection", RemotingCommand], Awaitable[RemotingCommand | None]
 ]
 Handler: TypeAlias = SyncHandler | AsyncHandler
+
+
+class Later:
+    """What a plain handler returns when it cannot answer inline after all (a pull with
+    nothing to read yet, to be held): the connection runs ``handler`` in a task of its own, as
+    it runs an ``async def`` handler, and sends what it returns. The common case stays inline
+    and spawns no task."""
+
+    __slots__ = ("handler",)
+
+    def __init__(self, handler: AsyncHandler) -> None:
+        self.handler = handler
 CloseListener: TypeAlias = Callable[["Connection"], None]
 #: Checks a request before its handler: None lets it through, a command is the refusal.
 Guard: TypeAlias = Callable[["Connection", RemotingCommand], RemotingCommand | None]
@@ -71,8 +85,9 @@ class Dispatcher:
     """Maps request codes to handlers; knows nothing of sockets.
 
     A plain function is called inline by the connection's reader (cheapest: use it for answers
-    that need no waiting); an ``async def`` runs in a task of its own so a slow request (a held
-    pull) does not delay the others, and its answer goes out when it is ready.
+    that need no waiting); an ``async def`` runs in a task of its own so a slow request does
+    not delay the others, and its answer goes out when it is ready. A plain function that only
+    sometimes has to wait (a pull: held when there is nothing to read) returns a `Later` then.
     """
 
     def __init__(self) -> None:
@@ -120,7 +135,9 @@ def _guarded(guard: Guard, handler: Handler, is_async: bool) -> Handler:
 
         return guarded_async
 
-    def guarded(connection: Connection, request: RemotingCommand) -> RemotingCommand | None:
+    def guarded(
+        connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand | Later | None:
         refusal = guard(connection, request)
         if refusal is not None:
             return refusal
@@ -488,11 +505,16 @@ class Connection:
             assert self._task_group is not None
             self._task_group.start_soon(self._run_async, handler, request)
             return
-        self.requests_handled += 1
         try:
             response = handler(self, request)
         except Exception as exc:
             response = self._error_response(request, exc)
+        if type(response) is Later:
+            self._in_flight += 1
+            assert self._task_group is not None
+            self._task_group.start_soon(self._run_async, response.handler, request)
+            return
+        self.requests_handled += 1
         if response is not None and not request.is_oneway:
             self._enqueue(response)  # type: ignore[arg-type]
 

@@ -22,7 +22,7 @@ from prometheus_client.metrics_core import HistogramMetricFamily
 
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand, RemotingError
-from protocol.connection import Connection, Dispatcher, Handler
+from protocol.connection import AsyncHandler, Connection, Dispatcher, Handler, Later
 
 __all__ = [
     "RPC_LATENCY_BUCKETS_MS",
@@ -58,6 +58,24 @@ class RpcLatency:
         counter[0] += milliseconds
         counter[1 + bisect.bisect_left(RPC_LATENCY_BUCKETS_MS, milliseconds)] += 1
 
+    def _timed_later(self, handler: AsyncHandler, started: float) -> AsyncHandler:
+        """A `Later`'s handler, counted from the request's dispatch at ``started``."""
+        on_rpc = self.on_rpc
+
+        async def timed_later(
+            connection: Connection, request: RemotingCommand
+        ) -> RemotingCommand | None:
+            try:
+                response = await handler(connection, request)
+            except RemotingError as refused:
+                on_rpc(request.code, refused.code, started)
+                raise
+            if response is not None:
+                on_rpc(request.code, response.code, started)
+            return response
+
+        return timed_later
+
     def timed(self, handler: Handler) -> Handler:
         """``handler`` wrapped so each answer it returns (or `RemotingError` it raises) is
         counted. A handler that returns None answers later or not at all (a oneway request);
@@ -84,18 +102,22 @@ class RpcLatency:
 
             return timed_async
         sync_handler = cast(
-            Callable[[Connection, RemotingCommand], RemotingCommand | None], handler
+            Callable[[Connection, RemotingCommand], RemotingCommand | Later | None], handler
         )
 
-        def timed_sync(connection: Connection, request: RemotingCommand) -> RemotingCommand | None:
+        def timed_sync(
+            connection: Connection, request: RemotingCommand
+        ) -> RemotingCommand | Later | None:
             started = perf_counter()
             try:
                 response = sync_handler(connection, request)
             except RemotingError as refused:
                 on_rpc(request.code, refused.code, started)
                 raise
+            if type(response) is Later:
+                return Later(self._timed_later(response.handler, started))
             if response is not None:
-                on_rpc(request.code, response.code, started)
+                on_rpc(request.code, response.code, started)  # type: ignore[union-attr]
             return response
 
         return timed_sync

@@ -41,7 +41,7 @@ from protocol.bodies import (
 )
 from protocol.codes import ResponseCode
 from protocol.command import ConnectionClosedError, RemotingCommand, RemotingError
-from protocol.connection import Connection, SyncHandler, code_name
+from protocol.connection import Connection, code_name
 from storage.store_config import SCHEDULE_TOPIC as SCHEDULE_TOPIC
 from supervisors.actor import ActorError, ActorStatistics, Request
 
@@ -495,7 +495,7 @@ def create_then_serve(
     missing: TopicMissing,
     connection: Connection,
     request: RemotingCommand,
-    serve: SyncHandler,
+    serve: Callable[[Connection, RemotingCommand], RemotingCommand | None],
 ) -> RemotingCommand | None:
     """Have the topic actor create the topic ``missing`` names, then serve ``request`` again
     with ``serve`` (in the actor's task, where the topic now exists) and send its answer.

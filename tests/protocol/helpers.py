@@ -18,12 +18,14 @@ import trio_websocket
 
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
-from protocol.connection import Connection, Dispatcher
+from protocol.connection import Connection, Dispatcher, Later
 from protocol.frame import FrameDecoder, encode
 from protocol.server import RemotingServer, ServerConfig
 
 ECHO = 9001
 SLOW = 9002
+#: Answered inline without ``delayMillis``, else `Later`, after the delay (SLOW's way).
+MAYBE_SLOW = 9006
 FAIL = 9003
 RECORD = 9004
 
@@ -139,8 +141,14 @@ def make_dispatcher(harness_ref: list[Harness]) -> Dispatcher:
         harness_ref[0].recorded.append(request)
         return request.response(ResponseCode.SUCCESS)
 
+    def maybe_slow(conn: Connection, request: RemotingCommand) -> RemotingCommand | Later:
+        if request.field("delayMillis", ""):
+            return Later(slow)
+        return request.response(ext_fields={"inline": "true"})
+
     dispatcher.register(ECHO, echo)
     dispatcher.register(SLOW, slow)
+    dispatcher.register(MAYBE_SLOW, maybe_slow)
     dispatcher.register(FAIL, fail)
     dispatcher.register(RECORD, record)
     return dispatcher

@@ -12,7 +12,17 @@ from protocol.command import ConnectionClosedError, RemotingCommand, RemotingTim
 from protocol.frame import encode
 from protocol.server import ServerConfig
 
-from .helpers import ECHO, FAIL, RECORD, SLOW, Harness, frame, raw_length_frame, start_harness
+from .helpers import (
+    ECHO,
+    FAIL,
+    MAYBE_SLOW,
+    RECORD,
+    SLOW,
+    Harness,
+    frame,
+    raw_length_frame,
+    start_harness,
+)
 
 
 async def test_echo_round_trip_with_body(harness: Harness) -> None:
@@ -45,6 +55,30 @@ async def test_concurrent_requests_answered_out_of_order(harness: Harness) -> No
                 await trio.sleep(0.05)  # the slow request is on the wire first
                 nursery.start_soon(call, "echo", RemotingCommand.request(ECHO))
     assert finished == ["echo", "slow"]
+
+
+async def test_a_plain_handler_can_answer_later(harness: Harness) -> None:
+    # A plain handler answers inline, or returns Later: that request then waits in a task of
+    # its own while the requests after it are answered.
+    finished: list[str] = []
+    answers: dict[str, RemotingCommand] = {}
+    async with RemotingClient() as client:
+
+        async def call(name: str, request: RemotingCommand) -> None:
+            answers[name] = await client.invoke(harness.address, request, timeout=5)
+            finished.append(name)
+
+        with trio.fail_after(5):
+            await client.connection(harness.address)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(
+                    call, "later", RemotingCommand.request(MAYBE_SLOW, {"delayMillis": "300"})
+                )
+                await trio.sleep(0.05)  # the held request is on the wire first
+                nursery.start_soon(call, "inline", RemotingCommand.request(MAYBE_SLOW))
+    assert finished == ["inline", "later"]
+    assert answers["inline"].field("inline") == "true"
+    assert answers["later"].field("slept") == "300"
 
 
 async def test_raw_out_of_order_by_opaque(harness: Harness) -> None:
