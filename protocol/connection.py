@@ -231,6 +231,7 @@ class Connection:
         self._drained: anyio.Event | None = None
         self._room = anyio.Event()
         self._in_flight = 0
+        self._later = 0  # requests a plain handler answers Later (held pulls): not bounded here
         self._task_group: anyio.abc.TaskGroup | None = None
         self._closed = False
         self._started = anyio.Event()
@@ -510,9 +511,12 @@ class Connection:
         except Exception as exc:
             response = self._error_response(request, exc)
         if type(response) is Later:
-            self._in_flight += 1
+            # Not counted against max_in_flight: whoever answers Later bounds those requests
+            # (the broker holds at most maxHeldPulls pulls), and a consumer holding a pull for
+            # each of a thousand queues must still get its heartbeats and commits read.
+            self._later += 1
             assert self._task_group is not None
-            self._task_group.start_soon(self._run_async, response.handler, request)
+            self._task_group.start_soon(self._run_later, response.handler, request)
             return
         self.requests_handled += 1
         if response is not None and not request.is_oneway:
@@ -520,17 +524,26 @@ class Connection:
 
     async def _run_async(self, handler: Handler, request: RemotingCommand) -> None:
         try:
-            try:
-                response = await handler(self, request)  # type: ignore[misc]
-            except Exception as exc:
-                response = self._error_response(request, exc)
-            self.requests_handled += 1
-            if response is not None and not request.is_oneway and not self._closed:
-                self._enqueue(response)
+            await self._answer_async(handler, request)
         finally:
             self._in_flight -= 1
             if self._in_flight < self.max_in_flight:
                 self._room.set()
+
+    async def _run_later(self, handler: AsyncHandler, request: RemotingCommand) -> None:
+        try:
+            await self._answer_async(handler, request)
+        finally:
+            self._later -= 1
+
+    async def _answer_async(self, handler: Handler, request: RemotingCommand) -> None:
+        try:
+            response = await handler(self, request)  # type: ignore[misc]
+        except Exception as exc:
+            response = self._error_response(request, exc)
+        self.requests_handled += 1
+        if response is not None and not request.is_oneway and not self._closed:
+            self._enqueue(response)
 
     def _error_response(self, request: RemotingCommand, exc: Exception) -> RemotingCommand:
         if isinstance(exc, RemotingError):
@@ -547,7 +560,7 @@ class Connection:
         """A snapshot of this connection's counters."""
         return ConnectionStatistics(
             peer=self.peer,
-            in_flight=self._in_flight,
+            in_flight=self._in_flight + self._later,
             pending_calls=len(self._pending),
             queued_frames=len(self._outbox),
             requests_handled=self.requests_handled,

@@ -81,6 +81,35 @@ async def test_a_plain_handler_can_answer_later(harness: Harness) -> None:
     assert answers["later"].field("slept") == "300"
 
 
+async def test_later_requests_do_not_count_against_max_in_flight(nursery: trio.Nursery) -> None:
+    # Held Later requests (the broker's held pulls, bounded by maxHeldPulls) leave the reader
+    # reading; async def handlers still stop it at max_in_flight.
+    harness = await start_harness(nursery, "tcp", ServerConfig(max_in_flight=2, idle_timeout=None))
+    async with RemotingClient() as client:
+        await client.connection(harness.address)
+
+        async def echo_while_held(code: int) -> list[str]:
+            finished: list[str] = []
+
+            async def call(name: str, request: RemotingCommand) -> None:
+                await client.invoke(harness.address, request, timeout=10)
+                finished.append(name)
+
+            async with trio.open_nursery() as calls:
+                for _ in range(4):
+                    calls.start_soon(
+                        call, "held", RemotingCommand.request(code, {"delayMillis": "1000"})
+                    )
+                await trio.sleep(0.1)  # the held requests are on the wire first
+                calls.start_soon(call, "echo", RemotingCommand.request(ECHO))
+            return finished
+
+        with trio.fail_after(10):
+            assert (await echo_while_held(MAYBE_SLOW))[0] == "echo"
+            # Backpressure: the echo is read once fewer than two are in flight.
+            assert (await echo_while_held(SLOW)).index("echo") >= 2
+
+
 async def test_raw_out_of_order_by_opaque(harness: Harness) -> None:
     raw = await harness.raw()
     with trio.fail_after(5):
