@@ -361,7 +361,10 @@ class PullConsumer:
         scope = self._loop_scopes.pop(queue, None)
         if scope is not None:
             scope.cancel()
-        if self._buffered.pop(queue, 0):
+        self._buffered.pop(queue, None)
+        # Every entry of the queue, those without messages too (a pull whose messages the
+        # tag filter dropped still moves the position): none may land after the seek.
+        if any(entry[0] == queue for entry in self._buffer):
             self._buffer = deque(entry for entry in self._buffer if entry[0] != queue)
         self._failures.pop(queue, None)
 
@@ -378,6 +381,8 @@ class PullConsumer:
                 try:
                     messages, next_offset = await self._pull_at(queue, offset, _BROKER_SUSPEND_MAX)
                 except Exception as exc:  # a loop that ends would starve its queue silently
+                    if scope.cancel_called:
+                        return
                     if not isinstance(exc, RemotingError):
                         log.exception("pull loop of %s", queue)
                         exc = MQClientError(ResponseCode.SYSTEM_ERROR, f"pull of {queue}: {exc}")
@@ -387,6 +392,10 @@ class PullConsumer:
                     self._arrived.set()
                     await anyio.sleep(_PULL_RETRY_DELAY)
                     continue
+                if scope.cancel_called:
+                    # Stopped (a seek) after its answer came in but before it ran again: the
+                    # answer is for the old position.
+                    return
                 self._failures.pop(queue, None)
                 if next_offset != offset:
                     offset = next_offset
