@@ -58,6 +58,8 @@ _BROKER_SUSPEND_MAX = 15.0
 #: A pull loop whose pull failed waits this long before it pulls again (RocketMQ's consumers
 #: wait too, so a broker that is down is not asked in a tight loop).
 _PULL_RETRY_DELAY = 1.0
+#: A pull loop whose answer moved nothing waits this long before it pulls again.
+_NO_PROGRESS_DELAY = 0.05
 _PULL_ANSWERS = frozenset({
     ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
     ResponseCode.PULL_OFFSET_MOVED,
@@ -376,8 +378,10 @@ class PullConsumer:
         """
         with scope:
             while True:
-                while self._buffered[queue] >= self.prefetch:
+                while self._buffered.get(queue, 0) >= self.prefetch:
                     await self._drained.wait()
+                if scope.cancel_called:
+                    return  # woken by a poll and stopped by a seek in the same pass
                 try:
                     messages, next_offset = await self._pull_at(queue, offset, _BROKER_SUSPEND_MAX)
                 except Exception as exc:  # a loop that ends would starve its queue silently
@@ -402,6 +406,10 @@ class PullConsumer:
                     self._buffer.append((queue, messages, next_offset))
                     self._buffered[queue] += len(messages)
                     self._arrived.set()
+                else:
+                    # Answered without a hold and without moving (a broker at its held-pull
+                    # bound, a slave that may not be read): pull again, but not in a spin.
+                    await anyio.sleep(_NO_PROGRESS_DELAY)
 
     async def pull(self, queue: MessageQueue, suspend: float = 0.0) -> list[MessageExt]:
         """One PULL_MESSAGE of ``queue`` from its position; the position moves past the answer.

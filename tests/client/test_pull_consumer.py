@@ -168,6 +168,7 @@ async def test_seek_drops_what_was_pulled_ahead(
         queue = (await producer.queues(topic))[0]
         await producer.send_batch([Message(topic, f"m{i}".encode()) for i in range(10)],
                                   queue=queue)  # fmt: skip
+        await wait_for_route(producer.instance, topic)
         async with PullConsumer(unique("CG"), namesrv_addr=cluster.namesrv,
                                 consume_from_where=FIRST,
                                 pull_batch_size=2) as consumer:  # fmt: skip
@@ -192,6 +193,7 @@ async def test_moves_past_a_scan_window_that_matches_nothing(
             [Message(topic, b"b", tags="TagB") for _ in range(1000)], queue=queue
         )
         await producer.send(Message(topic, b"wanted", tags="TagA"), queue=queue)
+        await wait_for_route(producer.instance, topic)
     async with PullConsumer(unique("CG"), namesrv_addr=cluster.namesrv,
                             consume_from_where=FIRST) as consumer:  # fmt: skip
         await consumer.subscribe(topic, "TagA")
