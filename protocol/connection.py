@@ -64,6 +64,8 @@ class Later:
 
     def __init__(self, handler: AsyncHandler) -> None:
         self.handler = handler
+
+
 CloseListener: TypeAlias = Callable[["Connection"], None]
 #: Checks a request before its handler: None lets it through, a command is the refusal.
 Guard: TypeAlias = Callable[["Connection", RemotingCommand], RemotingCommand | None]
