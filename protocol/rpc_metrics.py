@@ -13,8 +13,9 @@ labelled as RocketMQ labels it: ``protocol_type="remoting"``, ``request_code`` a
 from __future__ import annotations
 
 import bisect
+import functools
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from time import perf_counter
 from typing import cast
 
@@ -22,7 +23,14 @@ from prometheus_client.metrics_core import HistogramMetricFamily
 
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand, RemotingError
-from protocol.connection import AsyncHandler, Connection, Dispatcher, Handler, Later
+from protocol.connection import (
+    AsyncHandler,
+    Connection,
+    Dispatcher,
+    Handler,
+    Later,
+    SyncHandler,
+)
 
 __all__ = [
     "RPC_LATENCY_BUCKETS_MS",
@@ -58,23 +66,23 @@ class RpcLatency:
         counter[0] += milliseconds
         counter[1 + bisect.bisect_left(RPC_LATENCY_BUCKETS_MS, milliseconds)] += 1
 
-    def _timed_later(self, handler: AsyncHandler, started: float) -> AsyncHandler:
-        """A `Later`'s handler, counted from the request's dispatch at ``started``."""
-        on_rpc = self.on_rpc
-
-        async def timed_later(
-            connection: Connection, request: RemotingCommand
-        ) -> RemotingCommand | None:
-            try:
-                response = await handler(connection, request)
-            except RemotingError as refused:
-                on_rpc(request.code, refused.code, started)
-                raise
-            if response is not None:
-                on_rpc(request.code, response.code, started)
-            return response
-
-        return timed_later
+    async def _answer_counted(
+        self,
+        handler: AsyncHandler,
+        started: float,
+        connection: Connection,
+        request: RemotingCommand,
+    ) -> RemotingCommand | None:
+        """Await ``handler``'s answer and count it from ``started`` (an async handler's call,
+        or the dispatch of a plain one that answered `Later`)."""
+        try:
+            response = await handler(connection, request)
+        except RemotingError as refused:  # answered with its code by the connection
+            self.on_rpc(request.code, refused.code, started)
+            raise
+        if response is not None:
+            self.on_rpc(request.code, response.code, started)
+        return response
 
     def timed(self, handler: Handler) -> Handler:
         """``handler`` wrapped so each answer it returns (or `RemotingError` it raises) is
@@ -82,28 +90,17 @@ class RpcLatency:
         it is not counted here."""
         on_rpc = self.on_rpc
         if inspect.iscoroutinefunction(handler):
-            async_handler = cast(
-                Callable[[Connection, RemotingCommand], Awaitable[RemotingCommand | None]],
-                handler,
-            )
+            async_handler = cast(AsyncHandler, handler)
 
             async def timed_async(
                 connection: Connection, request: RemotingCommand
             ) -> RemotingCommand | None:
-                started = perf_counter()
-                try:
-                    response = await async_handler(connection, request)
-                except RemotingError as refused:  # answered with its code by the connection
-                    on_rpc(request.code, refused.code, started)
-                    raise
-                if response is not None:
-                    on_rpc(request.code, response.code, started)
-                return response
+                return await self._answer_counted(
+                    async_handler, perf_counter(), connection, request
+                )
 
             return timed_async
-        sync_handler = cast(
-            Callable[[Connection, RemotingCommand], RemotingCommand | Later | None], handler
-        )
+        sync_handler = cast(SyncHandler, handler)
 
         def timed_sync(
             connection: Connection, request: RemotingCommand
@@ -115,7 +112,7 @@ class RpcLatency:
                 on_rpc(request.code, refused.code, started)
                 raise
             if type(response) is Later:
-                return Later(self._timed_later(response.handler, started))
+                return Later(functools.partial(self._answer_counted, response.handler, started))
             if response is not None:
                 on_rpc(request.code, response.code, started)  # type: ignore[union-attr]
             return response

@@ -119,6 +119,15 @@ async def test_poll_of_an_unreachable_queue_fails_clearly(
         assert "no-such" in str(refused.value)
 
 
+async def _fill_first_queue(producer: Producer, messages: list[Message]) -> MessageQueue:
+    """``messages`` stored in their topic's first queue (one batch), the topic routed: the
+    queue."""
+    queue = (await producer.queues(messages[0].topic))[0]
+    await producer.send_batch(messages, queue=queue)
+    await wait_for_route(producer.instance, messages[0].topic)
+    return queue
+
+
 async def _until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
     with anyio.fail_after(timeout):
         while not condition():
@@ -131,9 +140,7 @@ async def test_pulls_ahead_within_prefetch_and_commits_only_what_poll_returned(
     topic, group = unique("AheadTopic"), unique("CG")
     bodies = [f"m{i}".encode() for i in range(40)]
     async with Producer(unique("PG"), namesrv_addr=cluster.namesrv) as producer:
-        queue = (await producer.queues(topic))[0]
-        await producer.send_batch([Message(topic, body) for body in bodies], queue=queue)
-        await wait_for_route(producer.instance, topic)
+        queue = await _fill_first_queue(producer, [Message(topic, body) for body in bodies])
         async with PullConsumer(group, namesrv_addr=cluster.namesrv, consume_from_where=FIRST,
                                 pull_batch_size=4, prefetch=4) as consumer:  # fmt: skip
             await consumer.assign([queue])
@@ -165,10 +172,9 @@ async def test_seek_drops_what_was_pulled_ahead(
 ) -> None:
     topic = unique("SeekAheadTopic")
     async with Producer(unique("PG"), namesrv_addr=cluster.namesrv) as producer:
-        queue = (await producer.queues(topic))[0]
-        await producer.send_batch([Message(topic, f"m{i}".encode()) for i in range(10)],
-                                  queue=queue)  # fmt: skip
-        await wait_for_route(producer.instance, topic)
+        queue = await _fill_first_queue(
+            producer, [Message(topic, f"m{i}".encode()) for i in range(10)]
+        )
         async with PullConsumer(unique("CG"), namesrv_addr=cluster.namesrv,
                                 consume_from_where=FIRST,
                                 pull_batch_size=2) as consumer:  # fmt: skip
@@ -188,12 +194,10 @@ async def test_moves_past_a_scan_window_that_matches_nothing(
     # PULL_RETRY_IMMEDIATELY with the offset it scanned to, and the consumer moves on to it.
     topic = unique("SkipTopic")
     async with Producer(unique("PG"), namesrv_addr=cluster.namesrv) as producer:
-        queue = (await producer.queues(topic))[0]
-        await producer.send_batch(
-            [Message(topic, b"b", tags="TagB") for _ in range(1000)], queue=queue
+        skipped = [Message(topic, b"b", tags="TagB") for _ in range(1000)]
+        queue = await _fill_first_queue(
+            producer, [*skipped, Message(topic, b"wanted", tags="TagA")]
         )
-        await producer.send(Message(topic, b"wanted", tags="TagA"), queue=queue)
-        await wait_for_route(producer.instance, topic)
     async with PullConsumer(unique("CG"), namesrv_addr=cluster.namesrv,
                             consume_from_where=FIRST) as consumer:  # fmt: skip
         await consumer.subscribe(topic, "TagA")
