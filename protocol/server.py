@@ -8,8 +8,11 @@ traffic for ``idle_timeout`` seconds is closed.
 
 from __future__ import annotations
 
+import errno
 import logging
+import resource
 import ssl
+import time
 from collections.abc import Awaitable, Callable
 
 import attrs
@@ -23,6 +26,63 @@ from protocol.transport import FrameTransport, TrioSocketTransport, TrioStreamTr
 from protocol.websocket import WebSocketTransport
 
 log = logging.getLogger("boltmq.remoting")
+
+#: Seconds between two lines about the same accept failure (see `AcceptFailureLog`).
+ACCEPT_FAILURE_LOG_INTERVAL = 30.0
+
+
+class AcceptFailureLog(logging.Filter):
+    """Turns trio's accept-failure records into one actionable line every 30 seconds.
+
+    When accept(2) fails for want of resources (EMFILE at the open-file limit, ENFILE,
+    ENOMEM, ENOBUFS) trio's listener loop logs an error with a traceback and retries every
+    0.1 s: ten tracebacks a second for as long as it lasts, none saying what to do. Installed
+    on trio's ``trio.serve_listeners`` logger (which both the TCP and the websocket listeners
+    use), this drops those records and logs on ``boltmq.remoting`` instead: what failed, the
+    descriptor limit, that waiting clients are accepted once a descriptor is free, and how many
+    retries the last interval suppressed. Other records pass unchanged.
+    """
+
+    def __init__(self, interval: float = ACCEPT_FAILURE_LOG_INTERVAL) -> None:
+        super().__init__("trio.serve_listeners")
+        self.interval = interval
+        self._last: dict[int, float] = {}
+        self._suppressed: dict[int, int] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if not isinstance(exc, OSError) or exc.errno is None:
+            return True
+        code = exc.errno
+        now = time.monotonic()
+        if now - self._last.get(code, -self.interval) < self.interval:
+            self._suppressed[code] = self._suppressed.get(code, 0) + 1
+            return False
+        self._last[code] = now
+        suppressed = self._suppressed.pop(code, 0)
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        log.error(
+            "remoting: cannot accept new connections: %s (%s); open-file limit %s (hard %s); "
+            "connecting clients wait and are accepted once a descriptor is free (retried every "
+            "0.1 s%s); raise the limit (ulimit -n, systemd LimitNOFILE=) or close idle clients",
+            errno.errorcode.get(code, str(code)),
+            exc.strerror or exc,
+            _limit(soft),
+            _limit(hard),
+            f", {suppressed} retries since the last line" if suppressed else "",
+        )
+        return False
+
+
+def _limit(value: int) -> str:
+    return "unlimited" if value == resource.RLIM_INFINITY else str(value)
+
+
+def install_accept_failure_log() -> None:
+    """Put `AcceptFailureLog` on trio's listener logger (once per process)."""
+    trio_log = logging.getLogger("trio.serve_listeners")
+    if not any(isinstance(f, AcceptFailureLog) for f in trio_log.filters):
+        trio_log.addFilter(AcceptFailureLog())
 
 
 @attrs.define
@@ -52,6 +112,7 @@ class RemotingServer:
     """Serves a dispatcher over any number of TCP and websocket listeners."""
 
     def __init__(self, dispatcher: Dispatcher, config: ServerConfig | None = None) -> None:
+        install_accept_failure_log()
         self.dispatcher = dispatcher
         self.config = config or ServerConfig()
         self.connections: set[Connection] = set()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+import os
+import resource
 import struct
 
 import pytest
@@ -368,3 +371,53 @@ async def test_answers_larger_than_the_socket_buffers_arrive_whole(nursery: trio
     await raw.aclose()
     assert [a.opaque for a in answers if a is not None] == [0, 1, 2, 3]
     assert [a.body for a in answers if a is not None] == bodies
+
+
+async def test_accept_at_the_open_file_limit_logs_one_line_and_serves_the_client_later(
+    nursery: trio.Nursery, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A real EMFILE: the process's descriptors are filled up to a lowered soft limit, then a
+    # client connects; trio's listener retries its accept every 0.1 s.
+    harness = await start_harness(nursery, "tcp")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    fillers: list[int] = []
+    caplog.set_level(logging.INFO)
+    async with RemotingClient() as client:
+        with trio.fail_after(5):
+            await client.invoke(harness.address, RemotingCommand.request(ECHO, {}, b"warm"))
+        waiting = trio.socket.socket()
+        try:
+            highest = max(int(name) for name in os.listdir("/proc/self/fd"))
+            resource.setrlimit(resource.RLIMIT_NOFILE, (highest + 1, hard))
+            try:
+                while True:  # fill every free number below the limit
+                    fillers.append(os.open(os.devnull, os.O_RDONLY))
+            except OSError:
+                pass
+            # Its socket exists already; the server cannot get one for the connection.
+            await waiting.connect(("127.0.0.1", harness.port))
+            with trio.fail_after(10):
+                while not any("cannot accept" in r.getMessage() for r in caplog.records):
+                    await trio.sleep(0.05)
+            await trio.sleep(0.5)  # five more failed accepts: no more lines
+            lines = [r for r in caplog.records if "cannot accept" in r.getMessage()]
+            assert len(lines) == 1
+            assert lines[0].name == "boltmq.remoting" and lines[0].exc_info is None
+            assert "EMFILE" in lines[0].getMessage()
+            assert f"open-file limit {highest + 1}" in lines[0].getMessage()
+            assert not [r for r in caplog.records if r.name == "trio.serve_listeners"]
+            accepted = harness.server.statistics().accepted_total
+            for fd in fillers:
+                os.close(fd)
+            fillers.clear()
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+            # The waiting client is accepted and served: nothing was lost.
+            await waiting.send(frame(ECHO, 7))
+            with trio.fail_after(10):
+                answer = await waiting.recv(65536)
+            assert answer and harness.server.statistics().accepted_total == accepted + 1
+        finally:
+            for fd in fillers:
+                os.close(fd)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+            waiting.close()
