@@ -163,10 +163,16 @@ def load_config(
 
 def _logical_lines(text: str) -> Iterable[tuple[int, str]]:
     """(first line number, text) of each logical line that is not blank or a comment."""
-    natural = _LINE_BREAK.split(text)
+    for first, _end, logical in _logical_spans(_LINE_BREAK.split(text)):
+        yield first + 1, logical
+
+
+def _logical_spans(natural: list[str]) -> Iterable[tuple[int, int, str]]:
+    """(first index, index past the last, text) in ``natural`` of each logical line that
+    is not blank or a comment (a continued line spans several natural ones)."""
     index = 0
     while index < len(natural):
-        line_number = index + 1
+        first = index
         line = natural[index].lstrip(_BLANKS)
         index += 1
         if not line or line[0] in "#!":
@@ -180,7 +186,51 @@ def _logical_lines(text: str) -> Iterable[tuple[int, str]]:
             line = natural[index].lstrip(_BLANKS)
             index += 1
         parts.append(line)
-        yield line_number, "".join(parts)
+        yield first, index, "".join(parts)
+
+
+def update_properties_text(text: str, changes: Mapping[str, str]) -> str:
+    """``text`` with each key of ``changes`` set to its value, everything else kept.
+
+    The first line that sets a key (matched as `build_config` matches keys: ``listenPort``,
+    ``listen_port`` and ``listen-port`` are one key) is replaced where it stands, later ones
+    that set it again are dropped (they would win when read), and keys no line sets are
+    appended. Comments, blank lines and other settings stay as they were.
+    """
+    natural = _LINE_BREAK.split(text)
+    if natural and natural[-1] == "":
+        natural.pop()  # the text's final line break
+    wanted = {_normalize(key): (key, value) for key, value in changes.items()}
+    replaced: dict[int, tuple[int, str]] = {}  # first index -> (end index, new line)
+    done: set[str] = set()
+    for first, end, logical in _logical_spans(natural):
+        key_raw, _value = _split_key_value(logical)
+        try:
+            normalized = _normalize(_unescape(key_raw))
+        except ValueError:
+            continue  # a malformed line is not one of ours: kept as it is
+        if normalized in wanted:
+            key, value = wanted[normalized]
+            line = "" if normalized in done else format_properties({key: value}).rstrip("\n")
+            replaced[first] = (end, line)
+            done.add(normalized)
+    out: list[str] = []
+    index = 0
+    while index < len(natural):
+        if index in replaced:
+            end, line = replaced[index]
+            if line:
+                out.append(line)
+            index = end
+        else:
+            out.append(natural[index])
+            index += 1
+    out.extend(
+        format_properties({key: value}).rstrip("\n")
+        for normalized, (key, value) in wanted.items()
+        if normalized not in done
+    )
+    return "\n".join(out) + "\n"
 
 
 def _continues(line: str) -> bool:

@@ -4,8 +4,12 @@ updateSubGroup, deleteSubGroup, and the tables a slave's config sync reads).
 
 UPDATE_BROKER_CONFIG (25) changes only `RUNTIME_KEYS`, the settings the broker reads at each
 use; any other key, an unknown key or a bad value refuses the whole request and changes
-nothing. GET_BROKER_CONFIG (26) answers every setting as ``key=value`` lines. Changes go to
-the table actors and are answered once applied and written to the table's file
+nothing. A broker started with a config file (``-c broker.conf``) writes the changed keys
+into that file before it applies them, as RocketMQ's broker persists its configuration to the
+file it was started with (here only the changed lines change; comments and other settings
+stay), so they hold after a restart. GET_BROKER_CONFIG (26) answers every setting as
+``key=value`` lines. Topic and group changes go to the table actors and are answered once
+applied and written to the table's file
 (`TableActor.call_persisted`), as RocketMQ persists before it answers: a broker killed right
 after the answer still has the change when it restarts.
 
@@ -15,9 +19,11 @@ The sheet's WIPE_WRITE_PERM_OF_BROKER (205) is a registry request; brokers have 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import attrs
+import trio
 
 from actors.broker.config import BrokerConfig, ConfigError
 from actors.broker.groups import DeleteGroup, UpdateGroup
@@ -54,7 +60,8 @@ from protocol.headers import (
     decode_header,
     encode_header,
 )
-from supervisors.config import parse_properties, property_key
+from supervisors.config import parse_properties, property_key, update_properties_text
+from supervisors.config_file import save_json_config
 
 if TYPE_CHECKING:
     from actors.broker.service import Broker
@@ -141,6 +148,15 @@ class ConfigAdmin:
         except ConfigError as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, f"{exc}; nothing was changed")
         broker = self.broker
+        if broker.config_file is not None:
+            # Written before it is applied: a change the file cannot keep is no change.
+            try:
+                await trio.to_thread.run_sync(_write_back, broker.config_file, changes)
+            except OSError as exc:
+                return request.response(
+                    ResponseCode.SYSTEM_ERROR,
+                    f"could not write {broker.config_file}: {exc}; nothing was changed",
+                )
         for key in changes:
             name = _FIELD_BY_KEY[key]
             setattr(broker.config, name, getattr(checked, name))
@@ -150,7 +166,17 @@ class ConfigAdmin:
             # with perms folded by the broker's permission (the registrar's on_change hook
             # registers at once).
             await broker.topics.call_persisted(BumpDataVersion())
-        log.info("broker settings changed by %s: %s", connection.peer, changes)
+        if broker.config_file is not None:
+            log.info(
+                "broker settings changed by %s and written to %s: %s",
+                connection.peer, broker.config_file, changes,
+            )  # fmt: skip
+        else:
+            log.info(
+                "broker settings changed by %s until the broker stops (it was started without "
+                "a config file, -c, to write them to): %s",
+                connection.peer, changes,
+            )  # fmt: skip
         return request.response()
 
     # -- topics --------------------------------------------------------------------------------
@@ -239,3 +265,14 @@ class ConfigAdmin:
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
         return request.response(body=self.broker.groups.to_json())
+
+
+def _write_back(path: Path, changes: dict[str, str]) -> None:
+    """Set ``changes`` in the properties file ``path`` (other lines and comments kept),
+    atomically with the old content kept as ``.bak`` (blocking: a worker thread)."""
+    raw = path.read_bytes()
+    try:
+        text, encoding = raw.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        text, encoding = raw.decode("iso-8859-1"), "iso-8859-1"
+    save_json_config(path, update_properties_text(text, changes).encode(encoding, "replace"))

@@ -35,6 +35,7 @@ import ssl
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
+from pathlib import Path
 
 import attrs
 import trio
@@ -101,8 +102,13 @@ class BrokerStatistics:
 class Broker:
     """A RocketMQ 4.x broker; see the module docstring."""
 
-    def __init__(self, config: BrokerConfig | None = None) -> None:
+    def __init__(
+        self, config: BrokerConfig | None = None, config_file: Path | None = None
+    ) -> None:
         self.config = config or BrokerConfig()
+        #: The broker.conf it was started with (``-c``): UPDATE_BROKER_CONFIG writes its
+        #: changes there, as RocketMQ's broker does (`actors.broker.config_admin`).
+        self.config_file = config_file
         config_dir = self.config.config_dir
         self.topics = TopicManager(self.config, config_dir / "topics.json")
         self.offsets = ConsumerOffsetManager(

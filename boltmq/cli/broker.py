@@ -59,7 +59,8 @@ def setup_broker(parser: argparse.ArgumentParser) -> Runner:
         config = _broker_config(parser, args)
         if config is None:
             return EXIT_USAGE
-        return serve("broker", [broker_child(Broker(config))])
+        config_file = Path(args.config) if args.config else None
+        return serve("broker", [broker_child(Broker(config, config_file))])
 
     return run
 
@@ -127,7 +128,7 @@ def setup_cluster(parser: argparse.ArgumentParser) -> Runner:
         )
         if not load_registry(registry):
             return 1
-        broker = Broker(config)
+        broker = Broker(config, Path(args.config) if args.config else None)
         if own_registry:
             # The registry child starts first; its bound port (maybe ephemeral) is known by then.
             broker.before_start = lambda: setattr(config, "namesrv_addr", registry.address)

@@ -106,11 +106,18 @@ class Node:
         """Everything the node has logged, over all its runs."""
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
-    def launch(self) -> subprocess.Popen[bytes]:
-        """Start the process without waiting for it to answer."""
+    @property
+    def conf(self) -> Path:
+        """The node's config file (written from ``settings`` at each start but a kept one)."""
+        return self.directory / f"{self.kind}.conf"
+
+    def launch(self, keep_conf: bool = False) -> subprocess.Popen[bytes]:
+        """Start the process without waiting for it to answer (``keep_conf``: with the
+        config file as the last run left it)."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        conf = self.directory / f"{self.kind}.conf"
-        conf.write_text("".join(f"{k}={v}\n" for k, v in self.settings.items()))
+        conf = self.conf
+        if not keep_conf:
+            conf.write_text("".join(f"{k}={v}\n" for k, v in self.settings.items()))
         env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
@@ -119,11 +126,11 @@ class Node:
             )  # fmt: skip
         return self.process
 
-    async def start(self, timeout: float = 60.0) -> None:
+    async def start(self, timeout: float = 60.0, keep_conf: bool = False) -> None:
         """Start and wait until this run logs that it is ready (a broker logs it once every
         child of its supervisor has started)."""
         seen = len(self.log_text())
-        process = self.launch()
+        process = self.launch(keep_conf)
         ready = "ready on" if self.kind == "broker" else "registry ready"
 
         def up() -> bool:

@@ -6,6 +6,9 @@ file holds the change (as RocketMQ persists before answering), so a broker kille
 the answer arrives has the change when it starts again. Without that, the tables' batching
 (0.2 s for topics and groups, ``flushConsumerOffsetInterval`` for offsets) loses it.
 
+UPDATE_BROKER_CONFIG's changes are written into the broker.conf the broker was started with
+(``-c``), before they apply, and hold after a restart; the file's other lines stay.
+
 Real registry and broker processes, loopback only, free ports, a deadline on every wait.
 """
 
@@ -16,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import boltmq
+from client.message import MQClientError
 from tests.reliability.nodes import Node, broker_node, registry_node, wait_until
 
 pytestmark = pytest.mark.timeout(240)
@@ -75,6 +79,36 @@ async def test_admin_changes_survive_a_kill_right_after_the_answer(tmp_path: Pat
             assert offsets.get(f"{KEPT}@{GROUP}") == {0: 0, 1: 0, 2: 0}, offsets
             topics = (await admin.all_topic_config(broker.address)).topic_config_table
             assert KEPT in topics and DELETED not in topics
+    finally:
+        await broker.stop()
+        await registry.stop()
+
+
+async def test_broker_config_changes_are_written_to_its_config_file(tmp_path: Path) -> None:
+    registry = registry_node(tmp_path)
+    await registry.start()
+    broker = broker_node(tmp_path, "broker-a-0", registry.address, brokerPermission=6)
+    await broker.start()
+    try:
+        lines_before = broker.conf.read_text().splitlines()
+        async with boltmq.Admin(namesrv_addr=registry.address) as admin:
+            await admin.update_broker_config(
+                broker.address, {"brokerPermission": "4", "longPollingEnable": "false"}
+            )
+            with pytest.raises(MQClientError):  # refused: nothing written
+                await admin.update_broker_config(broker.address, {"listenPort": "1"})
+        # The set key changed in its place, the new one was appended, the rest stayed.
+        assert broker.conf.read_text().splitlines() == [
+            "brokerPermission=4" if line.startswith("brokerPermission=") else line
+            for line in lines_before
+        ] + ["longPollingEnable=false"]
+        assert (broker.directory / "broker.conf.bak").read_text().splitlines() == lines_before
+        await broker.kill()
+        await broker.start(keep_conf=True)
+        async with boltmq.Admin(namesrv_addr=registry.address) as admin:
+            config = await admin.broker_config(broker.address)
+        assert (config["brokerPermission"], config["longPollingEnable"]) == ("4", "false")
+        assert config["listenPort"] == str(broker.port)
     finally:
         await broker.stop()
         await registry.stop()

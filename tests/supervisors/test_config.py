@@ -21,6 +21,7 @@ from supervisors.config import (
     parse_overrides,
     parse_properties,
     property_key,
+    update_properties_text,
 )
 
 BROKER_CONF = """\
@@ -210,3 +211,34 @@ def test_parse_overrides() -> None:
     }
     with pytest.raises(ConfigError, match="'listenPort' is not key=value"):
         parse_overrides(["listenPort"])
+
+
+def test_update_properties_text_changes_lines_in_place_and_keeps_the_rest() -> None:
+    text = (
+        "# broker-a\n"
+        "brokerName = broker-a\n"
+        "broker_permission: 6\n"  # another spelling of the same key
+        "\n"
+        "longPolling\\\n"
+        "    Enable=true\n"  # one setting on two lines
+        "! kept comment\n"
+        "brokerPermission=2\n"  # a later duplicate would win when read: dropped
+    )
+    changes = {"brokerPermission": "4", "longPollingEnable": "false", "slaveReadEnable": "true"}
+    updated = update_properties_text(text, changes)
+    assert updated == (
+        "# broker-a\n"
+        "brokerName = broker-a\n"
+        "brokerPermission=4\n"
+        "\n"
+        "longPollingEnable=false\n"
+        "! kept comment\n"
+        "slaveReadEnable=true\n"
+    )
+    assert parse_properties(updated) == {"brokerName": "broker-a", **changes}
+
+
+def test_update_properties_text_escapes_values_and_handles_an_empty_file() -> None:
+    updated = update_properties_text("", {"brokerIP1": " 10.0.0.1", "a=b": "x:y"})
+    assert parse_properties(updated) == {"brokerIP1": " 10.0.0.1", "a=b": "x:y"}
+    assert update_properties_text("k=v", {}) == "k=v\n"  # a final line break is added
