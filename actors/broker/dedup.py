@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import re
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, NamedTuple
@@ -38,6 +39,7 @@ import trio
 from protocol.message import (
     BLANK_MAGIC_CODE,
     MAGIC_CODE,
+    NAME_VALUE_SEPARATOR,
     MessageConst,
     MessageExt,
     MessageFormatError,
@@ -52,6 +54,9 @@ log = logging.getLogger("boltmq.broker.dedup")
 
 DEDUP_KEY = MessageConst.DEDUP_KEY
 """The property a send carries its dedup key in."""
+
+# The key's name as stored in a record's properties (name, then the value separator).
+_KEY_MARK = re.compile(re.escape(DEDUP_KEY.encode() + NAME_VALUE_SEPARATOR.encode()))
 
 
 def wall_ms() -> int:
@@ -308,15 +313,15 @@ class DedupService:
                 )
                 scanned = found = 0
             log.info(
-                "dedup index: %d key(s) within the last %d s rebuilt from %d record(s) of the "
-                "commit log in %.2f s", found, self.index.window_ms // 1000, scanned,
-                time.monotonic() - started,
+                "dedup index: %d key(s) within the last %d s rebuilt from the commit log in "
+                "%.2f s (%d record(s) decoded)", found, self.index.window_ms // 1000,
+                time.monotonic() - started, scanned,
             )  # fmt: skip
         task_status.started()
         await trio.sleep_forever()
 
     def rebuild(self) -> tuple[int, int]:
-        """Add every key of the records stored within the window; (records scanned, keys)."""
+        """Add every key of the records stored within the window; (records decoded, keys)."""
         scanned = found = 0
         for message in self._recent_records():
             scanned += 1
@@ -332,7 +337,8 @@ class DedupService:
         return scanned, found
 
     def _recent_records(self) -> Iterator[MessageExt]:
-        """Records stored within the window, oldest first, bodies not read."""
+        """Records stored within the window that may hold a dedup key, oldest first, bodies
+        not read."""
         store = self.store
         file_size = store.config.mapped_file_size_commit_log
         cutoff = self.index.now_ms() - self.index.window_ms
@@ -351,19 +357,25 @@ class DedupService:
             if data is None:
                 offset += file_size - offset % file_size
                 continue
+            # Only records whose bytes hold the key's name are decoded: one scan of the file
+            # finds them (a file without one is skipped whole), the others are stepped over
+            # by their size. A body that happens to hold the name is decoded and has no key.
+            hit = _KEY_MARK.search(data)
             pos = 0
-            while pos + 8 <= len(data):
+            while hit is not None and pos + 8 <= len(data):
                 size, magic = peek_record_header(data, pos)
                 if magic == BLANK_MAGIC_CODE or magic != MAGIC_CODE or size <= 0:
                     break
-                try:
-                    message = decode_record(data, pos, read_body=False)
-                except MessageFormatError as exc:
-                    log.warning("dedup index rebuild stops at commit-log offset %d: %s",
-                                offset + pos, exc)  # fmt: skip
-                    return
-                if message.store_timestamp >= cutoff:
-                    yield message
+                if pos + size > hit.start():
+                    try:
+                        message = decode_record(data, pos, read_body=False)
+                    except MessageFormatError as exc:
+                        log.warning("dedup index rebuild stops at commit-log offset %d: %s",
+                                    offset + pos, exc)  # fmt: skip
+                        return
+                    if message.store_timestamp >= cutoff:
+                        yield message
+                    hit = _KEY_MARK.search(data, pos + size)
                 pos += size
             offset += file_size - offset % file_size
 

@@ -144,3 +144,25 @@ async def test_the_rebuild_reads_only_the_window_over_several_commit_log_files(
     assert scanned < 600  # whole files older than the window were skipped
     assert index.lookup("DedupScan", "k599") == StoredMessage(answers[599][0], 0, 599)
     assert index.lookup("DedupScan", f"k{600 - inside - 1}") is None
+
+
+async def test_the_rebuild_decodes_only_records_that_hold_the_key(
+    cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    broker = cluster.broker_address
+    keyed = {}
+    for n in range(300):
+        properties = {KEY: f"k{n}"} if n % 3 == 0 else {"other": "v"}
+        # One body that holds the key's name as a record's properties would: decoded, no key.
+        body = f"{KEY}\x01not a key\x02".encode() if n == 1 else b"x" * 2000
+        answer = answer_of(await call(client, broker, send_request(
+            "DedupSparse", body, properties=properties)))  # fmt: skip
+        if n % 3 == 0:
+            keyed[f"k{n}"] = StoredMessage(answer[0], 0, n)
+    now = cluster.broker.store.get_message_store_timestamp("DedupSparse", 0, 299)
+    index = DedupIndex(window_ms=3_600_000, max_keys=10_000, clock=lambda: now)
+    scanned, found = DedupService(index, cluster.broker.store).rebuild()
+    assert found == len(keyed) == 100
+    assert scanned == 101  # the keyed records and the one body; 199 others stepped over
+    assert all(index.lookup("DedupSparse", key) == stored for key, stored in keyed.items())
+    assert index.lookup("DedupSparse", "not a key") is None
