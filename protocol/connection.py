@@ -11,11 +11,12 @@ writer sends every reply that is ready in one send.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import inspect
 import logging
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol, TypeAlias
 
 import anyio
@@ -235,6 +236,8 @@ class Connection:
         self._in_flight = 0
         self._later = 0  # requests a plain handler answers Later (held pulls): not bounded here
         self._task_group: anyio.abc.TaskGroup | None = None
+        # Starts a request's task (`_run_async`, `_run_later`): see `run`.
+        self._spawn: Callable[..., object] | None = None
         self._closed = False
         self._started = anyio.Event()
         self._last_activity = 0.0
@@ -267,12 +270,27 @@ class Connection:
                 tg.start_soon(self._deadline_sweeper)
                 if self.idle_timeout:
                     tg.start_soon(self._idle_watchdog, self.idle_timeout)
-                self._started.set()
-                task_status.started()
-                await self._reader()
-                tg.cancel_scope.cancel()
+                async with self._request_tasks(tg):
+                    self._started.set()
+                    task_status.started()
+                    await self._reader()
+                    tg.cancel_scope.cancel()
         finally:
             await self._shutdown()
+
+    @contextlib.asynccontextmanager
+    async def _request_tasks(self, tg: anyio.abc.TaskGroup) -> AsyncIterator[None]:
+        """Where requests' tasks start while the connection runs (`_spawn`). Under trio a
+        nursery of their own inside ``tg``: its start_soon costs about 4 us where anyio's
+        costs about 14, and a held pull is one task each, thousands a second on a busy
+        broker."""
+        if sniffio.current_async_library() == "trio":
+            async with trio.open_nursery() as requests:
+                self._spawn = requests.start_soon
+                yield
+        else:
+            self._spawn = tg.start_soon
+            yield
 
     def close(self, reason: str = "closed locally") -> None:
         """Ask the connection to stop; `run` returns once it has."""
@@ -505,8 +523,8 @@ class Connection:
         is_async, handler = entry
         if is_async:
             self._in_flight += 1
-            assert self._task_group is not None
-            self._task_group.start_soon(self._run_async, handler, request)
+            assert self._spawn is not None
+            self._spawn(self._run_async, handler, request)
             return
         try:
             response = handler(self, request)
@@ -517,8 +535,8 @@ class Connection:
             # (the broker holds at most maxHeldPulls pulls), and a consumer holding a pull for
             # each of a thousand queues must still get its heartbeats and commits read.
             self._later += 1
-            assert self._task_group is not None
-            self._task_group.start_soon(self._run_later, response.handler, request)
+            assert self._spawn is not None
+            self._spawn(self._run_later, response.handler, request)
             return
         self.requests_handled += 1
         if response is not None and not request.is_oneway:
