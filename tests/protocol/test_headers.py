@@ -31,6 +31,7 @@ from protocol.headers import (
     QueryMessageRequestHeader,
     RegisterBrokerRequestHeader,
     ResetOffsetRequestHeader,
+    SendFields,
     SendMessageRequestHeader,
     SendMessageResponseHeader,
     UnregisterClientRequestHeader,
@@ -451,6 +452,16 @@ _SEND_FIELD_DECODERS = (decode_send_fields, _send_pull._decode_send_fields_py)
 
 def _fields_of(header: SendMessageRequestHeader) -> tuple[Any, ...]:
     return attrs.astuple(header, recurse=False)
+
+
+def test_send_fields_name_the_header_fields_in_order() -> None:
+    # SendFields repeats SendMessageRequestHeader's field list (a typed tuple for the hot
+    # path): the two must not drift apart.
+    assert SendFields._fields == tuple(f.name for f in attrs.fields(SendMessageRequestHeader))
+    defaults = {f.name: f.default for f in attrs.fields(SendMessageRequestHeader)}
+    assert SendFields._field_defaults == {
+        name: value for name, value in defaults.items() if value is not attrs.NOTHING
+    }
 
 
 @settings(max_examples=300, deadline=None)
