@@ -120,8 +120,13 @@ def test_without_exactly_once_the_replayed_rows_are_stored_twice(
     after_failure, after_replay = run_replayed_stream(spark, data, tmp_path, "Off")
     assert sum(after_failure.values()) >= 149
     assert set(after_replay) == set(expected_rows())
-    twice = [body for body, n in after_replay.items() if n == 2]
-    assert len(twice) == sum(after_failure.values()), "each row the failed run sent is there twice"
+    assert set(after_replay.values()) <= {1, 2}
+    twice = {body for body, n in after_replay.items() if n == 2}
+    # Every row the failed run had stored is there twice. Rows it stored after it was read
+    # are too: Spark ends a failed stage before the other partition's killed task has
+    # stopped sending, so that count is a lower bound.
+    assert set(after_failure) <= twice, "each row the failed run sent is there twice"
+    assert FAILING_ROW not in twice
 
 
 def test_a_batch_write_with_a_write_id_stores_its_rows_once(
