@@ -88,6 +88,8 @@ async def embedded(
                 "fast_port_enable": False,
                 "store_path_root_dir": str(root / "store"),
                 "namesrv_addr": registry.address,
+                # In a test process an idle broker should not fault 512 MiB of page cache in.
+                "commit_log_idle_prefault_mb": 0,
             }
             settings.update(broker_settings)
             broker = Broker(BrokerConfig(**settings))  # type: ignore[arg-type]

@@ -28,6 +28,7 @@ from storage import (
     open_message_store,
 )
 from storage._hash import java_hash
+from storage.message_store import PREFAULT_AHEAD
 
 MakeConfig = Callable[..., MessageStoreConfig]
 
@@ -340,3 +341,27 @@ async def test_layout_matches_rocketmq(make_config: MakeConfig, store_root: Path
     assert len(list((store_root / "index").iterdir())) == 1
     assert (store_root / "checkpoint").stat().st_size == 4096
     assert not (store_root / "abort").exists()
+
+
+@pytest.mark.parametrize("idle_ahead", [40 << 20, 0], ids=["idle-prefault", "off"])
+async def test_an_idle_store_faults_the_log_in_ahead_up_to_idle_prefault_bytes(
+    make_config: MakeConfig, idle_ahead: int
+) -> None:
+    config = make_config(mapped_file_size_commit_log=64 << 20, idle_prefault_bytes=idle_ahead)
+    async with open_message_store(config) as store:
+        put = await store.put_message(MessageExtBrokerInner(topic="T", body=b"x" * 100))
+        assert put.status is PutMessageStatus.PUT_OK
+        last = store.commit_log.files.last_file()
+        assert last is not None
+
+        async def prefaulted(at_least: int) -> None:
+            with trio.fail_after(20):
+                while last.prefaulted_position < last.wrote_position + at_least:
+                    await trio.sleep(0.01)
+
+        await prefaulted(PREFAULT_AHEAD)  # the usual distance, idle or not
+        if idle_ahead:
+            await prefaulted(idle_ahead)  # then further, while nothing is appended
+        else:
+            await trio.sleep(0.5)  # five times the idle threshold: it stays where it was
+            assert last.prefaulted_position <= last.wrote_position + PREFAULT_AHEAD + (1 << 20)
