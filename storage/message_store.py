@@ -238,7 +238,12 @@ class FileMessageStore:
                 while last.prefaulted_position < min(target, last.file_size) and not last.is_full:
                     step = min(target, last.prefaulted_position + PREFAULT_STEP)
                     await trio.to_thread.run_sync(last.prefault, step)
-            elif last is not None and idle_ahead and now - idle_since >= IDLE_PREFAULT_AFTER:
+            elif (
+                last is not None
+                and not last.is_full
+                and idle_ahead
+                and now - idle_since >= IDLE_PREFAULT_AFTER
+            ):
                 # Idle: fault further ahead, up to idle_prefault_bytes, and stop at the first
                 # append. Faulting in a new stretch of the file reads ahead the device's whole
                 # window (8 MiB on some machines) of zeroed pages in one call, and a group
