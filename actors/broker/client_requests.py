@@ -29,7 +29,7 @@ from protocol.bodies import (
 )
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
-from protocol.connection import Connection
+from protocol.connection import Connection, Later
 from protocol.headers import (
     GetConsumerListByGroupRequestHeader,
     GetEarliestMsgStoretimeRequestHeader,
@@ -56,6 +56,9 @@ from supervisors.actor import ActorError
 if TYPE_CHECKING:
     from actors.broker.service import Broker
 
+#: Seconds a consumer's heartbeat waits for the client table before it is answered SYSTEM_BUSY.
+HEARTBEAT_APPLY_TIMEOUT = 3.0
+
 log = logging.getLogger("boltmq.broker")
 
 DEFAULT_QUERY_MAX_NUM = 32
@@ -69,7 +72,9 @@ class ClientRequests:
 
     # -- clients -------------------------------------------------------------------------------
 
-    def heart_beat(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
+    def heart_beat(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand | Later:
         broker = self.broker
         try:
             data = HeartbeatData.from_json(request.body or b"")
@@ -90,14 +95,29 @@ class ClientRequests:
                 consumer.consume_from_where, tuple(consumer.subscription_data_set), notify,
             ))  # fmt: skip
         producers = tuple(producer.group_name for producer in data.producer_data_set)
+        # A consumer's heartbeat is answered once its group lists it, as RocketMQ's broker
+        # registers before it answers: a client asks for its group's members right after
+        # (GET_CONSUMER_LIST_BY_GROUP) and must find itself there.
+        applied = trio.Event() if consumers else None
         try:
             broker.clients.cast_nowait(Heartbeat(
                 connection, data.client_id, request.language, request.version, now,
-                tuple(consumers), producers,
+                tuple(consumers), producers, applied=applied,
             ))  # fmt: skip
         except ActorError as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, f"heartbeat not recorded: {exc}")
-        return request.response()
+        if applied is None or applied.is_set():
+            return request.response()
+
+        async def answer_when_applied(
+            connection: Connection, request: RemotingCommand
+        ) -> RemotingCommand:
+            with trio.move_on_after(HEARTBEAT_APPLY_TIMEOUT):
+                await applied.wait()
+                return request.response()
+            return request.response(ResponseCode.SYSTEM_BUSY, "heartbeat not recorded in time")
+
+        return Later(answer_when_applied)
 
     def unregister_client(
         self, connection: Connection, request: RemotingCommand

@@ -266,6 +266,8 @@ class Heartbeat:
     now: float  # trio.current_time() when it arrived
     consumers: tuple[ConsumerHeartbeat, ...] = ()
     producer_groups: tuple[str, ...] = ()
+    #: Set once the heartbeat is in the table (the handler answers after it: see heart_beat).
+    applied: trio.Event | None = attrs.field(default=None, eq=False)
 
 
 @attrs.frozen
@@ -369,7 +371,11 @@ class ClientManager(TableActor[ClientCommand]):
         try:
             match command:
                 case Heartbeat():
-                    self._heartbeat(command)
+                    try:
+                        self._heartbeat(command)
+                    finally:
+                        if command.applied is not None:
+                            command.applied.set()
                 case UnregisterClient():
                     if command.producer_group:
                         table.unregister_producer(command.producer_group, command.connection)

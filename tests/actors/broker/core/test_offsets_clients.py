@@ -14,6 +14,7 @@ from boltmq import EmbeddedCluster
 from protocol import Dispatcher, RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from protocol.bodies import ConsumeFromWhere, ConsumeType, MessageModel, TopicConfigSerializeWrapper
 from protocol.codes import LanguageCode
+from protocol.connection import Later
 from protocol.headers import (
     GetEarliestMsgStoretimeRequestHeader,
     GetMinOffsetRequestHeader,
@@ -301,3 +302,25 @@ async def test_read_only_broker_permission_reaches_the_registry(
             await trio.sleep(0.01)
     refused = await client.invoke(cluster.broker_address, send_request("Perm"))
     assert refused.code == ResponseCode.NO_PERMISSION
+
+
+async def test_a_consumer_heartbeat_is_answered_once_its_group_lists_it(
+    cluster: EmbeddedCluster,
+) -> None:
+    # A client asks for its group's members right after its heartbeat is answered (the first
+    # rebalance); RocketMQ registers before it answers, so the client must find itself.
+    async with RemotingClient() as client:
+        with trio.fail_after(10):
+            await client.invoke(cluster.broker_address, heartbeat_request("c0", "Other", "T"))
+        connection = next(iter(cluster.broker.server.connections))
+        entry = cluster.broker.server.dispatcher.lookup(RequestCode.HEART_BEAT)
+        assert entry is not None
+        request = heartbeat_request("c1", "Listed", "T")
+        answer = entry[1](connection, request)  # the handler, called as the reader calls it
+        if isinstance(answer, Later):
+            with trio.fail_after(10):
+                answer = await answer.handler(connection, request)
+        assert isinstance(answer, RemotingCommand) and answer.code == ResponseCode.SUCCESS
+        # Checked as the answer leaves, before anything else runs.
+        info = cluster.broker.clients.get_consumer_group_info("Listed")
+        assert info is not None and info.client_ids() == ["c1"]
