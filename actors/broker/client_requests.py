@@ -56,7 +56,7 @@ from supervisors.actor import ActorError
 if TYPE_CHECKING:
     from actors.broker.service import Broker
 
-#: Seconds a consumer's heartbeat waits for the client table before it is answered SYSTEM_BUSY.
+#: Seconds a consumer's heartbeat waits for the client table before it is refused.
 HEARTBEAT_APPLY_TIMEOUT = 3.0
 
 log = logging.getLogger("boltmq.broker")
@@ -95,29 +95,32 @@ class ClientRequests:
                 consumer.consume_from_where, tuple(consumer.subscription_data_set), notify,
             ))  # fmt: skip
         producers = tuple(producer.group_name for producer in data.producer_data_set)
+        heartbeat = Heartbeat(
+            connection, data.client_id, request.language, request.version, now,
+            tuple(consumers), producers,
+        )  # fmt: skip
+        if not consumers:
+            try:
+                broker.clients.cast_nowait(heartbeat)
+            except ActorError as exc:
+                return request.response(
+                    ResponseCode.SYSTEM_ERROR, f"heartbeat not recorded: {exc}"
+                )
+            return request.response()
+
         # A consumer's heartbeat is answered once its group lists it, as RocketMQ's broker
         # registers before it answers: a client asks for its group's members right after
         # (GET_CONSUMER_LIST_BY_GROUP) and must find itself there.
-        applied = trio.Event() if consumers else None
-        try:
-            broker.clients.cast_nowait(Heartbeat(
-                connection, data.client_id, request.language, request.version, now,
-                tuple(consumers), producers, applied=applied,
-            ))  # fmt: skip
-        except ActorError as exc:
-            return request.response(ResponseCode.SYSTEM_ERROR, f"heartbeat not recorded: {exc}")
-        if applied is None or applied.is_set():
+        async def registered(connection: Connection, request: RemotingCommand) -> RemotingCommand:
+            try:
+                await broker.clients.call(heartbeat, timeout=HEARTBEAT_APPLY_TIMEOUT)
+            except ActorError as exc:
+                return request.response(
+                    ResponseCode.SYSTEM_ERROR, f"heartbeat not recorded: {exc}"
+                )
             return request.response()
 
-        async def answer_when_applied(
-            connection: Connection, request: RemotingCommand
-        ) -> RemotingCommand:
-            with trio.move_on_after(HEARTBEAT_APPLY_TIMEOUT):
-                await applied.wait()
-                return request.response()
-            return request.response(ResponseCode.SYSTEM_BUSY, "heartbeat not recorded in time")
-
-        return Later(answer_when_applied)
+        return Later(registered)
 
     def unregister_client(
         self, connection: Connection, request: RemotingCommand

@@ -37,7 +37,7 @@ from protocol.bodies import (
 from protocol.codes import LanguageCode
 from protocol.connection import Connection
 from protocol.message import tag_hash_code
-from supervisors.actor import ActorError, ActorStatistics, ActorStopped
+from supervisors.actor import ActorError, ActorStatistics, ActorStopped, Request
 
 log = logging.getLogger("boltmq.broker.clients")
 
@@ -256,8 +256,9 @@ class ConsumerHeartbeat:
 
 
 @attrs.frozen
-class Heartbeat:
-    """HEART_BEAT: a client's consumer and producer groups on one connection (a cast)."""
+class Heartbeat(Request[None]):
+    """HEART_BEAT: a client's consumer and producer groups on one connection (a cast, or a
+    call when the answer must wait until the table has it: see `ClientRequests.heart_beat`)."""
 
     connection: Connection
     client_id: str
@@ -266,8 +267,6 @@ class Heartbeat:
     now: float  # trio.current_time() when it arrived
     consumers: tuple[ConsumerHeartbeat, ...] = ()
     producer_groups: tuple[str, ...] = ()
-    #: Set once the heartbeat is in the table (the handler answers after it: see heart_beat).
-    applied: trio.Event | None = attrs.field(default=None, eq=False)
 
 
 @attrs.frozen
@@ -371,11 +370,7 @@ class ClientManager(TableActor[ClientCommand]):
         try:
             match command:
                 case Heartbeat():
-                    try:
-                        self._heartbeat(command)
-                    finally:
-                        if command.applied is not None:
-                            command.applied.set()
+                    self._heartbeat(command)
                 case UnregisterClient():
                     if command.producer_group:
                         table.unregister_producer(command.producer_group, command.connection)
