@@ -228,29 +228,25 @@ class FileMessageStore:
             now = trio.current_time()
             if commit_log.max_offset != seen_end:
                 seen_end, idle_since = commit_log.max_offset, now
-            if (
-                last is not None
-                and not last.is_full
-                and last.prefaulted_position - last.wrote_position < PREFAULT_AHEAD // 2
-            ):
+            target, until_append = 0, False
+            if last is not None and not last.is_full:
+                if last.prefaulted_position - last.wrote_position < PREFAULT_AHEAD // 2:
+                    target = last.wrote_position + PREFAULT_AHEAD
+                elif idle_ahead and now - idle_since >= IDLE_PREFAULT_AFTER:
+                    # Idle: further ahead, and only until the next append. Faulting in a new
+                    # stretch of the file reads ahead the device's whole window (8 MiB on
+                    # some machines) of zeroed pages in one call, and a group commit's
+                    # fdatasync was measured to wait 10-40 ms meanwhile; done while idle,
+                    # the next burst of sends meets none of it (docs/PERFORMANCE.md).
+                    target, until_append = last.wrote_position + idle_ahead, True
+            if last is not None and target:
                 # In steps: a long madvise would take a cpu from the writers for milliseconds.
-                target = last.wrote_position + PREFAULT_AHEAD
-                while last.prefaulted_position < min(target, last.file_size) and not last.is_full:
-                    step = min(target, last.prefaulted_position + PREFAULT_STEP)
-                    await trio.to_thread.run_sync(last.prefault, step)
-            elif (
-                last is not None
-                and not last.is_full
-                and idle_ahead
-                and now - idle_since >= IDLE_PREFAULT_AFTER
-            ):
-                # Idle: fault further ahead, up to idle_prefault_bytes, and stop at the first
-                # append. Faulting in a new stretch of the file reads ahead the device's whole
-                # window (8 MiB on some machines) of zeroed pages in one call, and a group
-                # commit's fdatasync was measured to wait 10-40 ms meanwhile; done while idle,
-                # the next burst of sends meets none of it (docs/PERFORMANCE.md).
-                target = min(last.wrote_position + idle_ahead, last.file_size)
-                while last.prefaulted_position < target and commit_log.max_offset == seen_end:
+                target = min(target, last.file_size)
+                while (
+                    last.prefaulted_position < target
+                    and not last.is_full
+                    and not (until_append and commit_log.max_offset != seen_end)
+                ):
                     step = min(target, last.prefaulted_position + PREFAULT_STEP)
                     await trio.to_thread.run_sync(last.prefault, step)
             index = self.index.files[-1] if self.index is not None and self.index.files else None

@@ -31,6 +31,8 @@ from typing import Any, TypeVar
 
 import attrs
 
+from supervisors.config_file import save_json_config
+
 log = logging.getLogger("boltmq.config")
 
 T = TypeVar("T")
@@ -48,12 +50,25 @@ class ConfigError(ValueError):
 
 def load_properties(path: str | os.PathLike[str]) -> dict[str, str]:
     """Read a properties file into a dict (later duplicates win)."""
+    text, _encoding = _read_properties(path)
+    return parse_properties(text, source=os.fspath(path))
+
+
+def update_properties_file(path: str | os.PathLike[str], changes: Mapping[str, str]) -> None:
+    """Set ``changes`` in the properties file ``path`` (`update_properties_text`: other lines
+    and comments kept), in its own encoding, atomically with the old content kept as
+    ``.bak`` (`save_json_config`). Blocking."""
+    text, encoding = _read_properties(path)
+    save_json_config(path, update_properties_text(text, changes).encode(encoding, "replace"))
+
+
+def _read_properties(path: str | os.PathLike[str]) -> tuple[str, str]:
+    """A properties file's text and encoding: UTF-8, else ISO-8859-1 (Java's default)."""
     raw = Path(path).read_bytes()
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
-        text = raw.decode("iso-8859-1")
-    return parse_properties(text, source=os.fspath(path))
+        return raw.decode("iso-8859-1"), "iso-8859-1"
 
 
 def parse_properties(text: str, source: str = "<properties>") -> dict[str, str]:

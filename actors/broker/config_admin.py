@@ -19,7 +19,6 @@ The sheet's WIPE_WRITE_PERM_OF_BROKER (205) is a registry request; brokers have 
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import attrs
@@ -60,8 +59,7 @@ from protocol.headers import (
     decode_header,
     encode_header,
 )
-from supervisors.config import parse_properties, property_key, update_properties_text
-from supervisors.config_file import save_json_config
+from supervisors.config import parse_properties, property_key, update_properties_file
 
 if TYPE_CHECKING:
     from actors.broker.service import Broker
@@ -151,7 +149,7 @@ class ConfigAdmin:
         if broker.config_file is not None:
             # Written before it is applied: a change the file cannot keep is no change.
             try:
-                await trio.to_thread.run_sync(_write_back, broker.config_file, changes)
+                await trio.to_thread.run_sync(update_properties_file, broker.config_file, changes)
             except OSError as exc:
                 return request.response(
                     ResponseCode.SYSTEM_ERROR,
@@ -265,14 +263,3 @@ class ConfigAdmin:
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
         return request.response(body=self.broker.groups.to_json())
-
-
-def _write_back(path: Path, changes: dict[str, str]) -> None:
-    """Set ``changes`` in the properties file ``path`` (other lines and comments kept),
-    atomically with the old content kept as ``.bak`` (blocking: a worker thread)."""
-    raw = path.read_bytes()
-    try:
-        text, encoding = raw.decode("utf-8"), "utf-8"
-    except UnicodeDecodeError:
-        text, encoding = raw.decode("iso-8859-1"), "iso-8859-1"
-    save_json_config(path, update_properties_text(text, changes).encode(encoding, "replace"))
