@@ -465,7 +465,7 @@ async def _fill(node: Node, store_dir: Path, target: int) -> float:
 def _commit_log_bytes(store: Path) -> int:
     """Bytes written to the commit log: the last file's name is its start offset, and the
     store writes ahead of a never-zero record header (a zero total size ends the data)."""
-    files = sorted((store / "commitlog").glob("*"))
+    files = sorted((store / "commitlog").glob("[0-9]" * 20))  # not the spare next file
     if not files:
         return 0
     last = files[-1]

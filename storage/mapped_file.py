@@ -126,10 +126,13 @@ class MappedFile:
         "wrote_position",
     )
 
-    def __init__(self, path: Path, file_size: int, small_writes: bool = False) -> None:
+    def __init__(
+        self, path: Path, file_size: int, small_writes: bool = False, start_offset: int = -1
+    ) -> None:
         self.path = path
         self.file_size = file_size
-        self.file_from_offset = int(path.name)
+        # -1: the offset is the file's name (a spare's is given when it is taken into use).
+        self.file_from_offset = int(path.name) if start_offset < 0 else start_offset
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         self._map: mmap.mmap | None = None
         try:
@@ -335,6 +338,12 @@ class MappedFile:
         hit = bytes(self.view[start:]).find(sub)
         return hit if hit < 0 else start + hit
 
+    def rename(self, path: Path, start_offset: int) -> None:
+        """Give the file a new name and start offset (a spare taken into use); the map stays."""
+        os.rename(self.path, path)
+        self.path = path
+        self.file_from_offset = start_offset
+
     def last_modified(self) -> float:
         """The file's modification time (seconds since the epoch)."""
         return os.stat(self.path).st_mtime
@@ -372,6 +381,11 @@ class MappedFile:
         return self.close()
 
 
+#: The name of a log's spare file (`MappedFileQueue.make_spare`); never an offset name, so
+#: loading and recovery never count it as part of the log.
+SPARE_NAME = "next.alloc"
+
+
 class MappedFileQueue:
     """The ordered files of one log in one directory, each ``file_size`` bytes."""
 
@@ -383,10 +397,14 @@ class MappedFileQueue:
         self.files: list[MappedFile] = []
         # Files deleted while readers still held views; closed when possible.
         self._closing: list[MappedFile] = []
+        #: An empty file made ahead of need (`make_spare`); the next `create_file` takes it.
+        self.spare: MappedFile | None = None
 
     def load(self) -> None:
         """Map the existing files in name order (all must have the configured size)."""
         self.directory.mkdir(parents=True, exist_ok=True)
+        # A spare left by a crash was never written (it is renamed before its first write).
+        (self.directory / SPARE_NAME).unlink(missing_ok=True)
         names = sorted(p for p in self.directory.iterdir() if _is_offset_name(p.name))
         for path in names:
             size = path.stat().st_size
@@ -414,15 +432,41 @@ class MappedFileQueue:
         return self.files[-1] if self.files else None
 
     def create_file(self, start_offset: int) -> MappedFile:
-        """Create and append the file starting at ``start_offset``."""
+        """Create and append the file starting at ``start_offset`` (the spare, if made)."""
         if start_offset % self.file_size:
             raise ValueError(f"file start {start_offset} is not a multiple of {self.file_size}")
-        self.directory.mkdir(parents=True, exist_ok=True)
-        mapped = MappedFile(
-            self.directory / offset_to_file_name(start_offset), self.file_size, self.small_writes
-        )
+        path = self.directory / offset_to_file_name(start_offset)
+        mapped, self.spare = self.spare, None
+        if mapped is not None:
+            try:
+                mapped.rename(path, start_offset)
+            except OSError as exc:
+                log.warning("could not take the spare %s into use as %s (%s); creating the "
+                            "file instead", mapped.path, path.name, exc)  # fmt: skip
+                self._destroy(mapped)
+                mapped = None
+        if mapped is None:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            mapped = MappedFile(path, self.file_size, self.small_writes)
         self.files.append(mapped)
         return mapped
+
+    def make_spare(self) -> MappedFile | None:
+        """Create the next file ahead of need, as RocketMQ's allocation service does
+        (blocking; a worker thread): creating and mapping a file, and faulting in its first
+        pages (`MappedFile.prefault` on `spare`), then happens off the writer's path.
+
+        It is made under `SPARE_NAME` and renamed to its offset by the `create_file` that
+        takes it, before its first write, so it is never part of the log: a crash leaves at
+        most an empty spare, which `load` deletes. Returns the spare; None when one exists.
+        """
+        if self.spare is not None:
+            return None
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.directory / SPARE_NAME
+        path.unlink(missing_ok=True)  # zeros only: a stale spare's content is not trusted
+        self.spare = MappedFile(path, self.file_size, self.small_writes, start_offset=0)
+        return self.spare
 
     def writable_file(self, start_offset: int = 0) -> MappedFile:
         """The last file if it has room, else a new one after it (or at ``start_offset``)."""
@@ -478,12 +522,20 @@ class MappedFileQueue:
         for mapped in self.files:
             self._destroy(mapped)
         self.files = []
+        self._drop_spare()
 
     def close(self) -> None:
-        """Unmap every file (views still held by readers keep their map alive)."""
+        """Unmap every file (views still held by readers keep their map alive); the spare
+        is deleted."""
         for mapped in self.files:
             mapped.close()
+        self._drop_spare()
         self.retry_close()
+
+    def _drop_spare(self) -> None:
+        if self.spare is not None:
+            self._destroy(self.spare)
+            self.spare = None
 
     def retry_close(self) -> None:
         """Close the maps of deleted files whose readers have let go."""

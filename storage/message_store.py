@@ -211,26 +211,30 @@ class FileMessageStore:
 
     async def _prefault_service(self) -> None:
         # Keep PREFAULT_AHEAD bytes past the write position faulted in (see MappedFile.prefault),
-        # idle_prefault_bytes while no append comes, and the newest index file's slots and
-        # next entries (see IndexFile.prefault).
+        # idle_prefault_bytes while no append comes, past the file's end into the spare next
+        # file (made ahead, see MappedFileQueue.make_spare), and the newest index file's
+        # slots and next entries (see IndexFile.prefault).
         commit_log = self.commit_log
+        files = commit_log.files
         idle_ahead = self.config.idle_prefault_bytes
         seen_end = commit_log.max_offset
         idle_since = trio.current_time()
         while True:
             await trio.sleep(0.02)
             # A slave's log is written through the file (`MappedFile.append_through_file`).
-            last = (
-                None
-                if self.config.broker_role is BrokerRole.SLAVE
-                else commit_log.files.last_file()
-            )
+            last = None if self.config.broker_role is BrokerRole.SLAVE else files.last_file()
             now = trio.current_time()
             if commit_log.max_offset != seen_end:
                 seen_end, idle_since = commit_log.max_offset, now
             target, until_append = 0, False
             if last is not None and not last.is_full:
-                if last.prefaulted_position - last.wrote_position < PREFAULT_AHEAD // 2:
+                if files.spare is None:
+                    await trio.to_thread.run_sync(files.make_spare)
+                distance = last.prefaulted_position - last.wrote_position
+                spare = files.spare
+                if spare is not None and last.prefaulted_position >= last.file_size:
+                    distance += spare.prefaulted_position
+                if distance < PREFAULT_AHEAD // 2:
                     target = last.wrote_position + PREFAULT_AHEAD
                 elif idle_ahead and now - idle_since >= IDLE_PREFAULT_AFTER:
                     # Idle: further ahead, and only until the next append. Faulting in a new
@@ -240,15 +244,19 @@ class FileMessageStore:
                     # the next burst of sends meets none of it (docs/PERFORMANCE.md).
                     target, until_append = last.wrote_position + idle_ahead, True
             if last is not None and target:
-                # In steps: a long madvise would take a cpu from the writers for milliseconds.
-                target = min(target, last.file_size)
-                while (
-                    last.prefaulted_position < target
-                    and not last.is_full
-                    and not (until_append and commit_log.max_offset != seen_end)
-                ):
-                    step = min(target, last.prefaulted_position + PREFAULT_STEP)
-                    await trio.to_thread.run_sync(last.prefault, step)
+                # The file being written, then the spare, each up to its share of the target.
+                for mapped, end in ((last, target), (files.spare, target - last.file_size)):
+                    # In steps: a long madvise would take a cpu from the writers for ms.
+                    end = min(end, last.file_size)
+                    while (
+                        mapped is not None
+                        and mapped.prefaulted_position < end
+                        and files.last_file() is last
+                        and not last.is_full
+                        and not (until_append and commit_log.max_offset != seen_end)
+                    ):
+                        step = min(end, mapped.prefaulted_position + PREFAULT_STEP)
+                        await trio.to_thread.run_sync(mapped.prefault, step)
             index = self.index.files[-1] if self.index is not None and self.index.files else None
             if index is not None and index.wants_prefault(INDEX_PREFAULT_AHEAD):
                 await trio.to_thread.run_sync(index.prefault, INDEX_PREFAULT_AHEAD)

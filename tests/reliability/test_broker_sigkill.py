@@ -183,8 +183,11 @@ async def test_async_flush_loses_only_the_unflushed_tail(
 
 
 def zero_commit_log_from(directory: Path, offset: int) -> None:
-    """Zero every commit-log byte from ``offset`` on (files named by their start offset)."""
+    """Zero every commit-log byte from ``offset`` on (files named by their start offset;
+    the spare next file holds nothing of the log)."""
     for path in sorted(directory.iterdir()):
+        if not path.name.isdigit():
+            continue
         start = int(path.name)
         size = path.stat().st_size
         if start + size <= offset:

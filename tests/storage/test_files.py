@@ -22,7 +22,7 @@ from storage import (
 )
 from storage._hash import java_hash, java_hash_uncached
 from storage.index_file import key_hash
-from storage.mapped_file import MappedFile
+from storage.mapped_file import SPARE_NAME, MappedFile
 
 
 def java_hash_reference(text: str) -> int:
@@ -97,6 +97,56 @@ def test_mapped_file_queue_names_rolls_and_reloads(tmp_path: Path) -> None:
     assert again.max_offset == 4100
     assert bytes(again.files[1].slice(0, 8)) == b"bbbb\x00\x00\x00\x00"
     again.close()
+
+
+def test_the_spare_file_becomes_the_next_file_and_is_never_part_of_the_log(
+    tmp_path: Path,
+) -> None:
+    directory = tmp_path / "log"
+    queue = MappedFileQueue(directory, 4096)
+    queue.writable_file().append(b"a" * 4096)
+    spare = queue.make_spare()
+    assert spare is not None and queue.spare is spare
+    assert queue.make_spare() is None  # one at a time
+    assert spare.path.name == SPARE_NAME
+    spare.prefault(4096)  # faulted in ahead; taking it into use keeps the map
+    second = queue.writable_file()
+    assert second is spare and queue.spare is None
+    assert second.path.name == "00000000000000004096" and second.file_from_offset == 4096
+    assert sorted(p.name for p in directory.iterdir()) == [
+        "00000000000000000000",
+        "00000000000000004096",
+    ]
+    second.append(b"b" * 100)
+    assert queue.max_offset == 4196
+    assert queue.find_file(4100) is second
+    assert (directory / "00000000000000004096").read_bytes()[:101] == b"b" * 100 + b"\0"
+
+    assert queue.make_spare() is not None
+    queue.close()  # a clean close deletes its spare
+    assert not (directory / SPARE_NAME).exists()
+
+    # A crash leaves the spare behind: loading deletes it and the log is what was written.
+    (directory / SPARE_NAME).write_bytes(b"whatever it holds")
+    again = MappedFileQueue(directory, 4096)
+    again.load()
+    assert [m.file_from_offset for m in again.files] == [0, 4096]
+    assert again.max_offset == 8192  # until recovery finds the end
+    assert not (directory / SPARE_NAME).exists()
+    again.close()
+
+
+def test_a_spare_that_cannot_be_renamed_is_replaced_by_a_new_file(tmp_path: Path) -> None:
+    queue = MappedFileQueue(tmp_path / "log", 4096)
+    queue.writable_file().append(b"a" * 4096)
+    spare = queue.make_spare()
+    assert spare is not None
+    spare.path.unlink()  # the rename then fails (ENOENT)
+    second = queue.writable_file()
+    assert second is not spare and second.path.name == "00000000000000004096"
+    second.append(b"b")
+    assert queue.max_offset == 4097
+    queue.close()
 
 
 def test_mapped_file_is_sparse(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ from storage import (
     open_message_store,
 )
 from storage._hash import java_hash
+from storage.mapped_file import SPARE_NAME
 from storage.message_store import PREFAULT_AHEAD
 
 MakeConfig = Callable[..., MessageStoreConfig]
@@ -341,6 +342,34 @@ async def test_layout_matches_rocketmq(make_config: MakeConfig, store_root: Path
     assert len(list((store_root / "index").iterdir())) == 1
     assert (store_root / "checkpoint").stat().st_size == 4096
     assert not (store_root / "abort").exists()
+
+
+async def test_the_next_commit_log_file_is_made_and_faulted_in_before_the_writer_needs_it(
+    make_config: MakeConfig,
+) -> None:
+    size = 32 << 20
+    config = make_config(mapped_file_size_commit_log=size, idle_prefault_bytes=0)
+    body = b"s" * (512 << 10)
+    async with open_message_store(config) as store:
+        files = store.commit_log.files
+        # Up to within half the prefault distance of the file's end: the usual distance now
+        # reaches into the spare.
+        while files.max_offset < size - PREFAULT_AHEAD // 4:
+            await store.put_message(message(body=body))
+        with trio.fail_after(20):
+            while files.spare is None or files.spare.prefaulted_position < PREFAULT_AHEAD // 2:
+                await trio.sleep(0.01)
+        spare = files.spare
+        assert spare.path.name == SPARE_NAME
+        for _ in range(8):  # into the next file
+            await store.put_message(message(body=body))
+        assert len(files.files) == 2 and files.files[1] is spare
+        assert spare.path.name == f"{size:020d}" and spare.wrote_position > 0
+        count = store.get_max_offset_in_queue("TopicTest", 0)
+    async with open_message_store(config) as store:
+        assert [m.file_from_offset for m in store.commit_log.files.files] == [0, size]
+        got = store.get_message("g", "TopicTest", 0, count - 8, 32, max_total_bytes=16 << 20)
+        assert [decode_record(b).body for b in got.buffers] == [body] * 8
 
 
 @pytest.mark.parametrize("idle_ahead", [40 << 20, 0], ids=["idle-prefault", "off"])
