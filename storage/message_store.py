@@ -238,10 +238,9 @@ class FileMessageStore:
                     target = last.wrote_position + PREFAULT_AHEAD
                 elif idle_ahead and now - idle_since >= IDLE_PREFAULT_AFTER:
                     # Idle: further ahead, and only until the next append. Faulting in a new
-                    # stretch of the file reads ahead the device's whole window (8 MiB on
-                    # some machines) of zeroed pages in one call, and a group commit's
-                    # fdatasync was measured to wait 10-40 ms meanwhile; done while idle,
-                    # the next burst of sends meets none of it (docs/PERFORMANCE.md).
+                    # stretch of the log costs cpu the writers then lack (and a group
+                    # commit's fdatasync was measured to wait 10-40 ms behind it); done while
+                    # idle, the next burst of sends meets none of it (docs/PERFORMANCE.md).
                     target, until_append = last.wrote_position + idle_ahead, True
             if last is not None and target:
                 # The file being written, then the spare, each up to its share of the target.
