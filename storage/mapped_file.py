@@ -15,6 +15,7 @@ file). Their map is unmapped when the last view of it is gone (`_map_without_fd`
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import logging
@@ -284,7 +285,8 @@ class MappedFile:
             # file faulted in at 2.3-3.3 GB/s where the fault path alone managed 0.45-0.6
             # (each call's stall under 1 ms against up to 24), though the writer's first
             # write to such a page costs about 2.6 us against 1 (docs/PERFORMANCE.md).
-            _fadvise(self._fd, start, end - start, _FADV_WILLNEED)
+            with contextlib.suppress(OSError):  # advice: a spare dropped meanwhile is closed
+                _fadvise(self._fd, start, end - start, _FADV_WILLNEED)
         _libc.madvise(self._address + start, end - start, _MADV_POPULATE_READ)
         self.prefaulted_position = end
 

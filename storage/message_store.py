@@ -52,6 +52,8 @@ PREFAULT_STEP = 1024 * 1024
 INDEX_PREFAULT_AHEAD = 2 * 1024 * 1024
 #: Seconds without an append after which the store counts as idle (`idle_prefault_bytes`).
 IDLE_PREFAULT_AFTER = 0.1
+#: Seconds before the next commit-log file is made ahead again after that failed.
+SPARE_RETRY_AFTER = 10.0
 
 PUT_CALL_TIMEOUT = 60.0
 """Seconds a put waits for the writer when its mailbox is full (a backstop, not a flush timeout)."""
@@ -219,6 +221,7 @@ class FileMessageStore:
         idle_ahead = self.config.idle_prefault_bytes
         seen_end = commit_log.max_offset
         idle_since = trio.current_time()
+        spare_retry_at = 0.0
         while True:
             await trio.sleep(0.02)
             # A slave's log is written through the file (`MappedFile.append_through_file`).
@@ -228,8 +231,16 @@ class FileMessageStore:
                 seen_end, idle_since = commit_log.max_offset, now
             target, until_append = 0, False
             if last is not None and not last.is_full:
-                if files.spare is None:
-                    await trio.to_thread.run_sync(files.make_spare)
+                if files.spare is None and now >= spare_retry_at:
+                    try:
+                        await trio.to_thread.run_sync(files.make_spare)
+                    except OSError as exc:
+                        # Only ahead of need: the writer creates the file itself when it
+                        # gets there, and answers what fails then (a put, not the store).
+                        log.warning("commit log %s: could not make the next file ahead (%s); "
+                                    "trying again in %.0f s", files.directory, exc,
+                                    SPARE_RETRY_AFTER)  # fmt: skip
+                        spare_retry_at = now + SPARE_RETRY_AFTER
                 distance = last.prefaulted_position - last.wrote_position
                 spare = files.spare
                 if spare is not None and last.prefaulted_position >= last.file_size:

@@ -68,8 +68,8 @@ class MessageStoreConfig:
     flush_interval_consume_queue_ms: int = 1000
     sync_flush_timeout_ms: int = 5000
     max_message_size: int = MAX_MESSAGE_SIZE
-    # Bytes past the write position the commit-log file being written is faulted in while no
-    # append comes (0: only the usual 16 MiB); see FileMessageStore._prefault_service.
+    # Bytes past the write position the commit log is faulted in while no append comes
+    # (0: only the usual 16 MiB); see FileMessageStore._prefault_service.
     idle_prefault_bytes: int = 512 * 1024 * 1024
     # Retention.
     file_reserved_time_hours: float = 72

@@ -136,8 +136,8 @@ class BrokerConfig:
     mapped_file_size_consume_queue: int = attrs.field(
         default=300_000 * 20, validator=_positive, metadata={"key": "mapedFileSizeConsumeQueue"}
     )
-    # MiB of the commit-log file being written faulted in ahead of the writer while no
-    # message comes (the page cache a burst of sends will write into; 0: only 16 MiB).
+    # MiB of the commit log faulted in ahead of the writer while no message comes (the
+    # page cache a burst of sends will write into; 0: only 16 MiB).
     commit_log_idle_prefault_mb: int = attrs.field(default=512, validator=attrs.validators.ge(0))
     flush_interval_commit_log: int = attrs.field(default=500, validator=_positive)
     flush_interval_consume_queue: int = attrs.field(default=1000, validator=_positive)

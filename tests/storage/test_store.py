@@ -5,6 +5,7 @@ Real files in tmp_path with 64 KiB commit-log files so that records cross file e
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -370,6 +371,36 @@ async def test_the_next_commit_log_file_is_made_and_faulted_in_before_the_writer
         assert [m.file_from_offset for m in store.commit_log.files.files] == [0, size]
         got = store.get_message("g", "TopicTest", 0, count - 8, 32, max_total_bytes=16 << 20)
         assert [decode_record(b).body for b in got.buffers] == [body] * 8
+
+
+async def test_a_next_file_that_cannot_be_made_ahead_is_created_by_the_writer(
+    make_config: MakeConfig, caplog: pytest.LogCaptureFixture
+) -> None:
+    size = 4 << 20
+    body = b"f" * (256 << 10)
+    async with open_message_store(make_config(mapped_file_size_commit_log=size)) as store:
+        files = store.commit_log.files
+        tries = 0
+
+        def out_of_descriptors() -> None:
+            nonlocal tries
+            tries += 1
+            raise OSError(errno.EMFILE, "Too many open files")
+
+        files.make_spare = out_of_descriptors  # type: ignore[method-assign]
+        await store.put_message(message(body=body))
+        with trio.fail_after(20):
+            while not tries:
+                await trio.sleep(0.01)
+        for _ in range(40):  # 10 MiB: two file ends crossed with no spare
+            put = await store.put_message(message(body=body))
+            assert put.status is PutMessageStatus.PUT_OK
+        assert store.running and len(files.files) == 3 and files.spare is None
+        got = store.get_message("g", "TopicTest", 0, 40, 1, max_total_bytes=1 << 20)
+        assert [decode_record(b).body for b in got.buffers] == [body]
+    assert tries == 1  # and again only after SPARE_RETRY_AFTER
+    [line] = [r.getMessage() for r in caplog.records if "ahead" in r.getMessage()]
+    assert "could not make the next file ahead" in line and "Too many open files" in line
 
 
 @pytest.mark.parametrize("idle_ahead", [40 << 20, 0], ids=["idle-prefault", "off"])
