@@ -40,11 +40,10 @@ from pathlib import Path
 
 import trio
 
+from actors.broker.broker import open_broker
 from actors.broker.config import BrokerConfig
-from actors.broker.metrics import BrokerMetricsCollector
-from actors.broker.request_stats import MESSAGE_SIZE_BUCKETS, RequestStats, message_type_of
-from actors.broker.service import open_broker
-from actors.broker.stats import BrokerStatsManager
+from actors.broker.services.request_stats import MESSAGE_SIZE_BUCKETS, RequestStats, message_type_of
+from actors.broker.services.stats import BrokerStatsManager
 from bench.bench_produce_consume import _produce
 from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from protocol.headers import (
@@ -111,7 +110,7 @@ async def _scrape_cost(args: argparse.Namespace) -> tuple[float, float, int, int
                         assert answer.code == ResponseCode.SUCCESS, answer.remark
                         await client.invoke(address, _commit(topic, group, queue_id, 1))
             broker.stats.sample()
-            collector = BrokerMetricsCollector(broker)
+            collector = broker.metrics_collector
             text = Snapshot.take(collector).text()
             collects, formats = [], []
             for _ in range(args.rounds):

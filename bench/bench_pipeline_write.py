@@ -38,7 +38,7 @@ from typing import IO
 
 import trio
 
-from actors.broker.dedup import DedupIndex, StoredMessage
+from actors.broker.services.dedup import DedupIndex, StoredMessage
 from client import Message, Producer
 from protocol import RemotingClient, ResponseCode
 from protocol.bodies import MessageQueue

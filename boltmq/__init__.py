@@ -13,7 +13,7 @@ take RocketMQ's setting names in snake case. The client (trio or asyncio, see do
 """
 
 from actors.broker.config import BrokerConfig
-from actors.broker.service import Broker, open_broker
+from actors.broker.broker import Broker, open_broker
 from actors.registry import Registry, RegistryConfig, open_registry
 from boltmq.launcher import EmbeddedCluster, RunningCluster, embedded, launch
 from boltmq.spec import ClusterSpec, SpecError, load_spec, parse_spec

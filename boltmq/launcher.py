@@ -26,7 +26,7 @@ import attrs
 import trio
 
 from actors.broker.config import BrokerConfig, load_broker_config
-from actors.broker.service import Broker
+from actors.broker.broker import Broker
 from actors.registry import Registry, RegistryConfig
 from boltmq.spec import REGISTRY, ClusterSpec, NodeSpec, load_spec
 from supervisors.config import format_properties, load_config

@@ -123,8 +123,8 @@ class BrokerConfig:
     plain_acl_file: str = ""
     access_key: str = ""
     secret_key: str = ""
-    # The dedup index (actors.broker.dedup): a send whose BOLTMQ_DEDUP_KEY property this broker
-    # stored for the same topic within the last dedupWindowSeconds is answered with the first
+    # The dedup index (actors.broker.services.dedup): a send whose BOLTMQ_DEDUP_KEY property this
+    # broker stored for the same topic within the last dedupWindowSeconds is answered with the first
     # message's result and not stored again; at most dedupMaxKeys keys are kept (the oldest go
     # first; about 410 bytes each: 1,000,000 keys take about 400 MiB), 0 turns it off.
     dedup_window_seconds: int = attrs.field(default=3600, validator=_positive)

@@ -50,7 +50,7 @@ class MessageConst:
     INNER_MULTI_QUEUE_OFFSET = "INNER_MULTI_QUEUE_OFFSET"
     START_DELIVER_TIME = "__STARTDELIVERTIME"
     # BoltMQ's own, not RocketMQ's: a BoltMQ broker stores a message with a key it stored
-    # within its dedup window only once (actors.broker.dedup); Apache brokers ignore it.
+    # within its dedup window only once (actors.broker.services.dedup); Apache brokers ignore it.
     DEDUP_KEY = "BOLTMQ_DEDUP_KEY"
     # Aliases under the short names people use.
     WAIT = WAIT_STORE_MSG_OK

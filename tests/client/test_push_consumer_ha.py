@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from actors.broker.service import Broker
+from actors.broker.broker import Broker
 from client import ConsumeConcurrentlyStatus, PushConsumer
 from protocol import ResponseCode
 from protocol.bodies import ConsumeFromWhere

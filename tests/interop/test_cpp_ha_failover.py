@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import trio
 
-from actors.broker.service import Broker
+from actors.broker.broker import Broker
 from protocol import RemotingClient, ResponseCode
 from tests.actors.broker.ha.helpers import (
     master_slave_for_failover,

@@ -20,7 +20,7 @@ import pytest
 import trio
 
 from actors.broker.config import BrokerConfig
-from actors.broker.service import Broker, open_broker
+from actors.broker.broker import Broker, open_broker
 from actors.registry import Registry, RegistryConfig, open_registry
 from client import Message, MQClientError, Producer, PullConsumer
 from protocol.bodies import ConsumeFromWhere

@@ -1,38 +1,51 @@
 """High availability of one broker: which HA parts its role runs, their stats and hooks.
 
-A master (ASYNC_MASTER or SYNC_MASTER) runs `ha_master.HAService`; a slave runs
-`ha_slave.HAClient` and `ha_sync.SlaveSynchronize`. Each is a child of the broker's supervisor,
-so a failed replication link restarts alone while the broker keeps serving.
+A master (ASYNC_MASTER or SYNC_MASTER) runs `master.HAService`, the HA listener and the
+SYNC_MASTER's wait for a slave; a slave runs `slave.HAClient`, its replication link, and
+`sync.SlaveSynchronize`, the copy of its master's tables. The composition root
+(`actors.broker.broker`) builds the parts its role runs and hands them to `HighAvailability`;
+each is a child of the broker's supervisor, so a failed replication link restarts alone while
+the broker keeps serving. Nothing here answers requests: GET_ALL_DELAY_OFFSET, what a slave's
+config sync reads besides the admin tables, is served by `actors.broker.handlers.replication`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from actors.broker.ha.master import HAService, HAStatistics
-from actors.broker.ha.slave import HAClient, HAClientStatistics
+from actors.broker.ha.slave import HAClient, HAClientStatistics, MasterAddresses
 from actors.broker.ha.sync import SlaveSynchronize
-from protocol.command import RemotingCommand
-from protocol.connection import Connection
-from storage import MessageExtBrokerInner, PutMessageResult
+from storage import MessageExtBrokerInner, MessageStore, PutMessageResult
 from supervisors.supervisor import ChildSpec
 
-if TYPE_CHECKING:
-    from actors.broker.service import Broker
-
-__all__ = ["HAClientStatistics", "HAStatistics", "HighAvailability", "ha_runtime_info"]
+__all__ = [
+    "HAClient",
+    "HAClientStatistics",
+    "HAService",
+    "HAStatistics",
+    "HighAvailability",
+    "MasterAddresses",
+    "SlaveSynchronize",
+    "ha_runtime_info",
+]
 
 
 class HighAvailability:
     """The HA parts of one broker (None where its role has none)."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        slave = broker.config.is_slave
-        self.service: HAService | None = None if slave else HAService(broker)
-        self.client: HAClient | None = HAClient(broker) if slave else None
-        self.sync: SlaveSynchronize | None = SlaveSynchronize(broker) if slave else None
+    def __init__(
+        self,
+        store: MessageStore,
+        *,
+        service: HAService | None = None,
+        client: HAClient | None = None,
+        sync: SlaveSynchronize | None = None,
+    ) -> None:
+        self.store = store
+        self.service = service
+        self.client = client
+        self.sync = sync
 
     def children(self) -> list[ChildSpec]:
         """Supervisor children: the HA service, or the HA client and the config sync."""
@@ -58,7 +71,7 @@ class HighAvailability:
         or recorded as delivered, is missing from its slave.
         """
         service = self.service
-        store = self.broker.store
+        store = self.store
         if service is None or not service.sync_master:
             store.put_message_nowait(msg, callback)
             return
@@ -75,17 +88,11 @@ class HighAvailability:
             return self.service.statistics()
         return self.client.statistics() if self.client is not None else None
 
-    def get_all_delay_offset(
-        self, connection: Connection, request: RemotingCommand
-    ) -> RemotingCommand:
-        """GET_ALL_DELAY_OFFSET: what a slave's config sync reads besides the admin tables."""
-        return request.response(body=self.broker.schedule.delay_offsets.to_json())
 
-
-def ha_runtime_info(broker: Broker) -> dict[str, str]:
+def ha_runtime_info(ha: HighAvailability) -> dict[str, str]:
     """Runtime-info keys of replication: slave lag on a master, link state on a slave."""
     info: dict[str, str] = {}
-    service, client = broker.ha.service, broker.ha.client
+    service, client = ha.service, ha.client
     if service is not None:
         stats = service.statistics()
         info["haConnectionCount"] = str(len(stats.slaves))

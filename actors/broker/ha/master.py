@@ -26,16 +26,14 @@ import logging
 import math
 import struct
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 import attrs
 import trio
 
+from actors.broker.config import BrokerConfig
+from protocol.server import ServerConfig
 from protocol.tls import accept_tls
 from storage import BrokerRole, MessageStore, PutMessageResult, PutMessageStatus
-
-if TYPE_CHECKING:
-    from actors.broker.service import Broker
 
 log = logging.getLogger("boltmq.broker.ha")
 
@@ -227,9 +225,13 @@ class _Waiter:
 class HAService:
     """The master's HA listener, slave links and SYNC_MASTER waiter table."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.config = broker.config
+    def __init__(
+        self, config: BrokerConfig, store: MessageStore, server_config: ServerConfig
+    ) -> None:
+        self.config = config
+        self.store = store
+        # The HA port follows the remoting port's TLS settings, set up when the broker starts.
+        self.server_config = server_config
         self.sync_master = self.config.broker_role == BrokerRole.SYNC_MASTER
         self.file_size = self.config.mapped_file_size_commit_log
         self.connections: dict[int, HAConnection] = {}
@@ -243,11 +245,6 @@ class HAService:
         self._waiter_added = trio.Event()
         self._data_event = trio.Event()
         self._answering = False
-
-    @property
-    def store(self) -> MessageStore:
-        """The broker's store."""
-        return self.broker.store
 
     # -- the send path ---------------------------------------------------------------------
 
@@ -341,7 +338,7 @@ class HAService:
     async def _serve_slave(self, stream: trio.SocketStream) -> None:
         host, port = stream.socket.getpeername()[:2]
         served: trio.abc.Stream = stream
-        tls = self.broker.server.config
+        tls = self.server_config
         if tls.tls_mode != "disabled" and tls.tls_context is not None:
             # The HA port follows tlsServerMode like the remoting port.
             secured = await accept_tls(stream, tls.tls_mode, tls.tls_context, "HA")

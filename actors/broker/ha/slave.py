@@ -12,17 +12,27 @@ backoff and resumes from its own max offset, so the replicated log has no gap an
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import attrs
 import trio
 
+from actors.broker.config import BrokerConfig
 from actors.broker.ha.master import FRAME_HEADER, OFFSET_REPORT
 from protocol.transport import parse_address
+from storage import MessageStore
 
-if TYPE_CHECKING:
-    from actors.broker.service import Broker
+
+class MasterAddresses(Protocol):
+    """What a slave learns of its master from registering (the registrar's answers)."""
+
+    #: The master's remoting address (the config sync asks it for the tables).
+    master_addr: str | None
+    #: The master's HA address.
+    master_ha_addr: str | None
+
 
 log = logging.getLogger("boltmq.broker.ha")
 
@@ -56,9 +66,18 @@ class LinkDropped(Exception):
 class HAClient:
     """A slave broker's replication link to its master; see the module docstring."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.config = broker.config
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store: MessageStore,
+        registration: MasterAddresses,
+        tls_context: Callable[[], ssl.SSLContext | None],
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.registration = registration
+        # tlsEnable's client context, set up when the broker starts.
+        self.tls_context = tls_context
         self.connected = False
         self.connects = 0
         self.received_bytes = 0
@@ -72,8 +91,7 @@ class HAClient:
         """The master's HA address: configured, or learned at registration."""
         if self.config.ha_master_address:
             return self.config.ha_master_address
-        registrar = self.broker.registrar
-        return registrar.master_ha_addr if registrar is not None else None
+        return self.registration.master_ha_addr
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Keep a link to the master up until cancelled; reconnect with backoff."""
@@ -106,7 +124,7 @@ class HAClient:
     async def _connect(self, host: str, port: int) -> trio.abc.Stream:
         # tlsEnable: the link is TLS, the master checked against tlsClientTrustCertPath.
         stream = await trio.open_tcp_stream(host, port)
-        context = self.broker.tls_client_context
+        context = self.tls_context()
         if context is None:
             return stream
         secure = trio.SSLStream(stream, context, server_hostname=host)
@@ -140,7 +158,7 @@ class HAClient:
         return reasons[0] if reasons else "closed"
 
     def _max_offset(self) -> int:
-        return self.broker.store.get_max_phy_offset()
+        return self.store.get_max_phy_offset()
 
     async def _report(self, stream: trio.abc.Stream) -> None:
         # The only task that writes to the stream: at once, then per interval or when asked.
@@ -152,7 +170,7 @@ class HAClient:
                 await self._report_now.wait()
 
     async def _receive(self, stream: trio.abc.Stream) -> None:
-        store = self.broker.store
+        store = self.store
         silent = self.config.ha_housekeeping_interval / 1000
         header_size = FRAME_HEADER.size
         buffer = bytearray()

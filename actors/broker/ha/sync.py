@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 import trio
 
-from actors.broker.groups import ReplaceGroupTable
-from actors.broker.offsets import ReplaceOffsetTable
-from actors.broker.topics import ReplaceTopicTable
+from actors.broker.config import BrokerConfig
+from actors.broker.ha.slave import MasterAddresses
+from actors.broker.tables.delay_offsets import DelayOffsetTable
+from actors.broker.tables.groups import ReplaceGroupTable, SubscriptionGroupManager
+from actors.broker.tables.offsets import ConsumerOffsetManager, ReplaceOffsetTable
+from actors.broker.tables.topics import ReplaceTopicTable, TopicManager
 from protocol.bodies import (
     ConsumerOffsetSerializeWrapper,
     SubscriptionGroupWrapper,
@@ -28,9 +30,6 @@ from protocol.bodies import (
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand, RemotingError
 from supervisors.actor import ActorError
-
-if TYPE_CHECKING:
-    from actors.broker.service import Broker
 
 log = logging.getLogger("boltmq.broker.ha")
 
@@ -46,18 +45,33 @@ SYNC_TIMEOUT = 5.0
 class SlaveSynchronize:
     """Copies the master's config tables to this slave; see the module docstring."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        registration: MasterAddresses,
+        invoke: _Invoke,
+        topics: TopicManager,
+        offsets: ConsumerOffsetManager,
+        groups: SubscriptionGroupManager,
+        delay_offsets: DelayOffsetTable,
+    ) -> None:
+        self.ha_master_address = config.ha_master_address
+        self.registration = registration
+        self.invoke = invoke
+        self.topics = topics
+        self.offsets = offsets
+        self.groups = groups
+        self.delay_offsets = delay_offsets
         self.syncs = 0
         self.failures = 0
 
     @property
     def master_address(self) -> str | None:
         """The master's remoting address."""
-        registrar = self.broker.registrar
-        if registrar is not None and registrar.master_addr:
-            return registrar.master_addr
-        ha = self.broker.config.ha_master_address
+        if self.registration.master_addr:
+            return self.registration.master_addr
+        ha = self.ha_master_address
         if ha and ":" in ha:
             host, port = ha.rsplit(":", 1)
             return f"{host}:{int(port) - 1}"
@@ -74,11 +88,10 @@ class SlaveSynchronize:
     async def sync_all(self) -> bool:
         """One round over the four tables; False (logged) when the master did not answer."""
         address = self.master_address
-        registrar = self.broker.registrar
-        if address is None or registrar is None:
+        if address is None:
             return False
         try:
-            await self._sync(address, registrar.client.invoke)
+            await self._sync(address, self.invoke)
         except (RemotingError, OSError, ValueError, ActorError) as exc:
             self.failures += 1
             log.warning("config sync from master %s failed: %s", address, exc)
@@ -87,7 +100,6 @@ class SlaveSynchronize:
         return True
 
     async def _sync(self, address: str, invoke: _Invoke) -> None:
-        broker = self.broker
 
         async def fetch(code: int) -> bytes | None:
             response = await invoke(address, RemotingCommand.request(code), SYNC_TIMEOUT)
@@ -100,16 +112,16 @@ class SlaveSynchronize:
         body = await fetch(RequestCode.GET_ALL_TOPIC_CONFIG)
         if body:
             wrapper = TopicConfigSerializeWrapper.from_json(body)
-            await broker.topics.call(ReplaceTopicTable(wrapper))
+            await self.topics.call(ReplaceTopicTable(wrapper))
         body = await fetch(RequestCode.GET_ALL_CONSUMER_OFFSET)
         if body:
             offsets = ConsumerOffsetSerializeWrapper.from_json(body).offset_table
-            await broker.offsets.call(ReplaceOffsetTable(offsets))
+            await self.offsets.call(ReplaceOffsetTable(offsets))
         body = await fetch(RequestCode.GET_ALL_DELAY_OFFSET)
         if body:
-            broker.schedule.delay_offsets.from_json(body)
-            broker.schedule.delay_offsets.mark_dirty()
+            self.delay_offsets.from_json(body)
+            self.delay_offsets.mark_dirty()
         body = await fetch(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
         if body:
             group_wrapper = SubscriptionGroupWrapper.from_json(body)
-            await broker.groups.call(ReplaceGroupTable(group_wrapper))
+            await self.groups.call(ReplaceGroupTable(group_wrapper))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 from pathlib import Path
 
-from actors.broker.service import open_broker
+from actors.broker.broker import open_broker
 from protocol import RemotingClient, ResponseCode
 from storage import BrokerRole
 

@@ -7,7 +7,7 @@ import pytest
 import trio
 import trio.testing
 
-from actors.broker.dedup import DedupIndex, KeyInFlight, StoredMessage
+from actors.broker.services.dedup import DedupIndex, KeyInFlight, StoredMessage
 
 
 def mock_ms() -> int:

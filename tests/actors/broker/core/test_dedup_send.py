@@ -9,7 +9,7 @@ from pathlib import Path
 import trio
 
 import boltmq
-from actors.broker.dedup import DedupIndex, DedupService, StoredMessage
+from actors.broker.services.dedup import DedupIndex, DedupService, StoredMessage
 from boltmq import EmbeddedCluster
 from protocol import RemotingClient, RemotingCommand, ResponseCode
 from protocol.message import BatchElement, MessageConst, encode_batch, properties_to_string

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import trio
 
+from actors.broker.broker import Broker, open_broker
 from actors.broker.config import BrokerConfig
-from actors.broker.service import Broker, open_broker
 from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 
 from ..helpers import SMALL_FILES

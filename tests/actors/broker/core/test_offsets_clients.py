@@ -9,7 +9,7 @@ import orjson
 import trio
 
 import boltmq
-from actors.broker.clients import ClientChannel, ClientTable
+from actors.broker.tables.clients import ClientChannel, ClientTable
 from boltmq import EmbeddedCluster
 from protocol import Dispatcher, RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from protocol.bodies import ConsumeFromWhere, ConsumeType, MessageModel, TopicConfigSerializeWrapper

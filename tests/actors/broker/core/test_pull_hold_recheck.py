@@ -7,7 +7,7 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from actors.broker.pull_handler import PullHoldService
+from actors.broker.services.pull_hold import PullHoldService
 
 
 async def test_the_recheck_pass_wakes_only_pulls_whose_queue_passed_their_offset() -> None:

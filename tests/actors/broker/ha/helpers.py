@@ -16,9 +16,9 @@ from typing import Any
 
 import trio
 
+from actors.broker.broker import Broker, open_broker
 from actors.broker.config import BrokerConfig
 from actors.broker.ha.master import HAService
-from actors.broker.service import Broker, open_broker
 from actors.registry import Registry, RegistryConfig, open_registry
 from protocol import RemotingClient
 from storage import BrokerRole, FileMessageStore

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from actors.broker.groups import UpdateGroup
-from actors.broker.offsets import CommitOffsets
-from actors.broker.service import open_broker
+from actors.broker.broker import open_broker
+from actors.broker.tables.groups import UpdateGroup
+from actors.broker.tables.offsets import CommitOffsets
 from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from protocol.bodies import SubscriptionGroupConfig
 from storage import BrokerRole

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import trio
 
-from actors.broker.service import Broker
+from actors.broker.broker import Broker
 from client.instance import ClientInstance
 from client.pull_consumer import PullConsumer
 from protocol import RemotingClient, ResponseCode

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import trio
 
-from actors.broker.service import open_broker
+from actors.broker.broker import open_broker
 from actors.registry import RegistryConfig, open_registry
 from protocol import RemotingClient, ResponseCode
 from storage import BrokerRole

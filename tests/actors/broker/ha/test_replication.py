@@ -14,10 +14,9 @@ from pathlib import Path
 import pytest
 import trio
 
+from actors.broker.broker import Broker, open_broker
 from actors.broker.ha.master import HAStatistics
-from actors.broker.offsets import CommitOffsets
-from actors.broker.service import Broker, open_broker
-from actors.broker.stats import runtime_info
+from actors.broker.tables.offsets import CommitOffsets
 from protocol import RemotingClient, ResponseCode
 from protocol.message import decode_record
 from storage import BrokerRole
@@ -125,10 +124,10 @@ async def test_slave_is_byte_identical_acrossstore_files(tmp_path: Path, role: B
         stats = master.statistics().ha
         assert isinstance(stats, HAStatistics) and len(stats.slaves) == 1
         assert stats.slaves[0].behind_bytes == 0
-        info = runtime_info(master)
+        info = master.runtime_info()
         assert info["haConnectionCount"] == "1"
         assert info["haSlaveFallBehindBytes"] == "0"
-        assert runtime_info(slave)["haMasterConnected"] == "true"
+        assert slave.runtime_info()["haMasterConnected"] == "true"
 
 
 async def test_slave_restart_resumes_without_gap_or_duplicate(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import trio
 
-from actors.broker.service import Broker, open_broker
+from actors.broker.broker import Broker, open_broker
 from protocol import RemotingClient, ResponseCode
 from storage import BrokerRole
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from actors.broker.service import open_broker
-from actors.broker.topics import SCHEDULE_TOPIC
+from actors.broker.broker import open_broker
+from actors.broker.tables.topics import SCHEDULE_TOPIC
 from protocol import RemotingClient, ResponseCode
 from storage import BrokerRole, MessageExtBrokerInner
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import trio
 
-from actors.broker.service import open_broker
+from actors.broker.broker import open_broker
 from protocol import RemotingClient, ResponseCode
 from storage import BrokerRole
 

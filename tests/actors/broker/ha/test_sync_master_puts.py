@@ -12,8 +12,8 @@ from pathlib import Path
 
 import trio
 
-from actors.broker.service import Broker, open_broker
-from actors.broker.topics import SCHEDULE_TOPIC
+from actors.broker.broker import Broker, open_broker
+from actors.broker.tables.topics import SCHEDULE_TOPIC
 from protocol import RemotingClient, RemotingCommand, ResponseCode
 from protocol.message import MessageSysFlag, decode_offset_msg_id
 from storage import BrokerRole

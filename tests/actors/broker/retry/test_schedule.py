@@ -8,8 +8,8 @@ from pathlib import Path
 
 import trio
 
-from actors.broker.schedule import TIMER_TOPIC
-from actors.broker.topics import SCHEDULE_TOPIC
+from actors.broker.services.schedule import TIMER_TOPIC
+from actors.broker.tables.topics import SCHEDULE_TOPIC
 from boltmq import EmbeddedCluster
 from protocol import RemotingClient, ResponseCode
 from protocol.message import BatchElement, MessageConst, decode_record, encode_batch

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.broker.schedule import (
+from actors.broker.services.schedule import (
     TIMER_QUEUE_NUMS,
     parse_delay_levels,
     timer_queue_for,

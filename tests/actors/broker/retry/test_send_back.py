@@ -7,7 +7,7 @@ from pathlib import Path
 
 import trio
 
-from actors.broker.topics import SCHEDULE_TOPIC
+from actors.broker.tables.topics import SCHEDULE_TOPIC
 from boltmq import EmbeddedCluster
 from protocol import RemotingClient, RemotingCommand, ResponseCode
 from protocol.message import MessageConst

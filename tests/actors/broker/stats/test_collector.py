@@ -11,7 +11,7 @@ import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.broker.stats import (
+from actors.broker.services.stats import (
     BROKER_GET_NUMS,
     BROKER_PUT_NUMS,
     GROUP_GET_NUMS,

@@ -16,9 +16,9 @@ import trio
 from prometheus_client.parser import text_string_to_metric_families
 
 import boltmq
+from actors.broker.broker import open_broker
 from actors.broker.config import BrokerConfig, load_broker_config
-from actors.broker.service import open_broker
-from actors.broker.topics import RETRY_GROUP_TOPIC_PREFIX
+from actors.broker.tables.topics import RETRY_GROUP_TOPIC_PREFIX
 from boltmq import EmbeddedCluster
 from boltmq.spec import SpecError, parse_spec
 from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode

@@ -17,13 +17,18 @@ import trio
 import trio.testing
 
 import boltmq
-from actors.broker.clients import ClientManager, ConsumerHeartbeat, Heartbeat, UnregisterClient
 from actors.broker.config import BrokerConfig
-from actors.broker.groups import AutoCreateGroup, SubscriptionGroupManager, UpdateGroup
-from actors.broker.locks import LockBatch, RebalanceLockManager, UnlockBatch
-from actors.broker.offsets import CommitOffset, CommitOffsets, ConsumerOffsetManager
-from actors.broker.table_actor import TableActor, TableWriteError
-from actors.broker.topics import (
+from actors.broker.tables.clients import (
+    ClientManager,
+    ConsumerHeartbeat,
+    Heartbeat,
+    UnregisterClient,
+)
+from actors.broker.tables.groups import AutoCreateGroup, SubscriptionGroupManager, UpdateGroup
+from actors.broker.tables.locks import LockBatch, RebalanceLockManager, UnlockBatch
+from actors.broker.tables.offsets import CommitOffset, CommitOffsets, ConsumerOffsetManager
+from actors.broker.tables.table_actor import TableActor, TableWriteError
+from actors.broker.tables.topics import (
     CreateTopicInSendBack,
     TopicManager,
     UpdateTopicConfig,

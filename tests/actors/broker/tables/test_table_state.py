@@ -8,12 +8,12 @@ from __future__ import annotations
 import attrs
 import orjson
 
-from actors.broker.clients import ClientChannel, ClientTable
 from actors.broker.config import BrokerConfig
-from actors.broker.groups import SYSTEM_GROUPS, SubscriptionGroupTable
-from actors.broker.locks import LockTable
-from actors.broker.offsets import ConsumerOffsetTable
-from actors.broker.topics import (
+from actors.broker.tables.clients import ClientChannel, ClientTable
+from actors.broker.tables.groups import SYSTEM_GROUPS, SubscriptionGroupTable
+from actors.broker.tables.locks import LockTable
+from actors.broker.tables.offsets import ConsumerOffsetTable
+from actors.broker.tables.topics import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     PERM_RW,
     SELF_TEST_TOPIC,

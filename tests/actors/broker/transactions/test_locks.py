@@ -11,7 +11,7 @@ from pathlib import Path
 import trio
 
 import boltmq
-from actors.broker.locks import LockBatch, LockTable
+from actors.broker.tables.locks import LockBatch, LockTable
 from protocol import RemotingClient, ResponseCode
 from protocol.bodies import LockBatchResponseBody, MessageQueue
 

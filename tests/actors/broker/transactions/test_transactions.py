@@ -14,8 +14,8 @@ import pytest
 import trio
 
 import boltmq
-from actors.broker.topics import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
-from actors.broker.transaction import CID_RMQ_SYS_TRANS
+from actors.broker.services.transaction import CID_RMQ_SYS_TRANS
+from actors.broker.tables.topics import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from boltmq import EmbeddedCluster
 from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from protocol.connection import Connection, Dispatcher

@@ -33,24 +33,23 @@ from __future__ import annotations
 import collections
 import logging
 from collections.abc import Callable
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 import attrs
 import trio
 
-from actors.broker.config import parse_delay_levels
-from actors.broker.table_actor import PersistedTable
-from actors.broker.topics import (
+from actors.broker.config import BrokerConfig, parse_delay_levels
+from actors.broker.ha import HighAvailability
+from actors.broker.tables.delay_offsets import DelayOffsetTable
+from actors.broker.tables.topics import (
     DLQ_GROUP_TOPIC_PREFIX,
     PERM_RW,
     SCHEDULE_TOPIC,
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
     CreateSystemTopic,
+    TopicManager,
     now_ms,
 )
-from protocol.bodies import DelayOffsetSerializeWrapper
 from protocol.codes import ResponseCode
 from protocol.command import RemotingError
 from protocol.message import MessageConst, MessageExt, MessageFormatError, MessageSysFlag
@@ -58,13 +57,11 @@ from protocol.message import decode_record as decode_message
 from storage import (
     GetMessageStatus,
     MessageExtBrokerInner,
+    MessageStore,
     PutMessageResult,
     PutMessageStatus,
 )
 from storage.store_config import TIMER_TOPIC as TIMER_TOPIC
-
-if TYPE_CHECKING:
-    from actors.broker.service import Broker
 
 log = logging.getLogger("boltmq.broker.schedule")
 
@@ -118,22 +115,6 @@ class ScheduleStatistics:
     pending_timer: int
 
 
-class DelayOffsetTable(PersistedTable):
-    """Queue progress (key -> next queue offset) in fastjson form, e.g. ``delayOffset.json``."""
-
-    def __init__(self, path: Path | None) -> None:
-        super().__init__(path)
-        self.offset_table: dict[int, int] = {}
-
-    def to_json(self) -> bytes:
-        """``{"offsetTable":{1:0,2:15}}``."""
-        return DelayOffsetSerializeWrapper(offset_table=dict(self.offset_table)).to_json()
-
-    def from_json(self, data: bytes) -> None:
-        """Load the file's table."""
-        self.offset_table = dict(DelayOffsetSerializeWrapper.from_json(data).offset_table)
-
-
 @attrs.define
 class _Queue:
     """One queue the service walks: a delay level or a timer queue."""
@@ -153,14 +134,27 @@ class _Queue:
 class ScheduleMessageService:
     """Redirects delayed sends and delivers them when due; see the module docstring."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        config = broker.config
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        store: MessageStore,
+        topics: TopicManager,
+        ha: HighAvailability,
+        delay_offsets: DelayOffsetTable,
+        timer_offsets: DelayOffsetTable,
+    ) -> None:
+        self.store = store
+        self.topics = topics
+        #: Re-puts go through it (a SYNC_MASTER's wait for a slave), and its slave offset.
+        self.ha = ha
+        self.slave = config.is_slave
         self.delay_levels = parse_delay_levels(config.message_delay_level)
         self.max_delay_level = len(self.delay_levels)
         self.timer_max_delay_ms = config.timer_max_delay_sec * 1000
-        self.delay_offsets = DelayOffsetTable(config.config_dir / "delayOffset.json")
-        self.timer_offsets = DelayOffsetTable(config.config_dir / "timerOffset.json")
+        #: Loaded and written by this service; a slave's config sync replaces their content.
+        self.delay_offsets = delay_offsets
+        self.timer_offsets = timer_offsets
         self._queues = [
             _Queue(SCHEDULE_TOPIC, level - 1, self.delay_offsets, level, delay)
             for level, delay in enumerate(self.delay_levels, start=1)
@@ -242,9 +236,9 @@ class ScheduleMessageService:
         if not self._loaded:
             # Only once: after a restart of this child the offsets in memory are the newest.
             await trio.to_thread.run_sync(self._load)
-        slave = self.broker.config.is_slave
+        slave = self.slave
         if not slave:  # a slave's topics are the master's (config sync)
-            await self.broker.topics.call(CreateSystemTopic(TIMER_TOPIC, TIMER_QUEUE_NUMS, PERM_RW))
+            await self.topics.call(CreateSystemTopic(TIMER_TOPIC, TIMER_QUEUE_NUMS, PERM_RW))
         self._stopping = False
         self._wake = trio.Event()
         self._stopped = trio.Event()
@@ -281,7 +275,7 @@ class ScheduleMessageService:
         """Counters and what is still waiting."""
         pending: dict[int, int] = {}
         timer = 0
-        store = self.broker.store
+        store = self.store
         for queue in self._queues:
             waiting = store.get_max_offset_in_queue(queue.topic, queue.queue_id) - max(
                 queue.table.offset_table.get(queue.key, 0),
@@ -322,7 +316,7 @@ class ScheduleMessageService:
 
     async def _deliver_queue(self, queue: _Queue) -> int | None:
         """Re-put what is due in one queue; the due time of its first message not due."""
-        store = self.broker.store
+        store = self.store
         table = queue.table
         if queue.unconfirmed:
             self._confirm(queue)
@@ -395,7 +389,7 @@ class ScheduleMessageService:
         """
         if not due:
             return next_offset, None
-        ha = self.broker.ha
+        ha = self.ha
         results: list[PutMessageResult | None] = [None] * len(due)
         outstanding = len(due)
         all_back = trio.Event()
@@ -479,7 +473,7 @@ class ScheduleMessageService:
 
     def _confirm(self, queue: _Queue) -> None:
         """Let the recorded offset pass the re-puts a slave has acknowledged since."""
-        service = self.broker.ha.service
+        service = self.ha.service
         acked = service.push_to_slave_max_offset if service is not None else 0
         unconfirmed = queue.unconfirmed
         while unconfirmed and unconfirmed[0][0] <= acked:

@@ -19,15 +19,15 @@ The sheet's WIPE_WRITE_PERM_OF_BROKER (205) is a registry request; brokers have 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 import attrs
 import trio
 
 from actors.broker.config import BrokerConfig, ConfigError
-from actors.broker.groups import DeleteGroup, UpdateGroup
-from actors.broker.offsets import RemoveGroupOffsets
-from actors.broker.topics import (
+from actors.broker.tables.groups import DeleteGroup, SubscriptionGroupManager, UpdateGroup
+from actors.broker.tables.offsets import ConsumerOffsetManager, RemoveGroupOffsets
+from actors.broker.tables.topics import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     BENCHMARK_TOPIC,
     OFFSET_MOVED_EVENT,
@@ -39,6 +39,7 @@ from actors.broker.topics import (
     TRANS_OP_HALF_TOPIC,
     BumpDataVersion,
     DeleteTopicConfig,
+    TopicManager,
     UpdateTopicConfig,
 )
 from protocol.bodies import (
@@ -60,9 +61,6 @@ from protocol.headers import (
     encode_header,
 )
 from supervisors.config import parse_properties, property_key, update_properties_file
-
-if TYPE_CHECKING:
-    from actors.broker.service import Broker
 
 log = logging.getLogger("boltmq.broker.admin")
 
@@ -98,20 +96,31 @@ _SYSTEM_TOPICS = frozenset(
 )
 
 
+@attrs.frozen
+class ConfigAdminParts:
+    """What the operator's settings, topic and group requests change."""
+
+    config: BrokerConfig
+    topics: TopicManager
+    groups: SubscriptionGroupManager
+    offsets: ConsumerOffsetManager
+    config_file: Path | None
+
+
 class ConfigAdmin:
     """Handlers of the operator's configuration requests."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, parts: ConfigAdminParts) -> None:
+        self.parts = parts
 
     # -- settings ------------------------------------------------------------------------------
 
     def get_broker_config(
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
-        broker = self.broker
-        text = "".join(f"{key}={value}\n" for key, value in broker.config.to_properties().items())
-        version = broker.topics.data_version.to_json().decode()
+        parts = self.parts
+        text = "".join(f"{key}={value}\n" for key, value in parts.config.to_properties().items())
+        version = parts.topics.data_version.to_json().decode()
         ext = encode_header(GetBrokerConfigResponseHeader(version=version))
         return request.response(ext_fields=ext, body=text.encode())
 
@@ -145,29 +154,29 @@ class ConfigAdmin:
             checked = BrokerConfig.from_properties(changes)
         except ConfigError as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, f"{exc}; nothing was changed")
-        broker = self.broker
-        if broker.config_file is not None:
+        parts = self.parts
+        if parts.config_file is not None:
             # Written before it is applied: a change the file cannot keep is no change.
             try:
-                await trio.to_thread.run_sync(update_properties_file, broker.config_file, changes)
+                await trio.to_thread.run_sync(update_properties_file, parts.config_file, changes)
             except OSError as exc:
                 return request.response(
                     ResponseCode.SYSTEM_ERROR,
-                    f"could not write {broker.config_file}: {exc}; nothing was changed",
+                    f"could not write {parts.config_file}: {exc}; nothing was changed",
                 )
         for key in changes:
             name = _FIELD_BY_KEY[key]
-            setattr(broker.config, name, getattr(checked, name))
-        broker.groups.auto_create = broker.config.auto_create_subscription_group
+            setattr(parts.config, name, getattr(checked, name))
+        parts.groups.auto_create = parts.config.auto_create_subscription_group
         if "brokerPermission" in changes:
             # As RocketMQ: a new data version, so the registries replace the queue data
             # with perms folded by the broker's permission (the registrar's on_change hook
             # registers at once).
-            await broker.topics.call_persisted(BumpDataVersion())
-        if broker.config_file is not None:
+            await parts.topics.call_persisted(BumpDataVersion())
+        if parts.config_file is not None:
             log.info(
                 "broker settings changed by %s and written to %s: %s",
-                connection.peer, broker.config_file, changes,
+                connection.peer, parts.config_file, changes,
             )  # fmt: skip
         else:
             log.info(
@@ -182,11 +191,11 @@ class ConfigAdmin:
     async def update_and_create_topic(
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
-        from actors.broker.topics import check_topic_name
+        from actors.broker.tables.topics import check_topic_name
 
         header = decode_header(CreateTopicRequestHeader, request.ext_fields)
-        broker = self.broker
-        if broker.config.is_slave:
+        parts = self.parts
+        if parts.config.is_slave:
             return request.response(
                 ResponseCode.NO_PERMISSION, "a slave does not create topics; ask its master"
             )
@@ -194,8 +203,8 @@ class ConfigAdmin:
         if problem is not None:
             return request.response(ResponseCode.SYSTEM_ERROR, problem)
         if (
-            header.topic in broker.topics.system_topics
-            or header.topic == broker.config.broker_cluster_name
+            header.topic in parts.topics.system_topics
+            or header.topic == parts.config.broker_cluster_name
         ):
             return request.response(
                 ResponseCode.SYSTEM_ERROR, f"topic {header.topic} is a system topic"
@@ -207,7 +216,7 @@ class ConfigAdmin:
                 ResponseCode.SYSTEM_ERROR,
                 f"topicFilterType {header.topic_filter_type!r} is not SINGLE_TAG or MULTI_TAG",
             )
-        await broker.topics.call_persisted(UpdateTopicConfig(
+        await parts.topics.call_persisted(UpdateTopicConfig(
             TopicConfig(
                 topic_name=header.topic,
                 read_queue_nums=header.read_queue_nums,
@@ -224,18 +233,18 @@ class ConfigAdmin:
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
         header = decode_header(DeleteTopicRequestHeader, request.ext_fields)
-        await self.broker.topics.call_persisted(DeleteTopicConfig(header.topic))
+        await self.parts.topics.call_persisted(DeleteTopicConfig(header.topic))
         return request.response()
 
     def get_all_topic_config(
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
-        return request.response(body=self.broker.topics.to_json())
+        return request.response(body=self.parts.topics.to_json())
 
     def get_system_topic_list(
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
-        topics = sorted(_SYSTEM_TOPICS | self.broker.topics.system_topics)
+        topics = sorted(_SYSTEM_TOPICS | self.parts.topics.system_topics)
         return request.response(body=TopicList(topic_list=topics).to_json())
 
     # -- subscription groups -------------------------------------------------------------------
@@ -247,19 +256,19 @@ class ConfigAdmin:
             config = SubscriptionGroupConfig.from_json(request.body or b"")
         except BodyError as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, f"bad group body: {exc}")
-        await self.broker.groups.call_persisted(UpdateGroup(config))
+        await self.parts.groups.call_persisted(UpdateGroup(config))
         return request.response()
 
     async def delete_group(
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
         header = decode_header(DeleteSubscriptionGroupRequestHeader, request.ext_fields)
-        await self.broker.groups.call_persisted(DeleteGroup(header.group_name))
+        await self.parts.groups.call_persisted(DeleteGroup(header.group_name))
         if header.remove_offset:
-            await self.broker.offsets.call_persisted(RemoveGroupOffsets(header.group_name))
+            await self.parts.offsets.call_persisted(RemoveGroupOffsets(header.group_name))
         return request.response()
 
     def get_all_group_config(
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
-        return request.response(body=self.broker.groups.to_json())
+        return request.response(body=self.parts.groups.to_json())

@@ -27,7 +27,7 @@ from typing import Any, TypeAlias
 import attrs
 import trio
 
-from actors.broker.table_actor import TableActor
+from actors.broker.tables.table_actor import TableActor
 from protocol.bodies import (
     ConsumeFromWhere,
     ConsumeType,

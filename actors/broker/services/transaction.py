@@ -21,13 +21,15 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
 
 import attrs
 import trio
 
-from actors.broker.offsets import CommitOffsets
-from actors.broker.topics import PERM_RW, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from actors.broker.config import BrokerConfig
+from actors.broker.ha import HighAvailability
+from actors.broker.tables.clients import ClientManager
+from actors.broker.tables.offsets import CommitOffsets, ConsumerOffsetManager
+from actors.broker.tables.topics import PERM_RW, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TopicManager
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import ConnectionClosedError, RemotingCommand, RemotingError
 from protocol.connection import Connection
@@ -46,10 +48,7 @@ from protocol.message import (
     encode_record,
     properties_to_string,
 )
-from storage import MessageExtBrokerInner, PutMessageResult
-
-if TYPE_CHECKING:
-    from actors.broker.service import Broker
+from storage import MessageExtBrokerInner, MessageStore, PutMessageResult
 
 log = logging.getLogger("boltmq.broker.transaction")
 
@@ -63,7 +62,7 @@ _READ_BATCH = 32
 
 
 def prepare_half_message(
-    broker: Broker, properties: dict[str, str], topic: str, queue_id: int, sys_flag: int,
+    topics: TopicManager, properties: dict[str, str], topic: str, queue_id: int, sys_flag: int,
     batch: bool,
 ) -> tuple[str, int, int]:  # fmt: skip
     """The (topic, queue id, sysflag) a ``TRAN_MSG=true`` send is stored under.
@@ -83,7 +82,7 @@ def prepare_half_message(
     properties.pop(MessageConst.START_DELIVER_TIME, None)
     properties[MessageConst.REAL_TOPIC] = topic
     properties[MessageConst.REAL_QID] = str(queue_id)
-    broker.topics.create_topic_in_send_back_nowait(TRANS_HALF_TOPIC, 1, PERM_RW)
+    topics.create_topic_in_send_back_nowait(TRANS_HALF_TOPIC, 1, PERM_RW)
     return TRANS_HALF_TOPIC, 0, sys_flag & ~MessageSysFlag.TRANSACTION_MASK
 
 
@@ -113,9 +112,25 @@ class CheckRound:
 class TransactionalMessageService:
     """END_TRANSACTION and the check-back service of one broker; see the module docstring."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.config = broker.config
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        store: MessageStore,
+        topics: TopicManager,
+        offsets: ConsumerOffsetManager,
+        clients: ClientManager,
+        ha: HighAvailability,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.topics = topics
+        #: The check's progress is kept as consumer offsets of `CID_RMQ_SYS_TRANS`.
+        self.offsets = offsets
+        #: Producers of a half's group, to check it back with.
+        self.clients = clients
+        #: A commit's final put goes through it (a SYNC_MASTER's wait for a slave).
+        self.ha = ha
         self.counters = dict.fromkeys(
             ("commits", "rollbacks", "refused", "check_rounds", "checks_sent", "checks_unsent",
              "discarded"), 0,
@@ -199,7 +214,7 @@ class TransactionalMessageService:
         self.counters["commits"] += 1
         # On a SYNC_MASTER the commit waits for a slave; FLUSH_SLAVE_TIMEOUT and
         # SLAVE_NOT_AVAILABLE still stored it, so it is resolved and answered SUCCESS (RocketMQ).
-        self.broker.ha.put_message(final, final_written)
+        self.ha.put_message(final, final_written)
         return None
 
     def _refuse(self, request: RemotingCommand, remark: str) -> RemotingCommand:
@@ -209,7 +224,7 @@ class TransactionalMessageService:
 
     def _find_half(self, header: EndTransactionRequestHeader) -> tuple[MessageExt | None, str]:
         offset = header.commit_log_offset
-        record = self.broker.store.look_message_by_offset(offset) if offset >= 0 else None
+        record = self.store.look_message_by_offset(offset) if offset >= 0 else None
         half = None
         if record is not None:
             try:
@@ -257,7 +272,7 @@ class TransactionalMessageService:
         )  # fmt: skip
 
     def _put_op(self, half: MessageExt, callback: Callable[[PutMessageResult], object]) -> None:
-        self.broker.topics.create_topic_in_send_back_nowait(TRANS_OP_HALF_TOPIC, 1, PERM_RW)
+        self.topics.create_topic_in_send_back_nowait(TRANS_OP_HALF_TOPIC, 1, PERM_RW)
         config = self.config
         op = MessageExtBrokerInner(
             topic=TRANS_OP_HALF_TOPIC,
@@ -267,7 +282,7 @@ class TransactionalMessageService:
             born_timestamp=_now_ms(),
             born_host=(config.broker_ip1, config.listen_port),
         )
-        self.broker.store.put_message_nowait(op, callback)
+        self.store.put_message_nowait(op, callback)
 
     # -- check-back --------------------------------------------------------------------------
 
@@ -285,8 +300,8 @@ class TransactionalMessageService:
             return await self._check()
 
     async def _check(self) -> CheckRound:
-        store = self.broker.store
-        offsets = self.broker.offsets
+        store = self.store
+        offsets = self.offsets
         config = self.config
         self.counters["check_rounds"] += 1
         half_offset = max(
@@ -350,13 +365,13 @@ class TransactionalMessageService:
             half, topic=TRANS_HALF_TOPIC, queue_id=0, properties=properties,
             sys_flag=half.sys_flag & ~_HOST_V6_BITS,
         )  # fmt: skip
-        result = await self.broker.store.put_message(renewed)
+        result = await self.store.put_message(renewed)
         if not result.ok:
             log.error("half message %s not re-put for its check: %s %s",
                       half.msg_id, result.status, result.remark)  # fmt: skip
             return False
         group = properties.get(MessageConst.PGROUP, "")
-        channels = self.broker.clients.producer_table.get(group, {})
+        channels = self.clients.producer_table.get(group, {})
         live = [connection for connection in channels if not connection.closed]
         if not live:
             self.counters["checks_unsent"] += 1
@@ -406,7 +421,7 @@ class TransactionalMessageService:
 
     def _records(self, topic: str, start: int, end: int) -> Iterator[tuple[int, MessageExt]]:
         """(queue offset, decoded record) of queue 0 of ``topic`` from ``start`` to ``end``."""
-        store = self.broker.store
+        store = self.store
         offset = start
         while offset < end:
             result = store.get_message(CID_RMQ_SYS_TRANS, topic, 0, offset, _READ_BATCH)
@@ -443,7 +458,7 @@ class _OpScan:
 
     def read(self, service: TransactionalMessageService) -> None:
         """Take in op messages stored since the last read."""
-        end = service.broker.store.get_max_offset_in_queue(TRANS_OP_HALF_TOPIC, 0)
+        end = service.store.get_max_offset_in_queue(TRANS_OP_HALF_TOPIC, 0)
         if end <= self.read_to:
             return
         for op_offset, op in service._records(TRANS_OP_HALF_TOPIC, self.read_to, end):

@@ -22,7 +22,7 @@ from typing import Any, TypeAlias
 
 import attrs
 
-from actors.broker.table_actor import TableActor
+from actors.broker.tables.table_actor import TableActor
 from protocol.bodies import ConsumerOffsetSerializeWrapper
 from supervisors.actor import ActorStatistics, Request
 

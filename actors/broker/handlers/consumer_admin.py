@@ -28,15 +28,18 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
 
+import attrs
 import orjson
 import trio
 
-from actors.broker.clients import (
+from actors.broker.config import BrokerConfig
+from actors.broker.tables.clients import (
     ClientChannel,
+    ClientManager,
 )
-from actors.broker.offsets import CloneOffsets, CommitOffsets
+from actors.broker.tables.offsets import CloneOffsets, CommitOffsets, ConsumerOffsetManager
+from actors.broker.tables.topics import TopicManager
 from protocol.bodies import (
     BodyError,
     ConsumerConnection,
@@ -69,9 +72,7 @@ from protocol.headers import (
     encode_header,
 )
 from protocol.message import MessageFormatError, decode_offset_msg_id
-
-if TYPE_CHECKING:
-    from actors.broker.service import Broker
+from storage import MessageStore
 
 log = logging.getLogger("boltmq.broker.admin")
 
@@ -79,11 +80,22 @@ log = logging.getLogger("boltmq.broker.admin")
 CALL_CLIENT_TIMEOUT = 10.0
 
 
+@attrs.frozen
+class ConsumerAdminParts:
+    """What the operator's connection, offset and progress requests read and change."""
+
+    config: BrokerConfig
+    store: MessageStore
+    topics: TopicManager
+    offsets: ConsumerOffsetManager
+    clients: ClientManager
+
+
 class ConsumerAdmin:
     """Handlers of the operator's requests about consumers."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, parts: ConsumerAdminParts) -> None:
+        self.parts = parts
 
     # -- connections ---------------------------------------------------------------------------
 
@@ -91,7 +103,7 @@ class ConsumerAdmin:
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
         header = decode_header(GetConsumerConnectionListRequestHeader, request.ext_fields)
-        info = self.broker.clients.get_consumer_group_info(header.consumer_group)
+        info = self.parts.clients.get_consumer_group_info(header.consumer_group)
         if info is None or not info.channels:
             return request.response(
                 ResponseCode.CONSUMER_NOT_ONLINE,
@@ -110,7 +122,7 @@ class ConsumerAdmin:
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
         header = decode_header(GetProducerConnectionListRequestHeader, request.ext_fields)
-        channels = self.broker.clients.producer_table.get(header.producer_group)
+        channels = self.parts.clients.producer_table.get(header.producer_group)
         if not channels:
             return request.response(
                 ResponseCode.SYSTEM_ERROR,
@@ -137,7 +149,7 @@ class ConsumerAdmin:
                 )
                 for c in channels.values()
             ]
-            for group, channels in self.broker.clients.producer_table.items()
+            for group, channels in self.parts.clients.producer_table.items()
             if channels
         }
         return request.response(body=ProducerTableInfo(data=data).to_json())
@@ -147,7 +159,7 @@ class ConsumerAdmin:
     def get_all_consumer_offset(
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
-        table = self.broker.offsets.offset_table
+        table = self.parts.offsets.offset_table
         body = ConsumerOffsetSerializeWrapper(offset_table={k: dict(v) for k, v in table.items()})
         return request.response(body=body.to_json())
 
@@ -155,13 +167,13 @@ class ConsumerAdmin:
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
         header = decode_header(ResetOffsetRequestHeader, request.ext_fields)
-        broker = self.broker
+        parts = self.parts
         topic, group = header.topic, header.group
-        topic_config = broker.topics.select(topic)
+        topic_config = parts.topics.select(topic)
         if topic_config is None:
             return request.response(
                 ResponseCode.SYSTEM_ERROR,
-                f"[reset-offset] no topic {topic} on broker {broker.config.broker_name}",
+                f"[reset-offset] no topic {topic} on broker {parts.config.broker_name}",
             )
         queues = max(topic_config.read_queue_nums, topic_config.write_queue_nums)
         try:
@@ -169,14 +181,14 @@ class ConsumerAdmin:
         except RemotingError as refused:
             return request.response(refused.code, refused.remark)
         if explicit is None:
-            committed = broker.offsets.queue_offsets(group, topic)
+            committed = parts.offsets.queue_offsets(group, topic)
             if not committed:
                 return request.response(
                     ResponseCode.SYSTEM_ERROR,
                     f"consumer group {group} has no offset on topic {topic} on this broker; "
                     "reset it to explicit offsets instead",
                 )
-            store = broker.store
+            store = parts.store
             wanted: dict[int, int] = {}
             for queue_id in range(topic_config.write_queue_nums):
                 if header.timestamp == -1:
@@ -190,7 +202,7 @@ class ConsumerAdmin:
                 wanted[queue_id] = target
         else:
             wanted = explicit
-        await broker.offsets.call_persisted(CommitOffsets(group, topic, wanted))
+        await parts.offsets.call_persisted(CommitOffsets(group, topic, wanted))
         table = {self._queue(topic, queue_id): offset for queue_id, offset in wanted.items()}
         told = self._tell_consumers(header, table)
         log.info(
@@ -203,7 +215,7 @@ class ConsumerAdmin:
         self, header: ResetOffsetRequestHeader, request: RemotingCommand, queues: int
     ) -> dict[int, int] | None:
         """Queue id -> offset asked for explicitly, or None for a reset by time."""
-        broker = self.broker
+        parts = self.parts
         wanted: dict[int, int] = {}
         if request.body:
             try:
@@ -213,7 +225,7 @@ class ConsumerAdmin:
                     ResponseCode.SYSTEM_ERROR, f"bad ResetOffsetBody: {exc}"
                 ) from None
             for mq, offset in body.offset_table.items():
-                if mq.broker_name not in ("", broker.config.broker_name):
+                if mq.broker_name not in ("", parts.config.broker_name):
                     continue  # another broker's queue: the admin sends the table to each
                 if mq.topic != header.topic:
                     raise RemotingError(
@@ -225,7 +237,7 @@ class ConsumerAdmin:
             wanted[header.queue_id] = header.offset
         else:
             return None
-        store = broker.store
+        store = parts.store
         for queue_id, offset in wanted.items():
             if not 0 <= queue_id < queues:
                 raise RemotingError(
@@ -245,7 +257,7 @@ class ConsumerAdmin:
     def _tell_consumers(
         self, header: ResetOffsetRequestHeader, table: dict[MessageQueue, int]
     ) -> int:
-        info = self.broker.clients.get_consumer_group_info(header.group)
+        info = self.parts.clients.get_consumer_group_info(header.group)
         if info is None:
             return 0
         ext = encode_header(
@@ -276,16 +288,16 @@ class ConsumerAdmin:
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
         header = decode_header(CloneGroupOffsetRequestHeader, request.ext_fields)
-        broker = self.broker
+        parts = self.parts
         source = header.src_group
         topics = (
             {header.topic} if header.topic and header.topic.strip()
-            else broker.offsets.topics_of_group(source)
+            else parts.offsets.topics_of_group(source)
         )  # fmt: skip
-        info = broker.clients.get_consumer_group_info(source)
+        info = parts.clients.get_consumer_group_info(source)
         cloned: set[str] = set()
         for topic in topics:
-            if broker.topics.select(topic) is None:
+            if parts.topics.select(topic) is None:
                 continue
             if (
                 not header.offline
@@ -295,7 +307,7 @@ class ConsumerAdmin:
             ):
                 continue  # the live source group no longer subscribes it (RocketMQ's rule)
             cloned.add(topic)
-        await broker.offsets.call_persisted(
+        await parts.offsets.call_persisted(
             CloneOffsets(source, header.dest_group, frozenset(cloned))
         )
         return request.response()
@@ -306,32 +318,32 @@ class ConsumerAdmin:
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
         header = decode_header(QueryTopicConsumeByWhoRequestHeader, request.ext_fields)
-        broker = self.broker
+        parts = self.parts
         groups = {
             name
-            for name, info in broker.clients.consumer_table.items()
+            for name, info in parts.clients.consumer_table.items()
             if header.topic in info.subscriptions
         }
-        groups |= broker.offsets.groups_of_topic(header.topic)
+        groups |= parts.offsets.groups_of_topic(header.topic)
         return request.response(body=GroupList(group_list=sorted(groups)).to_json())
 
     def query_consume_time_span(
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
         header = decode_header(QueryConsumeTimeSpanRequestHeader, request.ext_fields)
-        broker = self.broker
+        parts = self.parts
         topic = header.topic
-        topic_config = broker.topics.select(topic)
+        topic_config = parts.topics.select(topic)
         if topic_config is None:
             return request.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
-        store = broker.store
+        store = parts.store
         now = int(time.time() * 1000)
         spans: list[QueueTimeSpan] = []
         for queue_id in range(topic_config.write_queue_nums):
             min_time = store.get_earliest_message_time(topic, queue_id)
             max_offset = store.get_max_offset_in_queue(topic, queue_id)
             max_time = store.get_message_store_timestamp(topic, queue_id, max_offset - 1)
-            consumer_offset = broker.offsets.query_offset(header.group, topic, queue_id)
+            consumer_offset = parts.offsets.query_offset(header.group, topic, queue_id)
             consume_time = (
                 store.get_message_store_timestamp(topic, queue_id, consumer_offset - 1)
                 if consumer_offset > 0
@@ -371,9 +383,9 @@ class ConsumerAdmin:
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
         header = decode_header(ConsumeMessageDirectlyResultRequestHeader, request.ext_fields)
-        broker = self.broker
+        parts = self.parts
         ext = dict(request.ext_fields or {})
-        ext["brokerName"] = broker.config.broker_name
+        ext["brokerName"] = parts.config.broker_name
         body = request.body
         if header.msg_id:
             # The consumer gets the stored message the offset msg id points at.
@@ -381,11 +393,11 @@ class ConsumerAdmin:
                 _, offset = decode_offset_msg_id(header.msg_id)
             except MessageFormatError as exc:
                 return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
-            record = broker.store.look_message_by_offset(offset)
+            record = parts.store.look_message_by_offset(offset)
             if record is None:
                 return request.response(
                     ResponseCode.SYSTEM_ERROR,
-                    f"no message with msgId {header.msg_id} on broker {broker.config.broker_name}",
+                    f"no message with msgId {header.msg_id} on broker {parts.config.broker_name}",
                 )
             body = bytes(record)
             record.release()
@@ -403,7 +415,7 @@ class ConsumerAdmin:
         ext: dict[str, str],
         body: bytes | bytearray | memoryview | None,
     ) -> RemotingCommand:
-        info = self.broker.clients.get_consumer_group_info(group)
+        info = self.parts.clients.get_consumer_group_info(group)
         channel = None
         if info is not None:
             for candidate in info.channels.values():
@@ -431,7 +443,7 @@ class ConsumerAdmin:
 
     def _queue(self, topic: str, queue_id: int) -> MessageQueue:
         return MessageQueue(
-            topic=topic, broker_name=self.broker.config.broker_name, queue_id=queue_id
+            topic=topic, broker_name=self.parts.config.broker_name, queue_id=queue_id
         )
 
 

@@ -8,18 +8,22 @@ waits (a heartbeat or an offset commit is a cast to its table's actor).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
+import attrs
 import trio
 
-from actors.broker.clients import (
+from actors.broker.config import BrokerConfig
+from actors.broker.tables.clients import (
+    ClientManager,
     ConsumerHeartbeat,
     Heartbeat,
     UnregisterClient,
 )
-from actors.broker.offsets import CommitOffset
-from actors.broker.topics import (
+from actors.broker.tables.groups import SubscriptionGroupManager
+from actors.broker.tables.offsets import CommitOffset, ConsumerOffsetManager
+from actors.broker.tables.topics import (
     PERM_RW,
+    TopicManager,
     retry_topic,
 )
 from protocol.bodies import (
@@ -51,10 +55,8 @@ from protocol.headers import (
     decode_header,
     encode_header,
 )
+from storage import MessageStore
 from supervisors.actor import ActorError
-
-if TYPE_CHECKING:
-    from actors.broker.service import Broker
 
 #: Seconds a consumer's heartbeat waits for the client table before it is refused.
 HEARTBEAT_APPLY_TIMEOUT = 3.0
@@ -64,18 +66,30 @@ log = logging.getLogger("boltmq.broker")
 DEFAULT_QUERY_MAX_NUM = 32
 
 
+@attrs.frozen
+class ClientParts:
+    """What the clients' requests read and change: settings, tables and store."""
+
+    config: BrokerConfig
+    store: MessageStore
+    topics: TopicManager
+    groups: SubscriptionGroupManager
+    offsets: ConsumerOffsetManager
+    clients: ClientManager
+
+
 class ClientRequests:
     """Handlers of the requests clients make (see the module docstring)."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, parts: ClientParts) -> None:
+        self.parts = parts
 
     # -- clients -------------------------------------------------------------------------------
 
     def heart_beat(
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand | Later:
-        broker = self.broker
+        parts = self.parts
         try:
             data = HeartbeatData.from_json(request.body or b"")
         except BodyError as exc:
@@ -83,11 +97,11 @@ class ClientRequests:
         now = trio.current_time()
         consumers = []
         for consumer in data.consumer_data_set:
-            group_config = broker.groups.find_subscription_group_config(consumer.group_name)
-            notify = broker.config.notify_consumer_ids_changed_enable
+            group_config = parts.groups.find_subscription_group_config(consumer.group_name)
+            notify = parts.config.notify_consumer_ids_changed_enable
             if group_config is not None:
                 notify = notify and group_config.notify_consumer_ids_changed_enable
-                broker.topics.create_topic_in_send_back_nowait(
+                parts.topics.create_topic_in_send_back_nowait(
                     retry_topic(consumer.group_name), group_config.retry_queue_nums, PERM_RW
                 )
             consumers.append(ConsumerHeartbeat(
@@ -101,11 +115,9 @@ class ClientRequests:
         )  # fmt: skip
         if not consumers:
             try:
-                broker.clients.cast_nowait(heartbeat)
+                parts.clients.cast_nowait(heartbeat)
             except ActorError as exc:
-                return request.response(
-                    ResponseCode.SYSTEM_ERROR, f"heartbeat not recorded: {exc}"
-                )
+                return request.response(ResponseCode.SYSTEM_ERROR, f"heartbeat not recorded: {exc}")
             return request.response()
 
         # A consumer's heartbeat is answered once its group lists it, as RocketMQ's broker
@@ -113,11 +125,9 @@ class ClientRequests:
         # (GET_CONSUMER_LIST_BY_GROUP) and must find itself there.
         async def registered(connection: Connection, request: RemotingCommand) -> RemotingCommand:
             try:
-                await broker.clients.call(heartbeat, timeout=HEARTBEAT_APPLY_TIMEOUT)
+                await parts.clients.call(heartbeat, timeout=HEARTBEAT_APPLY_TIMEOUT)
             except ActorError as exc:
-                return request.response(
-                    ResponseCode.SYSTEM_ERROR, f"heartbeat not recorded: {exc}"
-                )
+                return request.response(ResponseCode.SYSTEM_ERROR, f"heartbeat not recorded: {exc}")
             return request.response()
 
         return Later(registered)
@@ -127,7 +137,7 @@ class ClientRequests:
     ) -> RemotingCommand:
         header = decode_header(UnregisterClientRequestHeader, request.ext_fields)
         try:
-            self.broker.clients.cast_nowait(
+            self.parts.clients.cast_nowait(
                 UnregisterClient(connection, header.producer_group, header.consumer_group)
             )
         except ActorError as exc:
@@ -138,7 +148,7 @@ class ClientRequests:
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
         header = decode_header(GetConsumerListByGroupRequestHeader, request.ext_fields)
-        info = self.broker.clients.get_consumer_group_info(header.consumer_group)
+        info = self.parts.clients.get_consumer_group_info(header.consumer_group)
         if info is None or not info.channels:
             return request.response(
                 ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {header.consumer_group}"
@@ -152,12 +162,12 @@ class ClientRequests:
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
         header = decode_header(QueryConsumerOffsetRequestHeader, request.ext_fields)
-        broker = self.broker
-        offset = broker.offsets.query_offset(header.consumer_group, header.topic, header.queue_id)
+        parts = self.parts
+        offset = parts.offsets.query_offset(header.consumer_group, header.topic, header.queue_id)
         if offset < 0:
             # A new group starts a queue that still holds its first message at offset 0,
             # as RocketMQ does; otherwise the client applies its consumeFromWhere.
-            if broker.store.get_min_offset_in_queue(header.topic, header.queue_id) <= 0:
+            if parts.store.get_min_offset_in_queue(header.topic, header.queue_id) <= 0:
                 offset = 0
             else:
                 return request.response(
@@ -173,7 +183,7 @@ class ClientRequests:
     ) -> RemotingCommand:
         header = decode_header(UpdateConsumerOffsetRequestHeader, request.ext_fields)
         try:
-            self.broker.offsets.cast_nowait(CommitOffset(
+            self.parts.offsets.cast_nowait(CommitOffset(
                 header.consumer_group, header.topic, header.queue_id, header.commit_offset
             ))  # fmt: skip
         except ActorError as exc:
@@ -182,19 +192,19 @@ class ClientRequests:
 
     def get_min_offset(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         header = decode_header(GetMinOffsetRequestHeader, request.ext_fields)
-        offset = self.broker.store.get_min_offset_in_queue(header.topic, header.queue_id)
+        offset = self.parts.store.get_min_offset_in_queue(header.topic, header.queue_id)
         return request.response(ext_fields=encode_header(GetMinOffsetResponseHeader(offset=offset)))
 
     def get_max_offset(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         header = decode_header(GetMaxOffsetRequestHeader, request.ext_fields)
-        offset = self.broker.store.get_max_offset_in_queue(header.topic, header.queue_id)
+        offset = self.parts.store.get_max_offset_in_queue(header.topic, header.queue_id)
         return request.response(ext_fields=encode_header(GetMaxOffsetResponseHeader(offset=offset)))
 
     def search_offset_by_timestamp(
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
         header = decode_header(SearchOffsetRequestHeader, request.ext_fields)
-        offset = self.broker.store.get_offset_in_queue_by_time(
+        offset = self.parts.store.get_offset_in_queue_by_time(
             header.topic, header.queue_id, header.timestamp
         )
         return request.response(ext_fields=encode_header(SearchOffsetResponseHeader(offset=offset)))
@@ -203,7 +213,7 @@ class ClientRequests:
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
         header = decode_header(GetEarliestMsgStoretimeRequestHeader, request.ext_fields)
-        timestamp = self.broker.store.get_earliest_message_time(header.topic, header.queue_id)
+        timestamp = self.parts.store.get_earliest_message_time(header.topic, header.queue_id)
         return request.response(
             ext_fields=encode_header(GetEarliestMsgStoretimeResponseHeader(timestamp=timestamp))
         )
@@ -214,7 +224,7 @@ class ClientRequests:
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
         header = decode_header(ViewMessageRequestHeader, request.ext_fields)
-        record = self.broker.store.look_message_by_offset(header.offset)
+        record = self.parts.store.look_message_by_offset(header.offset)
         if record is None:
             return request.response(
                 ResponseCode.SYSTEM_ERROR, f"no message at commit-log offset {header.offset}"
@@ -226,7 +236,7 @@ class ClientRequests:
     def query_message(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         header = decode_header(QueryMessageRequestHeader, request.ext_fields)
         max_num = DEFAULT_QUERY_MAX_NUM if header.unique_key_query else header.max_num
-        result = self.broker.store.query_message(
+        result = self.parts.store.query_message(
             header.topic, header.key, max(1, max_num), header.begin_timestamp, header.end_timestamp
         )
         if not result.buffers:

@@ -13,7 +13,7 @@ window's sum is the difference of its first and last sample, its tps that sum pe
 its avgpt that sum per request. At local midnight the totals become "today morning" (and the
 previous ones "yesterday morning"), as RocketMQ's BrokerStats does.
 
-For the Prometheus metrics (actors/broker/metrics.py) `on_put` also counts by message type
+For the Prometheus metrics (`actors.broker.services.metrics`) `on_put` also counts by message type
 (RocketMQ 5's normal, fifo, delay, transaction) with a message-size histogram: a bisect and
 two more integer adds (request latencies and dead letters are in request_stats.py).
 
@@ -27,41 +27,19 @@ from __future__ import annotations
 import bisect
 import datetime
 import math
-import shutil
 import time
 from collections import deque
 from collections.abc import Callable
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 import attrs
 import trio
 
-from actors.broker.ha import ha_runtime_info
-from actors.broker.request_stats import MESSAGE_SIZE_BUCKETS, MESSAGE_TYPES, NORMAL, TYPED_BUCKETS
-from protocol.bodies import (
-    BrokerStatsData,
-    BrokerStatsItem,
-    ConsumeStats,
-    KVTable,
-    MessageQueue,
-    OffsetWrapper,
-    TopicOffset,
-    TopicStatsTable,
+from actors.broker.services.request_stats import (
+    MESSAGE_SIZE_BUCKETS,
+    MESSAGE_TYPES,
+    NORMAL,
+    TYPED_BUCKETS,
 )
-from protocol.codes import CURRENT_VERSION, ResponseCode
-from protocol.command import RemotingCommand
-from protocol.connection import Connection
-from protocol.headers import (
-    GetConsumeStatsRequestHeader,
-    GetTopicStatsInfoRequestHeader,
-    ViewBrokerStatsDataRequestHeader,
-    decode_header,
-)
-from storage.results import put_latency_text
-
-if TYPE_CHECKING:
-    from actors.broker.service import Broker
 
 TOPIC_PUT_NUMS = "TOPIC_PUT_NUMS"
 TOPIC_PUT_SIZE = "TOPIC_PUT_SIZE"
@@ -81,7 +59,8 @@ BROKER_VERSION_DESC = "V4_9_8"
 
 # Positions in a counter list: messages, bytes, requests.
 NUMS, SIZE, TIMES = 0, 1, 2
-_FIELD = {
+#: VIEW_BROKER_STATS_DATA's stats names and the counter field each reads.
+STATS_FIELDS = {
     TOPIC_PUT_NUMS: NUMS,
     TOPIC_PUT_SIZE: SIZE,
     GROUP_GET_NUMS: NUMS,
@@ -281,7 +260,7 @@ class BrokerStatsManager:
         self, stats_name: str, stats_key: str
     ) -> tuple[StatsSnapshot, StatsSnapshot, StatsSnapshot] | None:
         """Minute, hour and day windows of one statistic; None when it is unknown."""
-        field = _FIELD.get(stats_name)
+        field = STATS_FIELDS.get(stats_name)
         if field is None:
             return None
         if stats_name in (TOPIC_PUT_NUMS, TOPIC_PUT_SIZE):
@@ -372,157 +351,6 @@ def human_readable_bytes(size: int) -> str:
     return f"{size / 1024**exp:.1f} {'KMGTPE'[exp - 1]}iB"
 
 
-# -- request handlers ---------------------------------------------------------------------------
-
-
-class StatsHandlers:
-    """Handlers of the statistics requests."""
-
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-
-    def get_broker_runtime_info(
-        self, connection: Connection, request: RemotingCommand
-    ) -> RemotingCommand:
-        return request.response(body=KVTable(table=runtime_info(self.broker)).to_json())
-
-    def view_broker_stats_data(
-        self, connection: Connection, request: RemotingCommand
-    ) -> RemotingCommand:
-        header = decode_header(ViewBrokerStatsDataRequestHeader, request.ext_fields)
-        windows = self.broker.stats.stats_item(header.stats_name, header.stats_key)
-        if windows is None:
-            return request.response(
-                ResponseCode.SYSTEM_ERROR,
-                f"The stats <{header.stats_name}> <{header.stats_key}> not exist: names are "
-                f"{', '.join(_FIELD)}; keys a topic, topic@group or the cluster name, "
-                "and a key appears once it has been counted and sampled (every 10 s)",
-            )
-        minute, hour, day = (BrokerStatsItem(sum=w.sum, tps=w.tps, avgpt=w.avgpt) for w in windows)
-        body = BrokerStatsData(stats_minute=minute, stats_hour=hour, stats_day=day)
-        return request.response(body=body.to_json())
-
-    def get_topic_stats_info(
-        self, connection: Connection, request: RemotingCommand
-    ) -> RemotingCommand:
-        header = decode_header(GetTopicStatsInfoRequestHeader, request.ext_fields)
-        broker = self.broker
-        topic = header.topic
-        topic_config = broker.topics.select(topic)
-        if topic_config is None:
-            return request.response(
-                ResponseCode.TOPIC_NOT_EXIST,
-                f"topic[{topic}] not exist on broker {broker.config.broker_name}",
-            )
-        store = broker.store
-        table: dict[MessageQueue, TopicOffset] = {}
-        for queue_id in range(topic_config.write_queue_nums):
-            low = max(store.get_min_offset_in_queue(topic, queue_id), 0)
-            high = max(store.get_max_offset_in_queue(topic, queue_id), 0)
-            last = store.get_message_store_timestamp(topic, queue_id, high - 1) if high else 0
-            table[self._queue(topic, queue_id)] = TopicOffset(
-                min_offset=low, max_offset=high, last_update_timestamp=max(last, 0)
-            )
-        return request.response(body=TopicStatsTable(offset_table=table).to_json())
-
-    def get_consume_stats(
-        self, connection: Connection, request: RemotingCommand
-    ) -> RemotingCommand:
-        header = decode_header(GetConsumeStatsRequestHeader, request.ext_fields)
-        broker = self.broker
-        group = header.consumer_group
-        topics = (
-            {header.topic} if header.topic and header.topic.strip()
-            else broker.offsets.topics_of_group(group)
-        )  # fmt: skip
-        info = broker.clients.get_consumer_group_info(group)
-        table: dict[MessageQueue, OffsetWrapper] = {}
-        consume_tps = 0.0
-        for topic in sorted(topics):
-            topic_config = broker.topics.select(topic)
-            if topic_config is None:
-                continue
-            if info is not None and info.subscriptions and topic not in info.subscriptions:
-                continue  # the live group no longer subscribes the topic (as RocketMQ skips it)
-            for queue_id in range(topic_config.read_queue_nums):
-                broker_offset = max(broker.store.get_max_offset_in_queue(topic, queue_id), 0)
-                consumer_offset = max(broker.offsets.query_offset(group, topic, queue_id), 0)
-                last = 0
-                if consumer_offset > 0:
-                    stored = broker.store.get_message_store_timestamp(
-                        topic, queue_id, consumer_offset - 1
-                    )
-                    last = max(stored, 0)
-                table[self._queue(topic, queue_id)] = OffsetWrapper(
-                    broker_offset=broker_offset,
-                    consumer_offset=consumer_offset,
-                    last_timestamp=last,
-                )
-            consume_tps += broker.stats.tps_group_get_nums(group, topic)
-        body = ConsumeStats(offset_table=table, consume_tps=consume_tps)
-        return request.response(body=body.to_json())
-
-    def _queue(self, topic: str, queue_id: int) -> MessageQueue:
-        return MessageQueue(
-            topic=topic, broker_name=self.broker.config.broker_name, queue_id=queue_id
-        )
-
-
-def runtime_info(broker: Broker) -> dict[str, str]:
-    """GET_BROKER_RUNTIME_INFO's table: the keys of sheet 4.12 this broker can fill honestly."""
-    stats = broker.stats
-    store = broker.store.statistics()
-    now_ms = int(stats.wall_clock() * 1000)
-    up = max(now_ms - stats.boot_timestamp, 0) // 1000
-    root = broker.config.store_root
-    info = {
-        "brokerVersionDesc": BROKER_VERSION_DESC,
-        "brokerVersion": str(CURRENT_VERSION),
-        "msgPutTotalYesterdayMorning": str(stats.msg_put_total_yesterday_morning),
-        "msgPutTotalTodayMorning": str(stats.msg_put_total_today_morning),
-        "msgPutTotalTodayNow": str(stats.broker_put[NUMS]),
-        "msgGetTotalYesterdayMorning": str(stats.msg_get_total_yesterday_morning),
-        "msgGetTotalTodayMorning": str(stats.msg_get_total_today_morning),
-        "msgGetTotalTodayNow": str(stats.broker_get[NUMS]),
-        "dispatchBehindBytes": str(store.dispatch_behind_bytes),
-        "earliestMessageTimeStamp": str(broker.store.get_earliest_message_store_time()),
-        "remainHowManyDataToFlush": human_readable_bytes(
-            max(store.commit_log_max_offset - store.flushed_offset, 0)
-        ),
-        "bootTimestamp": str(stats.boot_timestamp),
-        "runtime": f"[ {up // 86400} days, {up % 86400 // 3600} hours, "
-        f"{up % 3600 // 60} minutes, {up % 60} seconds ]",
-        "putMessageTimesTotal": str(store.put_messages),
-        "putMessageFailedTimes": str(store.put_failures),
-        "putMessageSizeTotal": str(store.put_bytes),
-        "putMessageAverageSize": repr(store.put_bytes / max(store.put_messages, 1)),
-        "putMessageDistributeTime": put_latency_text(store.put_latency),
-        "putTps": stats.put_tps(),
-        "getFoundTps": stats.get_found_tps(),
-        "getTransferedTps": stats.get_transfered_tps(),
-        "commitLogMinOffset": str(store.commit_log_min_offset),
-        "commitLogMaxOffset": str(store.commit_log_max_offset),
-    }
-    if root.exists():
-        usage = shutil.disk_usage(root)
-        info["commitLogDirCapacity"] = (
-            f"Total : {human_readable_bytes(usage.total)}, "
-            f"Free : {human_readable_bytes(usage.free)}."
-        )
-        for key, path in (
-            ("commitLogDiskRatio", root / "commitlog"),
-            ("consumeQueueDiskRatio", root / "consumequeue"),
-        ):
-            info[key] = repr(_disk_ratio(path if path.exists() else root))
-    info.update(ha_runtime_info(broker))  # replication lag (actors.broker.ha)
-    return info
-
-
-def _disk_ratio(path: Path) -> float:
-    usage = shutil.disk_usage(path)
-    return (usage.total - usage.free) / usage.total if usage.total else 0.0
-
-
 __all__ = [
     "BROKER_GET_NUMS",
     "BROKER_PUT_NUMS",
@@ -533,6 +361,4 @@ __all__ = [
     "BrokerStatsManager",
     "BrokerStatsStatistics",
     "StatsSnapshot",
-    "StatsHandlers",
-    "runtime_info",
 ]

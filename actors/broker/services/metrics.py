@@ -1,12 +1,12 @@
 """The broker's Prometheus metrics: RocketMQ 5's names, plus the rocketmq-exporter gauges.
 
 `BrokerMetricsCollector` is a prometheus_client collector that reads, at scrape time, the
-records the broker keeps anyway: the statistics collector (`actors.broker.stats`), the request
-counters (`actors.broker.request_stats`), the offset, topic and client tables, the store's
-statistics and the HA links. Nothing is added to the send path for a scrape; a scrape runs in
-the trio thread (`supervisors.metrics_http`), so it reads the tables as any inline handler
-does (the text is then formatted from that snapshot in a worker thread). docs/operations.md
-lists every name with its labels and meaning.
+records the broker keeps anyway: the statistics collector (`actors.broker.services.stats`), the
+request counters (`actors.broker.services.request_stats`), the offset, topic and client tables,
+the store's statistics and the HA links. Nothing is added to the send path for a scrape; a
+scrape runs in the trio thread (`supervisors.metrics_http`), so it reads the tables as any
+inline handler does (the text is then formatted from that snapshot in a worker thread).
+docs/operations.md lists every name with its labels and meaning.
 
 RocketMQ 5's series carry ``cluster``, ``node_type="broker"`` and ``node_id`` (the broker
 name), as BrokerMetricsManager labels them. The rocketmq-exporter gauges (rocketmq_producer_tps
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 import attrs
 from prometheus_client.core import (
@@ -29,29 +28,65 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from actors.broker.ha.master import HAStatistics
-from actors.broker.ha.slave import HAClientStatistics
-from actors.broker.request_stats import MESSAGE_SIZE_BUCKETS, MESSAGE_TYPES, TYPED_BUCKETS
-from actors.broker.stats import NUMS, SIZE
-from actors.broker.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
+from actors.broker.config import BrokerConfig
+from actors.broker.ha import HAClientStatistics, HAStatistics, HighAvailability
+from actors.broker.services.request_stats import (
+    MESSAGE_SIZE_BUCKETS,
+    MESSAGE_TYPES,
+    TYPED_BUCKETS,
+    RequestStats,
+)
+from actors.broker.services.stats import NUMS, SIZE, BrokerStatsManager
+from actors.broker.tables.clients import ClientManager
+from actors.broker.tables.groups import SubscriptionGroupManager
+from actors.broker.tables.offsets import ConsumerOffsetManager
+from actors.broker.tables.topics import TopicManager
 from protocol.bodies import ConsumeType, MessageModel
+from protocol.names import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    BENCHMARK_TOPIC,
+    CID_RMQ_SYS_PREFIX,
+    OFFSET_MOVED_EVENT,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+    SYSTEM_TOPIC_PREFIX,
+    is_retry_or_dlq_topic,
+)
 from protocol.rpc_metrics import rpc_latency_family
+from storage import MessageStore
 
-if TYPE_CHECKING:
-    from actors.broker.service import Broker
+__all__ = ["BrokerMetricsCollector", "ConsumerLag", "MetricsParts"]
 
-__all__ = ["BrokerMetricsCollector", "ConsumerLag"]
-
-#: RocketMQ's system consumer groups start with this (any case).
-SYSTEM_GROUP_PREFIX = "cid_rmq_sys_"
-#: RocketMQ's system topics start with this, besides the ones named in `_SYSTEM_TOPICS`.
-SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+#: RocketMQ's system consumer groups start with this (any case); system topics with
+#: `SYSTEM_TOPIC_PREFIX`, besides the ones named in `_SYSTEM_TOPICS`.
+SYSTEM_GROUP_PREFIX = CID_RMQ_SYS_PREFIX.lower()
 _SYSTEM_TOPICS = frozenset(
-    {"TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "OFFSET_MOVED_EVENT", "SELF_TEST_TOPIC"}
+    {
+        AUTO_CREATE_TOPIC_KEY_TOPIC,
+        SCHEDULE_TOPIC,
+        BENCHMARK_TOPIC,
+        OFFSET_MOVED_EVENT,
+        SELF_TEST_TOPIC,
+    }
 )
 # The exporter labels a clustering group's diff with MessageModel.CLUSTERING's ordinal.
 _CLUSTERING = str(int(MessageModel.CLUSTERING))
 _CONSUME_MODES = {ConsumeType.CONSUME_ACTIVELY: "pull", ConsumeType.CONSUME_PASSIVELY: "push"}
+
+
+@attrs.frozen
+class MetricsParts:
+    """What the collector reads at each scrape: the broker's tables, store and counters."""
+
+    config: BrokerConfig
+    store: MessageStore
+    topics: TopicManager
+    groups: SubscriptionGroupManager
+    offsets: ConsumerOffsetManager
+    clients: ClientManager
+    ha: HighAvailability
+    stats: BrokerStatsManager
+    request_stats: RequestStats
 
 
 @attrs.frozen
@@ -81,13 +116,13 @@ def _flag(value: bool) -> str:
 class BrokerMetricsCollector(Collector):
     """Reads the broker's records into metric families at each scrape."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, parts: MetricsParts) -> None:
+        self.parts = parts
 
     def collect(self) -> Iterator[Metric]:
         """Every family, RocketMQ 5's first, then the exporter's."""
-        broker = self.broker
-        config = broker.config
+        parts = self.parts
+        config = parts.config
         base = {
             "cluster": config.broker_cluster_name,
             "node_type": "broker",
@@ -95,7 +130,7 @@ class BrokerMetricsCollector(Collector):
         }
         lags = self.consumer_lags()
         yield from self._traffic(base)
-        yield rpc_latency_family(broker.request_stats, base)
+        yield rpc_latency_family(parts.request_stats, base)
         yield from self._consumers(base, lags)
         yield from self._storage(base)
         yield from self._ha(base)
@@ -104,7 +139,7 @@ class BrokerMetricsCollector(Collector):
     # -- RocketMQ 5 --------------------------------------------------------------------------
 
     def _traffic(self, base: dict[str, str]) -> Iterator[Metric]:
-        stats = self.broker.stats
+        stats = self.parts.stats
         names = [*base, "topic", "message_type"]
         fixed = list(base.values())
         messages_in = CounterMetricFamily(
@@ -149,7 +184,7 @@ class BrokerMetricsCollector(Collector):
             "Messages moved to a group's dead-letter queue after their last retry",
             labels=names,
         )
-        for group, topics in sorted(self.broker.request_stats.dlq_messages.items()):
+        for group, topics in sorted(self.parts.request_stats.dlq_messages.items()):
             for topic, count in sorted(topics.items()):
                 dlq.add_metric([*fixed, topic, group], count)
         yield from (messages_out, throughput_out, dlq)
@@ -170,13 +205,13 @@ class BrokerMetricsCollector(Collector):
         for lag in lags:
             labels = [
                 *fixed, lag.topic, lag.group,
-                _flag(lag.topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX))),
+                _flag(is_retry_or_dlq_topic(lag.topic)),
                 _flag(is_system(lag.topic, lag.group)),
             ]  # fmt: skip
             lag_messages.add_metric(labels, lag.lag_messages)
             lag_latency.add_metric(labels, lag.lag_latency_ms)
         yield from (lag_messages, lag_latency)
-        clients = self.broker.clients
+        clients = self.parts.clients
         producers: dict[tuple[str, str], int] = {}
         for channels in clients.producer_table.values():
             for channel in channels.values():
@@ -210,19 +245,19 @@ class BrokerMetricsCollector(Collector):
                 count,
             )
         yield family
-        broker = self.broker
+        parts = self.parts
         yield _gauge("rocketmq_topic_number", "Topics on this broker", base,
-                     len(broker.topics.topic_config_table))  # fmt: skip
+                     len(parts.topics.topic_config_table))  # fmt: skip
         yield _gauge("rocketmq_consumer_group_number", "Subscription groups on this broker", base,
-                     len(broker.groups.table))  # fmt: skip
+                     len(parts.groups.table))  # fmt: skip
         yield _gauge("rocketmq_broker_permission", "brokerPermission (6 read-write, 4 read-only)",
-                     base, broker.config.broker_permission)  # fmt: skip
+                     base, parts.config.broker_permission)  # fmt: skip
 
     def _storage(self, base: dict[str, str]) -> Iterator[Metric]:
-        broker = self.broker
-        store = broker.store.statistics()
+        parts = self.parts
+        store = parts.store.statistics()
         labels = {**base, "storage_type": "local", "storage_medium": "disk"}
-        root = broker.config.store_root
+        root = parts.config.store_root
         if root.exists():
             usage = shutil.disk_usage(root)
             yield _gauge(
@@ -243,9 +278,9 @@ class BrokerMetricsCollector(Collector):
             labels,
             store.dispatch_behind_bytes,
         )
-        earliest = broker.store.get_earliest_message_store_time()
+        earliest = parts.store.get_earliest_message_store_time()
         if earliest > 0:
-            now_ms = int(broker.stats.wall_clock() * 1000)
+            now_ms = int(parts.stats.wall_clock() * 1000)
             yield _gauge(
                 "rocketmq_storage_message_reserve_time",
                 "Age of the oldest stored message, in milliseconds",
@@ -254,7 +289,7 @@ class BrokerMetricsCollector(Collector):
             )
 
     def _ha(self, base: dict[str, str]) -> Iterator[Metric]:
-        stats = self.broker.ha.statistics()
+        stats = self.parts.ha.statistics()
         fixed = list(base.values())
         if isinstance(stats, HAStatistics):
             behind = GaugeMetricFamily(
@@ -276,16 +311,16 @@ class BrokerMetricsCollector(Collector):
     # -- rocketmq-exporter (Grafana dashboard 10477) ------------------------------------------
 
     def _exporter(self, lags: list[ConsumerLag]) -> Iterator[Metric]:
-        broker = self.broker
-        stats = broker.stats
-        cluster = broker.config.broker_cluster_name
-        name = broker.config.broker_name
+        parts = self.parts
+        stats = parts.stats
+        cluster = parts.config.broker_cluster_name
+        name = parts.config.broker_name
         put_tps, get_tps = stats.broker_tps()
         labels = ["cluster", "brokerIP", "broker"]
         yield _gauge_family("rocketmq_broker_tps", "BrokerPutNums", labels,
-                            [([cluster, broker.address, name], put_tps)])  # fmt: skip
+                            [([cluster, parts.config.broker_addr, name], put_tps)])  # fmt: skip
         yield _gauge_family("rocketmq_broker_qps", "BrokerGetNums", labels,
-                            [([cluster, broker.address, name], get_tps)])  # fmt: skip
+                            [([cluster, parts.config.broker_addr, name], get_tps)])  # fmt: skip
         topics = sorted(stats.topic_put)
         labels = ["cluster", "broker", "topic"]
         yield _gauge_family("rocketmq_producer_tps", "TopicPutNums", labels, [
@@ -294,9 +329,9 @@ class BrokerMetricsCollector(Collector):
         yield _gauge_family("rocketmq_producer_message_size", "TopicPutMessageSize", labels, [
             ([cluster, name, topic], stats.topic_put_tps(topic, SIZE)) for topic in topics
         ])  # fmt: skip
-        store = broker.store
+        store = parts.store
         offsets = []
-        for topic, topic_config in sorted(broker.topics.topic_config_table.items()):
+        for topic, topic_config in sorted(parts.topics.topic_config_table.items()):
             total = sum(
                 max(store.get_max_offset_in_queue(topic, queue_id), 0)
                 for queue_id in range(topic_config.write_queue_nums)
@@ -326,9 +361,9 @@ class BrokerMetricsCollector(Collector):
         )  # fmt: skip
         diffs = []
         for lag in lags:
-            if lag.topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)):
+            if is_retry_or_dlq_topic(lag.topic):
                 continue  # the exporter keeps those apart (group_retrydiff, group_dlqdiff)
-            info = broker.clients.get_consumer_group_info(lag.group)
+            info = parts.clients.get_consumer_group_info(lag.group)
             if info is not None and info.message_model is not MessageModel.CLUSTERING:
                 continue  # as the exporter: a broadcasting group's diff means nothing
             online = str(len(info.channels)) if info is not None else "0"
@@ -342,11 +377,11 @@ class BrokerMetricsCollector(Collector):
 
     def consumer_lags(self) -> list[ConsumerLag]:
         """Every group's backlog per topic, over the queues it has committed an offset on."""
-        broker = self.broker
-        store = broker.store
-        now_ms = int(broker.stats.wall_clock() * 1000)
+        parts = self.parts
+        store = parts.store
+        now_ms = int(parts.stats.wall_clock() * 1000)
         lags = []
-        for key, queues in sorted(broker.offsets.offset_table.items()):
+        for key, queues in sorted(parts.offsets.offset_table.items()):
             topic, _, group = key.partition("@")
             lag_messages = consumer_offset = 0
             oldest = 0

@@ -1,9 +1,9 @@
 """CONSUMER_SEND_MSG_BACK (code 36): a consumer hands back a message it failed to consume.
 
 Sheet 3.14. The message, found by its commit-log offset, is stored again in ``%RETRY%<group>``
-with delay level ``3 + reconsumeTimes`` (or the level asked for) and ``reconsumeTimes + 1``,
-so the schedule service (`actors.broker.schedule`) brings it back to the group later; past the
-group's retryMaxTimes, or when the level asked for is negative, it goes to ``%DLQ%<group>``
+with delay level ``3 + reconsumeTimes`` (or the level asked for) and ``reconsumeTimes + 1``, so
+the schedule service (`actors.broker.services.schedule`) brings it back to the group later; past
+the group's retryMaxTimes, or when the level asked for is negative, it goes to ``%DLQ%<group>``
 at once. Every refusal stores nothing.
 """
 
@@ -11,12 +11,19 @@ from __future__ import annotations
 
 import random
 from time import perf_counter
-from typing import TYPE_CHECKING
 
-from actors.broker.topics import (
+import attrs
+
+from actors.broker.config import BrokerConfig
+from actors.broker.ha import HighAvailability
+from actors.broker.services.request_stats import RequestStats
+from actors.broker.services.schedule import ScheduleMessageService
+from actors.broker.tables.groups import SubscriptionGroupManager
+from actors.broker.tables.topics import (
     DLQ_GROUP_TOPIC_PREFIX,
     PERM_RW,
     CreateTopicInSendBack,
+    TopicManager,
     TopicMissing,
     create_then_serve,
     dlq_topic,
@@ -28,10 +35,7 @@ from protocol.command import ConnectionClosedError, RemotingCommand
 from protocol.connection import Connection
 from protocol.headers import ConsumerSendMsgBackRequestHeader, decode_header
 from protocol.message import MessageConst, MessageFormatError, decode_record
-from storage import MessageExtBrokerInner, PutMessageResult, PutMessageStatus
-
-if TYPE_CHECKING:
-    from actors.broker.service import Broker
+from storage import MessageExtBrokerInner, MessageStore, PutMessageResult, PutMessageStatus
 
 #: Requests from clients at least this version carry a maxReconsumeTimes to honour (V3_4_9).
 MAX_RECONSUME_TIMES_VERSION = 121
@@ -39,24 +43,37 @@ MAX_RECONSUME_TIMES_VERSION = 121
 RETRY_BASE_DELAY_LEVEL = 3
 
 
+@attrs.frozen
+class SendBackParts:
+    """What the send-back handler uses to store a retry or a dead letter."""
+
+    config: BrokerConfig
+    store: MessageStore
+    topics: TopicManager
+    groups: SubscriptionGroupManager
+    request_stats: RequestStats
+    ha: HighAvailability
+    schedule: ScheduleMessageService
+
+
 class SendBackHandler:
     """Serves CONSUMER_SEND_MSG_BACK for one broker."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, parts: SendBackParts) -> None:
+        self.parts = parts
 
     def __call__(self, connection: Connection, request: RemotingCommand) -> RemotingCommand | None:
         """Check, then store the retry or dead letter; answered when the store has it.
 
         Plain (not async) like the send handler: the store writer's callback answers.
         """
-        stats = self.broker.request_stats  # latency (when metrics are on) and dead letters
+        stats = self.parts.request_stats  # latency (when metrics are on) and dead letters
         started = perf_counter() if stats.timing else 0.0
         header = decode_header(ConsumerSendMsgBackRequestHeader, request.ext_fields)
         try:
             checked = self._check(request, header)
         except TopicMissing as missing:  # the group's first retry or dead letter
-            return create_then_serve(self.broker.topics, missing, connection, request, self)
+            return create_then_serve(self.parts.topics, missing, connection, request, self)
         if isinstance(checked, RemotingCommand):
             if started:
                 stats.on_rpc(request.code, checked.code, started)
@@ -66,7 +83,7 @@ class SendBackHandler:
         def done(result: PutMessageResult) -> None:
             if result.status is PutMessageStatus.PUT_OK and msg.topic.startswith(
                 DLQ_GROUP_TOPIC_PREFIX
-            ):  # a dead letter: counted for the metrics (actors.broker.request_stats)
+            ):  # a dead letter: counted for the metrics (actors.broker.services.request_stats)
                 origin = msg.properties.get(MessageConst.RETRY_TOPIC, "")
                 stats.on_dlq(header.group, origin)
             if request.is_oneway or connection.closed:
@@ -87,17 +104,17 @@ class SendBackHandler:
                 pass  # the consumer went away; it will send the message back again
 
         # On a SYNC_MASTER answered once a slave has the message (actors.broker.ha).
-        self.broker.ha.put_message(msg, done)
+        self.parts.ha.put_message(msg, done)
         return None
 
     def _check(
         self, request: RemotingCommand, header: ConsumerSendMsgBackRequestHeader
     ) -> MessageExtBrokerInner | RemotingCommand:
         """The message to store, or the refusal to answer with."""
-        broker = self.broker
-        config = broker.config
+        parts = self.parts
+        config = parts.config
         group = header.group
-        group_config = broker.groups.find_subscription_group_config(group)
+        group_config = parts.groups.find_subscription_group_config(group)
         if group_config is None:
             return request.response(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
@@ -117,7 +134,7 @@ class SendBackHandler:
             )
         if group_config.retry_queue_nums <= 0:
             return request.response(ResponseCode.SUCCESS)  # the group wants no retries
-        record = broker.store.look_message_by_offset(header.offset) if header.offset >= 0 else None
+        record = parts.store.look_message_by_offset(header.offset) if header.offset >= 0 else None
         try:
             message = decode_record(record) if record is not None else None
         except MessageFormatError:
@@ -143,7 +160,7 @@ class SendBackHandler:
         delay_level = header.delay_level
         if message.reconsume_times >= max_times or delay_level < 0:
             topic = dlq_topic(group)
-            topic_config = broker.topics.select(topic)
+            topic_config = parts.topics.select(topic)
             if topic_config is None:
                 raise TopicMissing(CreateTopicInSendBack(topic, 1, PERM_RW))
             queue_id = 0
@@ -151,7 +168,7 @@ class SendBackHandler:
         else:
             topic = retry_topic(group)
             queues = group_config.retry_queue_nums
-            topic_config = broker.topics.select(topic)
+            topic_config = parts.topics.select(topic)
             if topic_config is None:
                 raise TopicMissing(CreateTopicInSendBack(topic, queues, PERM_RW))
             queue_id = random.randrange(queues)
@@ -168,4 +185,4 @@ class SendBackHandler:
             message, topic=topic, queue_id=queue_id, properties=properties,
             reconsume_times=message.reconsume_times + 1, prepared_transaction_offset=0,
         )  # fmt: skip
-        return broker.schedule.redirect(msg)
+        return parts.schedule.redirect(msg)

@@ -19,15 +19,17 @@ from __future__ import annotations
 import functools
 import os
 import struct
-from collections import defaultdict
-from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import attrs
 import trio
 
-from actors.broker.clients import parse_subscription, tag_codes
-from actors.broker.offsets import CommitOffset
+from actors.broker.config import BrokerConfig
+from actors.broker.services.pull_hold import PullHoldService
+from actors.broker.services.stats import BrokerStatsManager
+from actors.broker.tables.clients import ClientManager, parse_subscription, tag_codes
+from actors.broker.tables.groups import SubscriptionGroupManager
+from actors.broker.tables.offsets import CommitOffset, ConsumerOffsetManager
+from actors.broker.tables.topics import TopicManager
 from protocol.bodies import PERM_READ, MessageModel
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
@@ -39,13 +41,9 @@ from protocol.headers import (
     decode_header,
     encode_header,
 )
-from storage import GetMessageResult, GetMessageStatus
+from storage import GetMessageResult, GetMessageStatus, MessageStore
 from supervisors.actor import ActorError
 
-if TYPE_CHECKING:
-    from actors.broker.service import Broker
-
-RECHECK_INTERVAL = 5.0
 MASTER_ID = 0
 # A consumer reading further behind the commit log's end than this share of memory is told to
 # read from a slave (RocketMQ's accessMessageInMemoryMaxRatio).
@@ -71,112 +69,27 @@ def _total_memory() -> int:
         return 8 << 30
 
 
-@attrs.define
-class PullHoldStatistics:
-    """Long-polling counters."""
+@attrs.frozen
+class PullParts:
+    """What the pull handler reads: settings, tables, store, and the long-polling service."""
 
-    held: int
-    max_held: int
-    woken: int
-    timed_out: int
-    refused: int
-
-
-class PullHoldService:
-    """Waiters per (topic, queue id), woken by the store's arrival callback."""
-
-    def __init__(self, max_held: int) -> None:
-        self.max_held = max_held
-        self.held = 0
-        self.woken = 0
-        self.timed_out = 0
-        self.refused = 0
-        self.closing = False
-        self._released = trio.Event()
-        self.rechecks = 0
-        # Per (topic, queue id): each held pull's event and the offset it waits beyond.
-        self._waiters: defaultdict[tuple[str, int], dict[trio.Event, int]] = defaultdict(dict)
-
-    def notify_message_arriving(self, topic: str, queue_id: int, max_offset: int) -> None:
-        """Store callback: wake every pull held on (topic, queue id)."""
-        waiters = self._waiters.pop((topic, queue_id), None)
-        if waiters:
-            for event in waiters:
-                event.set()
-
-    def try_acquire(self) -> bool:
-        """Take a hold slot; False when ``max_held`` pulls are held already."""
-        if self.closing or self.held >= self.max_held:
-            self.refused += 1
-            return False
-        self.held += 1
-        return True
-
-    def release(self) -> None:
-        """Give back a hold slot."""
-        self.held -= 1
-        if self.closing and not self.held:
-            self._released.set()
-
-    async def wait_released(self) -> None:
-        """After `release_all`: wait until every held pull has let go of its slot."""
-        if self.held:
-            await self._released.wait()
-
-    async def wait(self, topic: str, queue_id: int, offset: int, timeout: float) -> bool:
-        """Wait up to ``timeout`` s for a message at ``offset`` or later on (topic, queue id);
-        True when woken."""
-        if self.closing:
-            return False
-        event = trio.Event()
-        key = (topic, queue_id)
-        self._waiters[key][event] = offset
-        try:
-            with trio.move_on_after(timeout):
-                await event.wait()
-        finally:
-            waiters = self._waiters.get(key)
-            if waiters is not None:
-                waiters.pop(event, None)
-                if not waiters:
-                    del self._waiters[key]
-        return event.is_set()
-
-    async def run_rechecks(self, max_offset: Callable[[str, int], int]) -> None:
-        """Every `RECHECK_INTERVAL` s, wake the held pulls whose queue's ``max_offset`` has
-        passed the offset they wait at."""
-        while True:
-            await trio.sleep(RECHECK_INTERVAL)
-            self.rechecks += 1
-            for (topic, queue_id), waiters in list(self._waiters.items()):
-                newest = max_offset(topic, queue_id)
-                for event, offset in list(waiters.items()):
-                    if newest > offset:
-                        event.set()
-
-    def release_all(self) -> None:
-        """Shutdown: answer every held pull now and hold no more."""
-        self.closing = True
-        self._released = trio.Event()
-        for waiters in self._waiters.values():
-            for event in waiters:
-                event.set()
-        self._waiters.clear()
-
-    def statistics(self) -> PullHoldStatistics:
-        """Counters for the monitor."""
-        return PullHoldStatistics(
-            self.held, self.max_held, self.woken, self.timed_out, self.refused
-        )
+    config: BrokerConfig
+    store: MessageStore
+    topics: TopicManager
+    groups: SubscriptionGroupManager
+    offsets: ConsumerOffsetManager
+    clients: ClientManager
+    stats: BrokerStatsManager
+    pull_hold: PullHoldService
 
 
 class PullHandler:
     """Serves PULL_MESSAGE for one broker."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.config = broker.config
-        self.hold = broker.pull_hold
+    def __init__(self, parts: PullParts) -> None:
+        self.parts = parts
+        self.config = parts.config
+        self.hold = parts.pull_hold
         self._memory = _total_memory()
 
     def __call__(self, connection: Connection, request: RemotingCommand) -> RemotingCommand | Later:
@@ -211,7 +124,7 @@ class PullHandler:
         """Wait (holding the slot `__call__` took) for a message or the timeout; answer."""
         try:
             deadline = trio.current_time() + timeout_ms / 1000
-            store = self.broker.store
+            store = self.parts.store
             while True:
                 if (
                     store.get_max_offset_in_queue(header.topic, header.queue_id)
@@ -234,13 +147,13 @@ class PullHandler:
     ) -> RemotingCommand | frozenset[int] | None:
         """The refusal to answer, or the tag codes to filter by (None = all)."""
         config = self.config
-        broker = self.broker
+        parts = self.parts
         if not config.broker_permission & PERM_READ:
             return request.response(
                 ResponseCode.NO_PERMISSION, f"the broker {config.broker_addr} forbids pulling"
             )
         group = header.consumer_group
-        group_config = broker.groups.find_subscription_group_config(group)
+        group_config = parts.groups.find_subscription_group_config(group)
         if group_config is None:
             return request.response(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
@@ -250,14 +163,14 @@ class PullHandler:
             return request.response(
                 ResponseCode.NO_PERMISSION, f"subscription group {group} may not consume now"
             )
-        topic_config = broker.topics.select(header.topic)
+        topic_config = parts.topics.select(header.topic)
         if topic_config is None:
             # A slave learns a new topic at its next config sync, up to 10 s after the
             # master made it; a queue it already holds replicated messages of is served at
             # once, so consumers that turn to the slave when the master dies find them.
             if not (
                 config.is_slave
-                and broker.store.get_max_offset_in_queue(header.topic, header.queue_id) > 0
+                and parts.store.get_max_offset_in_queue(header.topic, header.queue_id) > 0
             ):
                 return request.response(
                     ResponseCode.TOPIC_NOT_EXIST,
@@ -284,7 +197,7 @@ class PullHandler:
                     f"expression type {expression_type} is not supported; use TAG",
                 )
             return tag_codes(parse_subscription(header.topic, header.subscription))
-        info = broker.clients.get_consumer_group_info(group)
+        info = parts.clients.get_consumer_group_info(group)
         if info is None:
             return request.response(
                 ResponseCode.SUBSCRIPTION_NOT_EXIST,
@@ -319,8 +232,8 @@ class PullHandler:
         *,
         commit: bool,
     ) -> RemotingCommand:
-        broker = self.broker
-        result = broker.store.get_message(
+        parts = self.parts
+        result = parts.store.get_message(
             header.consumer_group, header.topic, header.queue_id, header.queue_offset,
             max(1, header.max_msg_nums), codes,
         )  # fmt: skip
@@ -341,7 +254,7 @@ class PullHandler:
             code = ResponseCode.PULL_RETRY_IMMEDIATELY
         if commit and header.sys_flag & PullSysFlag.COMMIT_OFFSET and not self.config.is_slave:
             try:  # one cast, no wait: the offset actor applies it in the next scheduler pass
-                broker.offsets.cast_nowait(CommitOffset(
+                parts.offsets.cast_nowait(CommitOffset(
                     header.consumer_group, header.topic, header.queue_id, header.commit_offset
                 ))  # fmt: skip
             except ActorError:
@@ -350,7 +263,7 @@ class PullHandler:
         body = None
         if code == ResponseCode.SUCCESS:
             body = b"".join(result.buffers)
-            broker.stats.on_get(header.consumer_group, header.topic, len(result.buffers),
+            parts.stats.on_get(header.consumer_group, header.topic, len(result.buffers),
                                 result.buffer_total_size)  # fmt: skip
         result.release()
         next_offset = result.next_begin_offset
@@ -363,7 +276,7 @@ class PullHandler:
         if not self.config.slave_read_enable or not result.buffers:
             return MASTER_ID
         (physical,) = _PHYSICAL_OFFSET.unpack_from(result.buffers[-1], 28)
-        behind = self.broker.store.get_max_phy_offset() - physical
+        behind = self.parts.store.get_max_phy_offset() - physical
         if behind > self._memory * ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO:
             return self.config.which_broker_when_consume_slowly
         return MASTER_ID

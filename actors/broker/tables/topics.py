@@ -30,7 +30,7 @@ from typing import Any, TypeAlias
 import attrs
 
 from actors.broker.config import BrokerConfig
-from actors.broker.table_actor import TableActor
+from actors.broker.tables.table_actor import TableActor
 from protocol.bodies import (
     PERM_INHERIT,
     PERM_READ,

@@ -18,26 +18,16 @@ command that crashed it and those queued behind it; a lost unlock frees its queu
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import Any, TypeAlias
 
 import attrs
 import trio
 
-from actors.broker.table_actor import TableActor
+from actors.broker.tables.table_actor import TableActor
 from protocol.bodies import (
-    BodyError,
-    LockBatchRequestBody,
-    LockBatchResponseBody,
     MessageQueue,
-    UnlockBatchRequestBody,
 )
-from protocol.codes import ResponseCode
-from protocol.command import RemotingCommand
-from protocol.connection import Connection
-from supervisors.actor import ActorError, ActorStatistics, Request
-
-if TYPE_CHECKING:
-    from actors.broker.service import Broker
+from supervisors.actor import ActorStatistics, Request
 
 
 @attrs.define(slots=True)
@@ -210,52 +200,3 @@ class RebalanceLockManager(TableActor[LockCommand]):
             granted=self.granted,
             refused=self.refused,
         )
-
-
-class LockHandlers:
-    """Handlers of LOCK_BATCH_MQ and UNLOCK_BATCH_MQ."""
-
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-
-    async def lock_batch_mq(
-        self, connection: Connection, request: RemotingCommand
-    ) -> RemotingCommand:
-        try:
-            body = LockBatchRequestBody.from_json(request.body or b"")
-        except BodyError as exc:
-            return request.response(ResponseCode.SYSTEM_ERROR, f"bad LOCK_BATCH_MQ body: {exc}")
-        refused = self._check_group(request, body.consumer_group)
-        if refused is not None:
-            return refused
-        granted = await self.broker.locks.call(
-            LockBatch(body.consumer_group, tuple(body.mq_set), body.client_id)
-        )
-        answer = LockBatchResponseBody(lock_ok_mq_set=granted)
-        return request.response(ResponseCode.SUCCESS, None, None, answer.to_json())
-
-    def unlock_batch_mq(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
-        try:
-            body = UnlockBatchRequestBody.from_json(request.body or b"")
-        except BodyError as exc:
-            return request.response(ResponseCode.SYSTEM_ERROR, f"bad UNLOCK_BATCH_MQ body: {exc}")
-        refused = self._check_group(request, body.consumer_group)
-        if refused is not None:
-            return refused
-        try:
-            self.broker.locks.cast_nowait(
-                UnlockBatch(body.consumer_group, tuple(body.mq_set), body.client_id)
-            )
-        except ActorError as exc:
-            return request.response(ResponseCode.SYSTEM_ERROR, f"UNLOCK_BATCH_MQ not done: {exc}")
-        return request.response(ResponseCode.SUCCESS)
-
-    def _check_group(self, request: RemotingCommand, group: str) -> RemotingCommand | None:
-        if self.broker.groups.find_subscription_group_config(group) is None:
-            return request.response(
-                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                f"subscription group {group!r} does not exist on broker "
-                f"{self.broker.config.broker_name}; create it (updateSubGroup) or enable "
-                "autoCreateSubscriptionGroup",
-            )
-        return None

@@ -3,7 +3,8 @@
 Children of the broker's supervisor, in start order (stopped in reverse):
 
 1. ``store`` - the message store (writer actor, flush and retention services).
-   ``dedup`` - the dedup index rebuilt from the commit log's tail (``actors.broker.dedup``).
+   ``dedup`` - the dedup index rebuilt from the commit log's tail
+   (``actors.broker.services.dedup``).
 2. ``topics``, ``offsets``, ``groups`` - the table actors kept in ``config/*.json``.
 3. ``clients``, ``locks`` - the client connections (with their expiry scan) and orderly locks.
 4. ``stats`` - the statistics sampler (minute, hour and day rates).
@@ -18,7 +19,7 @@ Children of the broker's supervisor, in start order (stopped in reverse):
    (``actors.broker.ha``); a failed link restarts alone.
 9. ``metrics-port`` and ``metrics`` (with ``metricsExporterType=PROM``) - the bound
    metricsPromExporterPort, and Prometheus text at ``/metrics`` on it
-   (`actors.broker.metrics`); a crash of the responder restarts it alone, on the same port.
+   (`actors.broker.services.metrics`); a crash of the responder restarts it alone, on the same port.
 10. ``registrar`` - registration with the registries; on stop it unregisters.
 
 So a shutdown unregisters, stops serving, writes the tables and flushes the store, in that order.
@@ -41,27 +42,37 @@ import attrs
 import trio
 
 from actors.acl import AccessValidator
-from actors.broker.client_requests import notify_request
-from actors.broker.clients import ClientManager
 from actors.broker.config import BrokerConfig
-from actors.broker.dedup import DedupIndex, DedupService
-from actors.broker.groups import SubscriptionGroupManager
-from actors.broker.ha import HAClientStatistics, HAStatistics, HighAvailability
-from actors.broker.handlers import register_handlers
-from actors.broker.locks import RebalanceLockManager
-from actors.broker.metrics import BrokerMetricsCollector
-from actors.broker.offsets import ConsumerOffsetManager
+from actors.broker.ha import (
+    HAClient,
+    HAClientStatistics,
+    HAService,
+    HAStatistics,
+    HighAvailability,
+    SlaveSynchronize,
+)
+from actors.broker.handlers.client import notify_request
+from actors.broker.handlers.stats import runtime_info
+from actors.broker.handlers.table import HandlerParts, register_handlers, stats_parts
 from actors.broker.ports import bind_tcp, listen
-from actors.broker.pull_handler import PullHoldService, PullHoldStatistics
-from actors.broker.registration import Registrar
-from actors.broker.request_stats import RequestStats
-from actors.broker.schedule import ScheduleMessageService
-from actors.broker.stats import BrokerStatsManager
-from actors.broker.topics import TopicManager
-from actors.broker.transaction import TransactionalMessageService
+from actors.broker.services.dedup import DedupIndex, DedupService
+from actors.broker.services.metrics import BrokerMetricsCollector, MetricsParts
+from actors.broker.services.pull_hold import PullHoldService, PullHoldStatistics
+from actors.broker.services.registration import Registrar
+from actors.broker.services.request_stats import RequestStats
+from actors.broker.services.schedule import ScheduleMessageService
+from actors.broker.services.stats import BrokerStatsManager
+from actors.broker.services.transaction import TransactionalMessageService
+from actors.broker.tables.clients import ClientManager
+from actors.broker.tables.delay_offsets import DelayOffsetTable
+from actors.broker.tables.groups import SubscriptionGroupManager
+from actors.broker.tables.locks import RebalanceLockManager
+from actors.broker.tables.offsets import ConsumerOffsetManager
+from actors.broker.tables.topics import TopicManager
 from protocol.acl import SessionCredentials
 from protocol.client import RemotingClient
 from protocol.codes import RequestCode
+from protocol.command import RemotingCommand
 from protocol.connection import Connection, Dispatcher
 from protocol.rpc_metrics import time_handlers
 from protocol.server import RemotingServer, ServerConfig, ServerStatistics
@@ -102,49 +113,87 @@ class BrokerStatistics:
 class Broker:
     """A RocketMQ 4.x broker; see the module docstring."""
 
-    def __init__(
-        self, config: BrokerConfig | None = None, config_file: Path | None = None
-    ) -> None:
-        self.config = config or BrokerConfig()
+    def __init__(self, config: BrokerConfig | None = None, config_file: Path | None = None) -> None:
+        self.config = config = config or BrokerConfig()
         #: The broker.conf it was started with (``-c``): UPDATE_BROKER_CONFIG writes its
-        #: changes there, as RocketMQ's broker does (`actors.broker.config_admin`).
+        #: changes there, as RocketMQ's broker does (`actors.broker.handlers.config_admin`).
         self.config_file = config_file
-        config_dir = self.config.config_dir
-        self.topics = TopicManager(self.config, config_dir / "topics.json")
+        #: Set up in `run` (tlsEnable=true): the context the broker's own TLS calls use.
+        self.tls_client_context: ssl.SSLContext | None = None
+
+        # Phase 1: the tables and the store. They use nothing of the broker's.
+        config_dir = config.config_dir
+        self.topics = TopicManager(config, config_dir / "topics.json")
         self.offsets = ConsumerOffsetManager(
-            config_dir / "consumerOffset.json", self.config.flush_consumer_offset_interval
+            config_dir / "consumerOffset.json", config.flush_consumer_offset_interval
         )
         self.groups = SubscriptionGroupManager(
-            config_dir / "subscriptionGroup.json", self.config.auto_create_subscription_group
+            config_dir / "subscriptionGroup.json", config.auto_create_subscription_group
         )
-        self.clients = ClientManager(self.config.channel_expired_timeout)
+        self.clients = ClientManager(config.channel_expired_timeout)
         self.clients.notifier = self._notify_consumers
-        self.pull_hold = PullHoldService(self.config.max_held_pulls)
-        self.schedule = ScheduleMessageService(self)
+        self.locks = RebalanceLockManager(config.rebalance_lock_max_live_time)
+        self.delay_offsets = DelayOffsetTable(config_dir / "delayOffset.json")
+        self.timer_offsets = DelayOffsetTable(config_dir / "timerOffset.json")
+        # The store tells the long-polling service of arrivals, so that comes first.
+        self.pull_hold = PullHoldService(config.max_held_pulls)
         # Opened by its supervisor child in `run`; its host is the bound address, set there.
         self.store: MessageStore = FileMessageStore(
-            self.config.store_config(),
-            message_arriving_listener=self.pull_hold.notify_message_arriving,
+            config.store_config(), message_arriving_listener=self.pull_hold.notify_message_arriving
         )
-        self.registrar: Registrar | None = None
-        self.dedup = DedupService(
-            DedupIndex(self.config.dedup_window_seconds * 1000, self.config.dedup_max_keys),
-            self.store,
-        )
-        self.stats = BrokerStatsManager(self.config.broker_cluster_name)
-        self.locks = RebalanceLockManager(self.config.rebalance_lock_max_live_time)
-        self.transactions = TransactionalMessageService(self)
-        self.ha = HighAvailability(self)  # HA service (master) or client and config sync (slave)
-        metered = self.config.metrics_exporter_type == MetricsExporterType.PROM
+
+        # Phase 2: the services and replication, each handed the parts it uses.
+        metered = config.metrics_exporter_type == MetricsExporterType.PROM
         # Request latencies and dead letters, for the metrics (latencies only when served).
         self.request_stats = RequestStats(timing=metered)
-        self.dispatcher = Dispatcher()
-        register_handlers(self.dispatcher, self)
+        self.stats = BrokerStatsManager(config.broker_cluster_name)
+        self.dedup = DedupService(
+            DedupIndex(config.dedup_window_seconds * 1000, config.dedup_max_keys), self.store
+        )
+        # Entered in `run`; its connections to the registries also carry a slave's config sync.
+        self.registry_client = RemotingClient(
+            rpc_hook=_credentials(config),
+            tls=config.tls_enable,
+            tls_ca_file=config.tls_client_trust_cert_path or None,
+            tls_cert_file=config.tls_client_cert_path,
+            tls_key_file=config.tls_client_key_path,
+        )
+        self.registrar = Registrar(config, self.topics, self.registry_client)
+        self.topics.on_change.append(self.registrar.register_soon)
+        idle = config.server_channel_max_idle_time_seconds
+        self.server = RemotingServer(Dispatcher(), ServerConfig(idle_timeout=idle or None))
+        self.server.add_close_listener(self.clients.connection_closed)
+        self.ha = self._high_availability()
+        self.schedule = ScheduleMessageService(
+            config, store=self.store, topics=self.topics, ha=self.ha,
+            delay_offsets=self.delay_offsets, timer_offsets=self.timer_offsets,
+        )  # fmt: skip
+        self.transactions = TransactionalMessageService(
+            config, store=self.store, topics=self.topics, offsets=self.offsets,
+            clients=self.clients, ha=self.ha,
+        )  # fmt: skip
+
+        #: Reads the parts above at each scrape (served with metricsExporterType=PROM).
+        self.metrics_collector = BrokerMetricsCollector(
+            MetricsParts(
+                config, self.store, self.topics, self.groups, self.offsets, self.clients,
+                self.ha, self.stats, self.request_stats,
+            )
+        )  # fmt: skip
+
+        # Phase 3: the request handlers, each built from its share of the parts.
+        self.handler_parts = HandlerParts(
+            config=config, config_file=config_file, store=self.store, topics=self.topics,
+            offsets=self.offsets, groups=self.groups, clients=self.clients, locks=self.locks,
+            delay_offsets=self.delay_offsets, ha=self.ha, pull_hold=self.pull_hold,
+            stats=self.stats, request_stats=self.request_stats, schedule=self.schedule,
+            transactions=self.transactions, dedup=self.dedup.index,
+        )  # fmt: skip
+        self.dispatcher = self.server.dispatcher
+        register_handlers(self.dispatcher, self.handler_parts)
         if metered:  # sends and send-back answer from a store callback and time themselves
             time_handlers(self.dispatcher, self.request_stats, skip=_SELF_TIMED)
-        idle = self.config.server_channel_max_idle_time_seconds
-        self.server = RemotingServer(self.dispatcher, ServerConfig(idle_timeout=idle or None))
-        self.server.add_close_listener(self.clients.connection_closed)
+
         self.websocket_port: int | None = None
         self.fast_port: int | None = None
         #: The bound Prometheus port once running with metricsExporterType=PROM.
@@ -158,8 +207,21 @@ class Broker:
         self._sockets: list[trio.socket.SocketType] = []
         self._fast_sockets: list[trio.socket.SocketType] = []
         self._websocket_tls: ssl.SSLContext | None = None
-        #: The context the broker's own TLS calls use (tlsEnable=true), set up in `run`.
-        self.tls_client_context: ssl.SSLContext | None = None
+
+    def _high_availability(self) -> HighAvailability:
+        """The HA parts of this broker's role: the HA service, or the link and config sync."""
+        config, store = self.config, self.store
+        if not config.is_slave:
+            return HighAvailability(store, service=HAService(config, store, self.server.config))
+        return HighAvailability(
+            store,
+            client=HAClient(config, store, self.registrar, lambda: self.tls_client_context),
+            sync=SlaveSynchronize(
+                config, registration=self.registrar, invoke=self.registry_client.invoke,
+                topics=self.topics, offsets=self.offsets, groups=self.groups,
+                delay_offsets=self.delay_offsets,
+            ),
+        )  # fmt: skip
 
     # -- addresses -------------------------------------------------------------------------
 
@@ -192,7 +254,7 @@ class Broker:
                 config.metrics_prom_exporter_port, config.metrics_prom_exporter_host
             )
             self.metrics_port = listeners[0].socket.getsockname()[1]
-            collector = BrokerMetricsCollector(self)
+            collector = self.metrics_collector
             metrics += [
                 ChildSpec.function("metrics-port", partial(hold_listeners, listeners)),
                 ChildSpec.function("metrics", partial(serve_metrics, listeners, collector)),
@@ -214,20 +276,8 @@ class Broker:
         self.store.config.store_host = (config.broker_ip1, config.listen_port)
         await trio.to_thread.run_sync(self._load_tables)
         acl_children = await self._start_acl()
-        credentials = (
-            SessionCredentials(config.access_key, config.secret_key)
-            if config.access_key or config.secret_key
-            else None
-        )
-        async with RemotingClient(
-            rpc_hook=credentials.sign if credentials else None,
-            tls=config.tls_enable,
-            tls_ca_file=config.tls_client_trust_cert_path or None,
-            tls_cert_file=config.tls_client_cert_path,
-            tls_key_file=config.tls_client_key_path,
-        ) as client:
-            self.registrar = registrar = Registrar(config, self.topics, client)
-            self.topics.on_change.append(registrar.register_soon)
+        registrar = self.registrar
+        async with self.registry_client:
             self.supervisor = supervisor = Supervisor(
                 f"broker {config.broker_name}",
                 [
@@ -328,6 +378,10 @@ class Broker:
             if not connection.closed:
                 connection.send_oneway(notify_request(group))
 
+    def runtime_info(self) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO's table, as an operator's admin tool sees it."""
+        return runtime_info(stats_parts(self.handler_parts))
+
     def statistics(self) -> BrokerStatistics:
         """Counters of the broker's parts."""
         assert self.supervisor is not None, "the broker is not running"
@@ -340,13 +394,20 @@ class Broker:
             server=self.server.statistics(),
             pull_hold=self.pull_hold.statistics(),
             supervisor=self.supervisor.statistics(),
-            registrations=self.registrar.registrations if self.registrar else 0,
+            registrations=self.registrar.registrations,
             ha=self.ha.statistics(),
             tables=tuple(
                 table.statistics()
                 for table in (self.topics, self.offsets, self.groups, self.clients, self.locks)
             ),
         )
+
+
+def _credentials(config: BrokerConfig) -> Callable[[RemotingCommand], None] | None:
+    """The signing hook of the broker's own requests (accessKey / secretKey set)."""
+    if not (config.access_key or config.secret_key):
+        return None
+    return SessionCredentials(config.access_key, config.secret_key).sign
 
 
 def settle_garbage_collector() -> None:

@@ -6,8 +6,8 @@ as received (compressed bodies stay compressed); the answer carries the offset m
 queue and the queue offset.
 
 A message with a ``BOLTMQ_DEDUP_KEY`` property already stored within the dedup window is
-answered with the first one's result and not stored again (`actors.broker.dedup`); in a batch
-each message is checked on its own, and only the new ones are stored.
+answered with the first one's result and not stored again (`actors.broker.services.dedup`);
+in a batch each message is checked on its own, and only the new ones are stored.
 """
 
 from __future__ import annotations
@@ -20,21 +20,26 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from actors.broker.dedup import DEDUP_KEY, DedupIndex, KeyInFlight, StoredMessage
-from actors.broker.request_stats import message_type_of
-from actors.broker.topics import (
+from actors.broker.config import BrokerConfig
+from actors.broker.services.dedup import DEDUP_KEY, DedupIndex, KeyInFlight, StoredMessage
+from actors.broker.services.request_stats import RequestStats, message_type_of
+from actors.broker.services.schedule import ScheduleMessageService
+from actors.broker.services.stats import BrokerStatsManager
+from actors.broker.services.transaction import prepare_half_message
+from actors.broker.tables.groups import SubscriptionGroupManager
+from actors.broker.tables.topics import (
     DLQ_GROUP_TOPIC_PREFIX,
     NOT_ALLOWED_SEND_TOPICS,
     PERM_RW,
     RETRY_GROUP_TOPIC_PREFIX,
     CreateTopicInSendBack,
     CreateTopicInSendMessageMethod,
+    TopicManager,
     TopicMissing,
     check_topic_name,
     create_then_serve,
     dlq_topic,
 )
-from actors.broker.transaction import prepare_half_message
 from protocol.bodies import PERM_WRITE, TopicConfig, TopicFilterType
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import ConnectionClosedError, RemotingCommand
@@ -55,11 +60,16 @@ from protocol.message import (
     string_to_properties,
 )
 from protocol.transport import parse_address
-from storage import MessageBatch, MessageExtBrokerInner, PutMessageResult, PutMessageStatus
+from storage import (
+    MessageBatch,
+    MessageExtBrokerInner,
+    MessageStore,
+    PutMessageResult,
+    PutMessageStatus,
+)
 
 if TYPE_CHECKING:
     from actors.broker.ha.master import HAService
-    from actors.broker.service import Broker
 
 #: Store statuses that still stored the message, and the code to answer them with.
 _STORED_CODES = {
@@ -89,17 +99,41 @@ class SendRefused(Exception):
         self.remark = remark
 
 
+@attrs.frozen
+class SendParts:
+    """What the send handler uses: settings, tables, store and the services a send meets."""
+
+    config: BrokerConfig
+    topics: TopicManager
+    groups: SubscriptionGroupManager
+    store: MessageStore
+    #: Delayed and timed sends are stored in the schedule or timer topic.
+    schedule: ScheduleMessageService
+    dedup: DedupIndex
+    stats: BrokerStatsManager
+    request_stats: RequestStats
+    #: The master's HA service (None on a slave): a SYNC_MASTER answers once a slave has it.
+    ha_service: HAService | None
+
+
 class SendHandler:
     """Serves the three send codes for one broker."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.config = broker.config
-        self.topics = broker.topics
-        self.cluster_name = broker.config.broker_cluster_name
-        self._region = broker.config.region_id
-        self._trace_on = "true" if broker.config.trace_on else "false"
-        self._timed = broker.request_stats.timing  # latency buckets for the metrics
+    def __init__(self, parts: SendParts) -> None:
+        # Bound one by one: the send path reads them per message.
+        self.config = config = parts.config
+        self.topics = parts.topics
+        self.groups = parts.groups
+        self.store = parts.store
+        self.schedule = parts.schedule
+        self.dedup = parts.dedup
+        self.stats = parts.stats
+        self.request_stats = parts.request_stats
+        self.ha_service = parts.ha_service
+        self.cluster_name = config.broker_cluster_name
+        self._region = config.region_id
+        self._trace_on = "true" if config.trace_on else "false"
+        self._timed = parts.request_stats.timing  # latency buckets for the metrics
         # Per send, cached: topic names already found valid, and each peer's (host, port).
         self._valid_topics: set[str] = set()
         self._born_hosts: dict[str, tuple[str, int]] = {}
@@ -110,7 +144,7 @@ class SendHandler:
         A plain function on purpose: the reader calls it inline and the store writer's
         callback sends the answer, so a send costs no task and no event of its own.
         """
-        started = perf_counter() if self._timed else 0.0  # actors.broker.request_stats
+        started = perf_counter() if self._timed else 0.0  # actors.broker.services.request_stats
         try:
             header = decode_send_fields(request.ext_fields)
             batch = header.batch or request.code == RequestCode.SEND_BATCH_MESSAGE
@@ -119,19 +153,19 @@ class SendHandler:
             merge = _Merge() if batch else _SINGLE
             # A partial, not a closure: a closure over this many names cost a microsecond
             # of a single send in cells alone (py-spy).
-            done = partial(self._done, self.broker.ha.service, connection, request, header,
+            done = partial(self._done, self.ha_service, connection, request, header,
                            topic, queue_id, merge, started)  # fmt: skip
             duplicate = self._put(connection, request, header, batch, topic_config, topic,
                                   queue_id, reconsume, done, merge)  # fmt: skip
             if duplicate is not None and not request.is_oneway:
                 if started:
-                    self.broker.request_stats.on_rpc(request.code, duplicate.code, started)
+                    self.request_stats.on_rpc(request.code, duplicate.code, started)
                 return duplicate
         except SendRefused as refused:
             if started:
-                self.broker.request_stats.on_rpc(request.code, refused.code, started)
+                self.request_stats.on_rpc(request.code, refused.code, started)
             return request.response(refused.code, refused.remark)
-        except TopicMissing as missing:  # a topic's first send (actors.broker.topics)
+        except TopicMissing as missing:  # a topic's first send (actors.broker.tables.topics)
             return create_then_serve(self.topics, missing, connection, request, self)
         return None
 
@@ -155,11 +189,11 @@ class SendHandler:
             )
             if ha.defer(result, again):
                 return  # SYNC_MASTER: answered once a slave has it (actors.broker.ha.master)
-        if result.msg_num:  # stored (a refused put has none); actors.broker.stats
-            self.broker.stats.on_put(topic, result.msg_num, result.wrote_bytes,
+        if result.msg_num:  # stored (a refused put has none); actors.broker.services.stats
+            self.stats.on_put(topic, result.msg_num, result.wrote_bytes,
                                      message_type_of(header.properties))  # fmt: skip
             if topic != header.topic and topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
-                self.broker.request_stats.on_dlq(
+                self.request_stats.on_dlq(
                     topic[len(DLQ_GROUP_TOPIC_PREFIX) :], header.topic, result.msg_num
                 )
         if request.is_oneway or connection.closed:
@@ -175,7 +209,7 @@ class SendHandler:
                 TRACE_ON: self._trace_on,
             }
             if started:
-                self.broker.request_stats.on_rpc(request.code, code, started)
+                self.request_stats.on_rpc(request.code, code, started)
             try:
                 connection.send_frame(encode_answer(request, code, ext))
             except ConnectionClosedError:
@@ -183,7 +217,7 @@ class SendHandler:
             return
         answer = self._answer(request, result, queue_id, merge)
         if started:
-            self.broker.request_stats.on_rpc(request.code, answer.code, started)
+            self.request_stats.on_rpc(request.code, answer.code, started)
         try:
             connection.send(answer)
         except ConnectionClosedError:
@@ -259,7 +293,7 @@ class SendHandler:
         reconsume = header.reconsume_times or 0
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             group = topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
-            group_config = self.broker.groups.find_subscription_group_config(group)
+            group_config = self.groups.find_subscription_group_config(group)
             if group_config is None:
                 raise SendRefused(
                     ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
@@ -308,9 +342,10 @@ class SendHandler:
         dedup_topic = topic  # keys are scoped by the topic the producer named
         if properties.get(MessageConst.TRAN_MSG) == "true":  # a half message (transaction.py)
             topic, queue_id, sys_flag = prepare_half_message(
-                self.broker, properties, topic, queue_id, sys_flag, batch)  # fmt: skip
-        # Delayed and timed sends are stored in the schedule / timer topic (actors.broker.schedule).
-        topic, queue_id, tags_code = self.broker.schedule.redirect_send(
+                self.topics, properties, topic, queue_id, sys_flag, batch)  # fmt: skip
+        # Delayed and timed sends are stored in the schedule or timer topic
+        # (actors.broker.services.schedule).
+        topic, queue_id, tags_code = self.schedule.redirect_send(
             topic, queue_id, properties, sys_flag, batch)  # fmt: skip
         if batch:
             try:
@@ -319,12 +354,12 @@ class SendHandler:
                 raise SendRefused(ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {exc}") from None
             if not elements:
                 raise SendRefused(ResponseCode.MESSAGE_ILLEGAL, "the batch holds no message")
-            if self._dedup.enabled:
+            if self.dedup.enabled:
                 elements, done, answer = self._dedup_batch(
                     request, dedup_topic, queue_id, elements, done, merge)  # fmt: skip
                 if answer is not None:
                     return answer
-            self.broker.store.put_messages_nowait(
+            self.store.put_messages_nowait(
                 MessageBatch(
                     topic=topic,
                     queue_id=queue_id,
@@ -338,14 +373,14 @@ class SendHandler:
                 done,
             )
             return None
-        key = properties.get(DEDUP_KEY) if self._dedup.enabled else None
+        key = properties.get(DEDUP_KEY) if self.dedup.enabled else None
         if key is not None:
             stored = self._lookup(dedup_topic, key)
             if stored is not None:
                 return self._ok(request, ResponseCode.SUCCESS, stored.msg_id, stored.queue_id,
                                 stored.queue_offset)  # fmt: skip
             done = self._reserve_one(dedup_topic, key, queue_id, done)
-        self.broker.store.put_message_nowait(
+        self.store.put_message_nowait(
             MessageExtBrokerInner(
                 topic=topic,
                 body=body,
@@ -389,15 +424,11 @@ class SendHandler:
         }
         return request.response(code, None, ext)
 
-    # -- the dedup index (actors.broker.dedup) --------------------------------------------------
-
-    @property
-    def _dedup(self) -> DedupIndex:
-        return self.broker.dedup.index
+    # -- the dedup index (actors.broker.services.dedup) -----------------------------------
 
     def _lookup(self, topic: str, key: str) -> StoredMessage | None:
         try:
-            return self._dedup.lookup(topic, key)
+            return self.dedup.lookup(topic, key)
         except KeyInFlight as busy:
             raise SendRefused(ResponseCode.SYSTEM_BUSY, f"{busy}; send it again") from None
 
@@ -405,7 +436,7 @@ class SendHandler:
         self, topic: str, key: str, queue_id: int, done: Callable[[PutMessageResult], None]
     ) -> Callable[[PutMessageResult], None]:
         """Reserve ``key``; the callback that records (or, on failure, releases) it."""
-        index = self._dedup
+        index = self.dedup
         index.reserve(topic, key)
 
         def stored(result: PutMessageResult) -> None:
@@ -437,7 +468,7 @@ class SendHandler:
         keys = [_dedup_key(properties) for _, _, properties in elements]
         if not any(keys):
             return elements, done, None
-        index = self._dedup
+        index = self.dedup
         first_of: dict[str, int] = {}
         repeats: dict[int, int] = {}  # the same key twice in one batch: stored once
         for position, key in enumerate(keys):

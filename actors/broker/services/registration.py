@@ -21,7 +21,7 @@ import attrs
 import trio
 
 from actors.broker.config import BrokerConfig
-from actors.broker.topics import TopicManager, UpdateOrderTopics
+from actors.broker.tables.topics import TopicManager, UpdateOrderTopics
 from protocol.bodies import (
     PERM_READ,
     PERM_WRITE,

@@ -36,8 +36,10 @@ def message_type_of(properties: str | None) -> int:
         return TRANSACTION
     if "__SHARDINGKEY\x01" in properties:
         return FIFO
-    if "DELAY\x01" in properties or "__STARTDELIVERTIME\x01" in properties or (
-        "TIMER_" in properties
+    if (
+        "DELAY\x01" in properties
+        or "__STARTDELIVERTIME\x01" in properties
+        or ("TIMER_" in properties)
     ):
         return DELAY
     return NORMAL
