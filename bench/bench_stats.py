@@ -22,8 +22,8 @@ from typing import cast
 
 import trio
 
-from actors.broker.config import BrokerConfig
 from actors.broker.broker import open_broker
+from actors.broker.config import BrokerConfig
 from actors.broker.services.stats import BrokerStatsManager
 from protocol.codes import RequestCode
 from protocol.command import RemotingCommand

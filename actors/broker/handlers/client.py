@@ -21,11 +21,7 @@ from actors.broker.tables.clients import (
 )
 from actors.broker.tables.groups import SubscriptionGroupManager
 from actors.broker.tables.offsets import CommitOffset, ConsumerOffsetManager
-from actors.broker.tables.topics import (
-    PERM_RW,
-    TopicManager,
-    retry_topic,
-)
+from actors.broker.tables.topics import PERM_RW, TopicManager
 from protocol.bodies import (
     BodyError,
     GetConsumerListByGroupResponseBody,
@@ -55,6 +51,7 @@ from protocol.headers import (
     decode_header,
     encode_header,
 )
+from protocol.names import retry_topic
 from storage import MessageStore
 from supervisors.actor import ActorError
 

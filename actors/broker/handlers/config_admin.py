@@ -28,15 +28,6 @@ from actors.broker.config import BrokerConfig, ConfigError
 from actors.broker.tables.groups import DeleteGroup, SubscriptionGroupManager, UpdateGroup
 from actors.broker.tables.offsets import ConsumerOffsetManager, RemoveGroupOffsets
 from actors.broker.tables.topics import (
-    AUTO_CREATE_TOPIC_KEY_TOPIC,
-    BENCHMARK_TOPIC,
-    OFFSET_MOVED_EVENT,
-    SCHEDULE_TOPIC,
-    SELF_TEST_TOPIC,
-    TRACE_TOPIC,
-    TRANS_CHECK_MAX_TIME_TOPIC,
-    TRANS_HALF_TOPIC,
-    TRANS_OP_HALF_TOPIC,
     BumpDataVersion,
     DeleteTopicConfig,
     TopicManager,
@@ -59,6 +50,17 @@ from protocol.headers import (
     GetBrokerConfigResponseHeader,
     decode_header,
     encode_header,
+)
+from protocol.names import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    BENCHMARK_TOPIC,
+    OFFSET_MOVED_EVENT,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+    TRACE_TOPIC,
+    TRANS_CHECK_MAX_TIME_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
 )
 from supervisors.config import parse_properties, property_key, update_properties_file
 

@@ -28,17 +28,14 @@ from actors.broker.services.stats import BrokerStatsManager
 from actors.broker.services.transaction import prepare_half_message
 from actors.broker.tables.groups import SubscriptionGroupManager
 from actors.broker.tables.topics import (
-    DLQ_GROUP_TOPIC_PREFIX,
     NOT_ALLOWED_SEND_TOPICS,
     PERM_RW,
-    RETRY_GROUP_TOPIC_PREFIX,
     CreateTopicInSendBack,
     CreateTopicInSendMessageMethod,
     TopicManager,
     TopicMissing,
     check_topic_name,
     create_then_serve,
-    dlq_topic,
 )
 from protocol.bodies import PERM_WRITE, TopicConfig, TopicFilterType
 from protocol.codes import RequestCode, ResponseCode
@@ -59,6 +56,7 @@ from protocol.message import (
     properties_to_string,
     string_to_properties,
 )
+from protocol.names import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, dlq_topic
 from protocol.transport import parse_address
 from storage import (
     MessageBatch,

@@ -20,14 +20,11 @@ from actors.broker.services.request_stats import RequestStats
 from actors.broker.services.schedule import ScheduleMessageService
 from actors.broker.tables.groups import SubscriptionGroupManager
 from actors.broker.tables.topics import (
-    DLQ_GROUP_TOPIC_PREFIX,
     PERM_RW,
     CreateTopicInSendBack,
     TopicManager,
     TopicMissing,
     create_then_serve,
-    dlq_topic,
-    retry_topic,
 )
 from protocol.bodies import PERM_WRITE
 from protocol.codes import ResponseCode
@@ -35,6 +32,7 @@ from protocol.command import ConnectionClosedError, RemotingCommand
 from protocol.connection import Connection
 from protocol.headers import ConsumerSendMsgBackRequestHeader, decode_header
 from protocol.message import MessageConst, MessageFormatError, decode_record
+from protocol.names import DLQ_GROUP_TOPIC_PREFIX, dlq_topic, retry_topic
 from storage import MessageExtBrokerInner, MessageStore, PutMessageResult, PutMessageStatus
 
 #: Requests from clients at least this version carry a maxReconsumeTimes to honour (V3_4_9).

@@ -40,20 +40,18 @@ import trio
 from actors.broker.config import BrokerConfig, parse_delay_levels
 from actors.broker.ha import HighAvailability
 from actors.broker.tables.delay_offsets import DelayOffsetTable
-from actors.broker.tables.topics import (
-    DLQ_GROUP_TOPIC_PREFIX,
-    PERM_RW,
-    SCHEDULE_TOPIC,
-    TRANS_HALF_TOPIC,
-    TRANS_OP_HALF_TOPIC,
-    CreateSystemTopic,
-    TopicManager,
-    now_ms,
-)
+from actors.broker.tables.topics import PERM_RW, CreateSystemTopic, TopicManager, now_ms
 from protocol.codes import ResponseCode
 from protocol.command import RemotingError
 from protocol.message import MessageConst, MessageExt, MessageFormatError, MessageSysFlag
 from protocol.message import decode_record as decode_message
+from protocol.names import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    SCHEDULE_TOPIC,
+    TIMER_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+)
 from storage import (
     GetMessageStatus,
     MessageExtBrokerInner,
@@ -61,7 +59,6 @@ from storage import (
     PutMessageResult,
     PutMessageStatus,
 )
-from storage.store_config import TIMER_TOPIC as TIMER_TOPIC
 
 log = logging.getLogger("boltmq.broker.schedule")
 

@@ -29,7 +29,7 @@ from actors.broker.config import BrokerConfig
 from actors.broker.ha import HighAvailability
 from actors.broker.tables.clients import ClientManager
 from actors.broker.tables.offsets import CommitOffsets, ConsumerOffsetManager
-from actors.broker.tables.topics import PERM_RW, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TopicManager
+from actors.broker.tables.topics import PERM_RW, TopicManager
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import ConnectionClosedError, RemotingCommand, RemotingError
 from protocol.connection import Connection
@@ -48,12 +48,11 @@ from protocol.message import (
     encode_record,
     properties_to_string,
 )
+from protocol.names import CID_RMQ_SYS_TRANS, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from storage import MessageExtBrokerInner, MessageStore, PutMessageResult
 
 log = logging.getLogger("boltmq.broker.transaction")
 
-#: The system group whose consumer offsets record the check service's progress.
-CID_RMQ_SYS_TRANS = "CID_RMQ_SYS_TRANS"
 #: Tag of op messages: the half they name is resolved ("removed").
 REMOVE_TAG = "d"
 

@@ -24,20 +24,10 @@ import attrs
 
 from actors.broker.tables.table_actor import TableActor
 from protocol.bodies import DataVersion, SubscriptionGroupConfig, SubscriptionGroupWrapper
+from protocol.names import BROKER_SYSTEM_GROUPS
 from supervisors.actor import ActorError, ActorStatistics, Request
 
 log = logging.getLogger("boltmq.broker")
-
-#: Groups RocketMQ creates in every broker's table (sheet 8.4).
-SYSTEM_GROUPS = (
-    "TOOLS_CONSUMER",
-    "FILTERSRV_CONSUMER",
-    "SELF_TEST_C_GROUP",
-    "CID_ONS-HTTP-PROXY",
-    "CID_ONSAPI_PULL",
-    "CID_ONSAPI_PERMISSION",
-    "CID_ONSAPI_OWNER",
-)
 
 
 def _now_ms() -> int:
@@ -53,7 +43,7 @@ class SubscriptionGroupTable:
 
     def __init__(self, now_ms: int) -> None:
         self.table: dict[str, SubscriptionGroupConfig] = {
-            name: SubscriptionGroupConfig(group_name=name) for name in SYSTEM_GROUPS
+            name: SubscriptionGroupConfig(group_name=name) for name in BROKER_SYSTEM_GROUPS
         }
         self.data_version = DataVersion(timestamp=now_ms, counter=0)
         self.version = 0

@@ -42,21 +42,21 @@ from protocol.bodies import (
 from protocol.codes import ResponseCode
 from protocol.command import ConnectionClosedError, RemotingCommand, RemotingError
 from protocol.connection import Connection, code_name
-from storage.store_config import SCHEDULE_TOPIC as SCHEDULE_TOPIC
+from protocol.names import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    BENCHMARK_TOPIC,
+    OFFSET_MOVED_EVENT,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+    TRACE_TOPIC,
+    TRANS_CHECK_MAX_TIME_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+)
 from supervisors.actor import ActorError, ActorStatistics, Request
 
 log = logging.getLogger("boltmq.broker")
 
-AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
-SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
-BENCHMARK_TOPIC = "BenchmarkTest"
-OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
-TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
-TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 PERM_RW = PERM_READ | PERM_WRITE
 
 #: Topics a producer may not send to (sheet 3.12).
@@ -84,16 +84,6 @@ def check_topic_name(topic: str) -> str | None:
     if not _VALID_TOPIC.match(topic):
         return f"the topic name {topic!r} has characters outside [%|a-zA-Z0-9_-]"
     return None
-
-
-def retry_topic(group: str) -> str:
-    """``%RETRY%<group>``."""
-    return RETRY_GROUP_TOPIC_PREFIX + group
-
-
-def dlq_topic(group: str) -> str:
-    """``%DLQ%<group>``."""
-    return DLQ_GROUP_TOPIC_PREFIX + group
 
 
 def now_ms() -> int:

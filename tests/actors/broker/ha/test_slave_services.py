@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from actors.broker.broker import open_broker
-from actors.broker.tables.topics import SCHEDULE_TOPIC
 from protocol import RemotingClient, ResponseCode
+from protocol.names import SCHEDULE_TOPIC
 from storage import BrokerRole, MessageExtBrokerInner
 
 from ..helpers import call, send_request

@@ -13,9 +13,9 @@ from pathlib import Path
 import trio
 
 from actors.broker.broker import Broker, open_broker
-from actors.broker.tables.topics import SCHEDULE_TOPIC
 from protocol import RemotingClient, RemotingCommand, ResponseCode
 from protocol.message import MessageSysFlag, decode_offset_msg_id
+from protocol.names import SCHEDULE_TOPIC
 from storage import BrokerRole
 
 from ..helpers import call, send_request

@@ -8,11 +8,10 @@ from pathlib import Path
 
 import trio
 
-from actors.broker.services.schedule import TIMER_TOPIC
-from actors.broker.tables.topics import SCHEDULE_TOPIC
 from boltmq import EmbeddedCluster
 from protocol import RemotingClient, ResponseCode
 from protocol.message import BatchElement, MessageConst, decode_record, encode_batch
+from protocol.names import SCHEDULE_TOPIC, TIMER_TOPIC
 
 from .helpers import (
     commit_log_offset,

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import trio
 
-from actors.broker.tables.topics import SCHEDULE_TOPIC
 from boltmq import EmbeddedCluster
 from protocol import RemotingClient, RemotingCommand, ResponseCode
 from protocol.message import MessageConst
+from protocol.names import SCHEDULE_TOPIC
 
 from .helpers import (
     commit_log_offset,

@@ -18,12 +18,12 @@ from prometheus_client.parser import text_string_to_metric_families
 import boltmq
 from actors.broker.broker import open_broker
 from actors.broker.config import BrokerConfig, load_broker_config
-from actors.broker.tables.topics import RETRY_GROUP_TOPIC_PREFIX
 from boltmq import EmbeddedCluster
 from boltmq.spec import SpecError, parse_spec
 from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from protocol.headers import UpdateConsumerOffsetRequestHeader, encode_header
 from protocol.message import MessageConst
+from protocol.names import RETRY_GROUP_TOPIC_PREFIX
 from supervisors.config import ConfigError
 from supervisors.metrics_http import MetricsExporterType
 

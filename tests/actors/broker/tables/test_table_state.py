@@ -10,15 +10,10 @@ import orjson
 
 from actors.broker.config import BrokerConfig
 from actors.broker.tables.clients import ClientChannel, ClientTable
-from actors.broker.tables.groups import SYSTEM_GROUPS, SubscriptionGroupTable
+from actors.broker.tables.groups import SubscriptionGroupTable
 from actors.broker.tables.locks import LockTable
 from actors.broker.tables.offsets import ConsumerOffsetTable
-from actors.broker.tables.topics import (
-    AUTO_CREATE_TOPIC_KEY_TOPIC,
-    PERM_RW,
-    SELF_TEST_TOPIC,
-    TopicConfigTable,
-)
+from actors.broker.tables.topics import PERM_RW, TopicConfigTable
 from protocol.bodies import (
     PERM_INHERIT,
     ConsumeFromWhere,
@@ -33,6 +28,7 @@ from protocol.bodies import (
     TopicConfigSerializeWrapper,
 )
 from protocol.codes import LanguageCode
+from protocol.names import AUTO_CREATE_TOPIC_KEY_TOPIC, BROKER_SYSTEM_GROUPS, SELF_TEST_TOPIC
 
 # -- topics ---------------------------------------------------------------------------------
 
@@ -182,7 +178,7 @@ def test_offsets_file_is_fastjson_with_bare_integer_keys() -> None:
 
 def test_groups_auto_create_update_delete_replace() -> None:
     table = SubscriptionGroupTable(now_ms=1)
-    assert set(SYSTEM_GROUPS) <= set(table.table)
+    assert set(BROKER_SYSTEM_GROUPS) <= set(table.table)
     created = table.auto_create("G", now_ms=2)
     assert created == SubscriptionGroupConfig(group_name="G")
     assert table.auto_create("G", now_ms=3) is created

@@ -14,8 +14,6 @@ import pytest
 import trio
 
 import boltmq
-from actors.broker.services.transaction import CID_RMQ_SYS_TRANS
-from actors.broker.tables.topics import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from boltmq import EmbeddedCluster
 from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from protocol.connection import Connection, Dispatcher
@@ -27,6 +25,7 @@ from protocol.message import (
     decode_record,
     iter_records,
 )
+from protocol.names import CID_RMQ_SYS_TRANS, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 
 from ..helpers import SMALL_FILES, call, pull_request
 from .helpers import (
