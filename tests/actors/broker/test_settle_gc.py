@@ -8,9 +8,8 @@ from pathlib import Path
 from actors.broker.broker import open_broker
 from protocol import RemotingClient, ResponseCode
 from storage import BrokerRole
-
-from .ha.helpers import broker_config, running_registry
-from .helpers import call, send_request
+from tests.actors.broker.ha.helpers import broker_config, running_registry
+from tests.actors.broker.helpers import call, send_request
 
 
 async def test_a_serving_broker_has_frozen_its_start_up_objects(tmp_path: Path) -> None:

@@ -14,9 +14,8 @@ from actors.broker.tables.offsets import CommitOffsets
 from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from protocol.bodies import SubscriptionGroupConfig
 from storage import BrokerRole
-
-from ..helpers import call, send_request
-from .helpers import broker_config, running_registry, running_slave, wait_for
+from tests.actors.broker.ha.helpers import broker_config, running_registry, running_slave, wait_for
+from tests.actors.broker.helpers import call, send_request
 
 
 async def test_slave_copies_and_persists_the_master_tables(tmp_path: Path) -> None:

@@ -21,14 +21,13 @@ from client.pull_consumer import PullConsumer
 from protocol import RemotingClient, ResponseCode
 from protocol.bodies import ConsumeFromWhere
 from protocol.command import RemotingError
-
-from ..helpers import call, send_request
-from .helpers import (
+from tests.actors.broker.ha.helpers import (
     master_slave_for_failover,
     wait_caught_up,
     wait_for,
     wait_slave_linked,
 )
+from tests.actors.broker.helpers import call, send_request
 
 TOPIC = "FailoverT"
 GROUP = "CG_failover"

@@ -19,9 +19,7 @@ from actors.broker.broker import open_broker
 from actors.registry import RegistryConfig, open_registry
 from protocol import RemotingClient, ResponseCode
 from storage import BrokerRole
-from tests.client.test_websocket import make_certificates
-
-from .helpers import (
+from tests.actors.broker.ha.helpers import (
     broker_config,
     commit_log_bytes,
     master_service,
@@ -30,7 +28,8 @@ from .helpers import (
     wait_for,
     wait_slave_linked,
 )
-from .test_replication import send_many
+from tests.actors.broker.ha.test_replication import send_many
+from tests.client.test_websocket import make_certificates
 
 Certificates = tuple[Path, Path, Path]
 

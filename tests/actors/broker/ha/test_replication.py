@@ -20,10 +20,7 @@ from actors.broker.tables.offsets import CommitOffsets
 from protocol import RemotingClient, ResponseCode
 from protocol.message import decode_record
 from storage import BrokerRole
-from tests.storage.helpers import store_files
-
-from ..helpers import call, pull_request, send_request
-from .helpers import (
+from tests.actors.broker.ha.helpers import (
     COMMIT_LOG_FILE,
     broker_config,
     commit_log_bytes,
@@ -33,6 +30,8 @@ from .helpers import (
     wait_for,
     wait_slave_linked,
 )
+from tests.actors.broker.helpers import call, pull_request, send_request
+from tests.storage.helpers import store_files
 
 TOPIC = "Replicated"
 QUEUES = 4

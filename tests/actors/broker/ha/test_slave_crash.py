@@ -19,9 +19,14 @@ import trio
 from actors.broker.broker import Broker, open_broker
 from protocol import RemotingClient, ResponseCode
 from storage import BrokerRole
-
-from ..helpers import call, send_request
-from .helpers import COMMIT_LOG_FILE, broker_config, commit_log_bytes, master_service, wait_for
+from tests.actors.broker.ha.helpers import (
+    COMMIT_LOG_FILE,
+    broker_config,
+    commit_log_bytes,
+    master_service,
+    wait_for,
+)
+from tests.actors.broker.helpers import call, send_request
 
 ROOT = Path(__file__).resolve().parents[4]
 BROKER_READY = re.compile(r"broker (\S+) .* ready on ([\d.]+:\d+)")

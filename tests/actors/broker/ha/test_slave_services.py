@@ -16,9 +16,7 @@ from actors.broker.broker import open_broker
 from protocol import RemotingClient, ResponseCode
 from protocol.names import SCHEDULE_TOPIC
 from storage import BrokerRole, MessageExtBrokerInner
-
-from ..helpers import call, send_request
-from .helpers import (
+from tests.actors.broker.ha.helpers import (
     broker_config,
     commit_log_bytes,
     running_registry,
@@ -26,6 +24,7 @@ from .helpers import (
     wait_caught_up,
     wait_for,
 )
+from tests.actors.broker.helpers import call, send_request
 
 SETTINGS = {"message_delay_level": "1s 1s", "transaction_check_interval": 100}
 

@@ -14,9 +14,7 @@ import pytest
 from actors.broker.broker import Broker, open_broker
 from protocol import RemotingClient, ResponseCode
 from storage import BrokerRole
-
-from ..helpers import call, send_request
-from .helpers import (
+from tests.actors.broker.ha.helpers import (
     broker_config,
     commit_log_bytes,
     running_registry,
@@ -25,6 +23,7 @@ from .helpers import (
     wait_for,
     wait_slave_linked,
 )
+from tests.actors.broker.helpers import call, send_request
 
 
 def restarts(broker: Broker) -> dict[str, int]:

@@ -15,9 +15,14 @@ import trio
 from actors.broker.broker import open_broker
 from protocol import RemotingClient, ResponseCode
 from storage import BrokerRole
-
-from ..helpers import call, send_request
-from .helpers import REPORT, broker_config, master_service, sync_master_with_hand_slave, wait_for
+from tests.actors.broker.ha.helpers import (
+    REPORT,
+    broker_config,
+    master_service,
+    sync_master_with_hand_slave,
+    wait_for,
+)
+from tests.actors.broker.helpers import call, send_request
 
 FRAME = struct.Struct(">qi")
 

@@ -17,11 +17,16 @@ from protocol import RemotingClient, RemotingCommand, ResponseCode
 from protocol.message import MessageSysFlag, decode_offset_msg_id
 from protocol.names import SCHEDULE_TOPIC
 from storage import BrokerRole
-
-from ..helpers import call, send_request
-from ..retry.helpers import send_back_request
-from ..transactions.helpers import end_transaction_request, half_request
-from .helpers import REPORT, broker_config, master_service, sync_master_with_hand_slave, wait_for
+from tests.actors.broker.delays import send_back_request
+from tests.actors.broker.ha.helpers import (
+    REPORT,
+    broker_config,
+    master_service,
+    sync_master_with_hand_slave,
+    wait_for,
+)
+from tests.actors.broker.helpers import call, send_request
+from tests.actors.broker.transactions_helpers import end_transaction_request, half_request
 
 FAST_LEVELS = "1s 1s 1s"
 COMMIT = MessageSysFlag.TRANSACTION_COMMIT

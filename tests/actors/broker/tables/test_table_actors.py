@@ -50,8 +50,7 @@ from protocol.headers import (
     encode_header,
 )
 from supervisors.actor import ActorStatus, ActorStopped, Request
-
-from ..helpers import SMALL_FILES, call, heartbeat_request, send_request
+from tests.actors.broker.helpers import SMALL_FILES, call, heartbeat_request, send_request
 
 
 async def wait_for(condition: Callable[[], bool], timeout: float = 10) -> None:

@@ -16,8 +16,7 @@ import trio
 from actors.broker.broker import Broker, open_broker
 from actors.broker.config import BrokerConfig
 from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode
-
-from ..helpers import SMALL_FILES
+from tests.actors.broker.helpers import SMALL_FILES
 
 
 def dial(port: int) -> str:

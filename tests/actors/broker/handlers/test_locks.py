@@ -14,9 +14,8 @@ import boltmq
 from actors.broker.tables.locks import LockBatch, LockTable
 from protocol import RemotingClient, ResponseCode
 from protocol.bodies import LockBatchResponseBody, MessageQueue
-
-from ..helpers import SMALL_FILES, call
-from .helpers import lock_request, unlock_request
+from tests.actors.broker.helpers import SMALL_FILES, call
+from tests.actors.broker.transactions_helpers import lock_request, unlock_request
 
 GROUP = "OrderlyGroup"
 

@@ -12,9 +12,9 @@ from boltmq import EmbeddedCluster
 from protocol import RemotingClient, ResponseCode
 from protocol.message import BatchElement, MessageConst, decode_record, encode_batch
 from protocol.names import SCHEDULE_TOPIC, TIMER_TOPIC
-
-from .helpers import (
+from tests.actors.broker.delays import (
     commit_log_offset,
+    fast_delays_cluster,  # noqa: F401  # this module's `cluster`: delay levels of 1 s
     open_cluster,
     pull,
     send,

@@ -26,9 +26,8 @@ from protocol.message import (
     iter_records,
 )
 from protocol.names import CID_RMQ_SYS_TRANS, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
-
-from ..helpers import SMALL_FILES, call, pull_request
-from .helpers import (
+from tests.actors.broker.helpers import SMALL_FILES, call, pull_request
+from tests.actors.broker.transactions_helpers import (
     end_transaction_request,
     half_request,
     producer_heartbeat,

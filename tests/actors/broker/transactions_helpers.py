@@ -21,8 +21,7 @@ from protocol.headers import (
     EndTransactionRequestHeader,
     encode_header,
 )
-
-from ..helpers import send_request as shared_send_request
+from tests.actors.broker.helpers import send_request as shared_send_request
 
 
 def a_minute_ago() -> int:

@@ -20,8 +20,7 @@ from protocol.headers import (
     decode_header,
     encode_header,
 )
-
-from ..helpers import heartbeat_request, send_request
+from tests.actors.broker.helpers import heartbeat_request, send_request
 
 TOPIC = "ResetTopic"
 

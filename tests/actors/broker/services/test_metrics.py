@@ -26,8 +26,7 @@ from protocol.message import MessageConst
 from protocol.names import RETRY_GROUP_TOPIC_PREFIX
 from supervisors.config import ConfigError
 from supervisors.metrics_http import MetricsExporterType
-
-from ..helpers import SMALL_FILES, heartbeat_request, pull_request, send_request
+from tests.actors.broker.helpers import SMALL_FILES, heartbeat_request, pull_request, send_request
 
 TOPIC = "MetricsTopic"
 DELAYED = "MetricsDelayed"

@@ -10,8 +10,7 @@ import boltmq
 from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from protocol.bodies import KVTable
 from storage.results import PUT_LATENCY_BUCKETS, put_latency_bucket, put_latency_text
-
-from ..helpers import send_request
+from tests.actors.broker.helpers import send_request
 
 pytestmark = pytest.mark.timeout(60)
 

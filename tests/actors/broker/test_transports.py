@@ -11,9 +11,8 @@ import trio
 import boltmq
 from protocol import RemotingClient, ResponseCode
 from protocol.message import iter_records
+from tests.actors.broker.helpers import pull_request, send_request
 from tests.ports import free_port, free_port_pair
-
-from ..helpers import pull_request, send_request
 
 
 async def test_fast_port_and_websocket_serve_the_same_broker(tmp_path: Path) -> None:

@@ -11,9 +11,9 @@ from boltmq import EmbeddedCluster
 from protocol import RemotingClient, RemotingCommand, ResponseCode
 from protocol.message import MessageConst
 from protocol.names import SCHEDULE_TOPIC
-
-from .helpers import (
+from tests.actors.broker.delays import (
     commit_log_offset,
+    fast_delays_cluster,  # noqa: F401  # this module's `cluster`: delay levels of 1 s
     group_request,
     open_cluster,
     pull,

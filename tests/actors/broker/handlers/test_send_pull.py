@@ -12,8 +12,7 @@ from protocol.message import (
     encode_batch,
     iter_records,
 )
-
-from ..helpers import call, pull_request, send_request
+from tests.actors.broker.helpers import call, pull_request, send_request
 
 NO_BODY_HEADER = dict(
     zip("abcdefgh", ["PG", "Small", "TBW102", "4", "0", "0", "0", "0"], strict=True)

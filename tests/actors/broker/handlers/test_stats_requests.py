@@ -26,8 +26,7 @@ from protocol.headers import (
     ViewBrokerStatsDataRequestHeader,
     encode_header,
 )
-
-from ..helpers import heartbeat_request, pull_request, send_request
+from tests.actors.broker.helpers import heartbeat_request, pull_request, send_request
 
 TOPIC = "StatsTopic"
 

@@ -9,8 +9,7 @@ import boltmq
 from boltmq import EmbeddedCluster
 from protocol import RemotingClient, RemotingCommand, ResponseCode
 from protocol.message import iter_records
-
-from ..helpers import pull_request, send_request
+from tests.actors.broker.helpers import pull_request, send_request
 
 
 async def held_pull(

@@ -26,8 +26,7 @@ from protocol.headers import (
     encode_header,
 )
 from protocol.message import decode_offset_msg_id, decode_record, iter_records
-
-from ..helpers import SMALL_FILES, heartbeat_request, pull_request, send_request
+from tests.actors.broker.helpers import SMALL_FILES, heartbeat_request, pull_request, send_request
 
 
 def query_offset(group: str, topic: str, queue_id: int = 0) -> RemotingCommand:

@@ -13,8 +13,7 @@ from actors.broker.services.dedup import DedupIndex, DedupService, StoredMessage
 from boltmq import EmbeddedCluster
 from protocol import RemotingClient, RemotingCommand, ResponseCode
 from protocol.message import BatchElement, MessageConst, encode_batch, properties_to_string
-
-from ..helpers import SMALL_FILES, call, send_request
+from tests.actors.broker.helpers import SMALL_FILES, call, send_request
 
 KEY = MessageConst.DEDUP_KEY
 

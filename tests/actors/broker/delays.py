@@ -1,4 +1,5 @@
-"""A live registry + broker on loopback with short delay levels, and client-side helpers for
+"""A live registry + broker on loopback with short delay levels (the `cluster` fixture of the
+modules that import it), and client-side helpers for
 send-back, delayed sends and reading queues.
 
 Rules: loopback only, ephemeral ports, a real store in ``tmp_path`` with small files, and a
@@ -27,8 +28,7 @@ from protocol.headers import (
     encode_header,
 )
 from protocol.message import MessageExt, iter_records
-
-from ..helpers import SMALL_FILES, send_request
+from tests.actors.broker.helpers import SMALL_FILES, send_request
 
 #: Every level one second: a retry (level 3 + reconsumeTimes) comes back within about 2 s.
 FAST_LEVELS = "1s 1s 1s 1s 1s 1s 1s 1s"
@@ -42,8 +42,9 @@ async def open_cluster(home: Path, **settings: Any) -> AsyncIterator[EmbeddedClu
         yield running
 
 
-@pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
+@pytest.fixture(name="cluster")
+async def fast_delays_cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
+    """The ``cluster`` of the modules that import this: every delay level one second."""
     async with open_cluster(tmp_path, message_delay_level=FAST_LEVELS) as running:
         yield running
 

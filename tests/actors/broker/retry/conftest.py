@@ -1,5 +1,0 @@
-"""Fixtures of this directory's tests; the helpers they use are in helpers.py."""
-
-from .helpers import cluster
-
-__all__ = ["cluster"]
