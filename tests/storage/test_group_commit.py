@@ -177,13 +177,20 @@ async def test_a_full_mailbox_blocks_callers_and_every_put_is_answered(
     make_config: MakeConfig,
 ) -> None:
     from storage._encode import encode_message
-    from storage.store_writer import StoreWriter
+    from storage.store_writer import StoreCounters, StoreWriter
 
     config = make_config(flush_disk_type=FlushDiskType.SYNC_FLUSH)
     async with open_message_store(config) as store:
         # A second writer with a tiny mailbox: callers past it wait for room (PutRecords),
         # which cuts the shared-event runs apart.
-        writer = StoreWriter(store, mailbox_size=4)
+        writer = StoreWriter(
+            config,
+            store.commit_log,
+            store.consume_queues,
+            store.dispatcher,
+            StoreCounters(),
+            mailbox_size=4,
+        )
         results: list[PutMessageResult] = []
 
         async def put(i: int) -> None:
