@@ -151,3 +151,7 @@ class StoreCorruptionError(StoreError):
 
 class StoreLockedError(StoreError):
     """Another store already has this store directory open."""
+
+
+class StoreUnsupportedError(StoreError):
+    """The store cannot do what was asked (the memory store: HA replication, say)."""
