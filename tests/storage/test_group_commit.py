@@ -22,7 +22,7 @@ from storage import (
     open_message_store,
 )
 from storage.store_writer import GROUP_LIMIT
-from tests.storage.helpers import writer_of
+from tests.storage.helpers import StoreOpener, writer_of
 
 MakeConfig = Callable[..., MessageStoreConfig]
 
@@ -136,9 +136,10 @@ async def test_a_large_group_crosses_queue_index_and_commit_log_file_ends(
 
 
 async def test_puts_of_several_queues_in_one_group_get_consecutive_offsets(
-    make_config: MakeConfig,
+    make_config: MakeConfig, open_store: StoreOpener
 ) -> None:
-    async with open_message_store(make_config()) as store:
+    # The protocol's promise (on both stores): concurrent puts take consecutive offsets.
+    async with open_store(make_config()) as store:
         results: list[tuple[int, PutMessageResult]] = []
 
         async def put(i: int) -> None:
