@@ -7,12 +7,15 @@ Layers, bottom up:
 * `dispatch` - commit-log records to consume-queue entries and index keys.
 * `group_commit` - one group commit's puts: appended straight into the mapped commit log.
 * `store_writer` - the store writer actor: queued puts, group commit, flush, completion.
-  Its parts: `writer_commands` (its mailbox's commands and statistics record),
-  `inline_puts` (puts appended in their callers' tasks), `replicated_append` (a slave's
-  appends of the master's commit-log bytes).
+  Its parts: `writer_commands` (its mailbox's commands, its counters and statistics
+  record), `inline_puts` (puts appended in their callers' tasks, a part the writer owns and
+  calls), `replicated_append` (a slave's appends of the master's commit-log bytes).
 * `message_store` - `FileMessageStore`, which implements the `MessageStore` protocol
   (`store_api`): its writes go through the store writer actor, its reads slice the maps.
 * `retention` - deletion of old files.
+
+Beside the file store, `memory_store` - `MemoryMessageStore`, the same protocol in memory
+(same record bytes, no files) for test suites and notebooks.
 
 Beside them: `store_config` (settings and errors), `results` (messages in, results out), and
 the private record helpers `_encode`, `_record` and `_hash`.
@@ -26,6 +29,7 @@ from storage.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue, ConsumeQueue
 from storage.dispatch import CommitLogDispatcher
 from storage.index_file import IndexFile, IndexService, index_file_size
 from storage.mapped_file import MappedFile, MappedFileQueue, offset_to_file_name
+from storage.memory_store import MemoryMessageStore, open_memory_store
 from storage.message_store import (
     FileMessageStore,
     MessageArrivingListener,
@@ -50,7 +54,9 @@ from storage.store_config import (
     StoreCorruptionError,
     StoreError,
     StoreLockedError,
+    StoreUnsupportedError,
 )
+from storage.writer_commands import StoreCounters
 
 __all__ = [
     "CQ_STORE_UNIT_SIZE",
@@ -69,6 +75,7 @@ __all__ = [
     "IndexService",
     "MappedFile",
     "MappedFileQueue",
+    "MemoryMessageStore",
     "MessageArrivingListener",
     "MessageBatch",
     "MessageExtBrokerInner",
@@ -81,11 +88,14 @@ __all__ = [
     "RetentionService",
     "StoreCheckpoint",
     "StoreCorruptionError",
+    "StoreCounters",
     "StoreError",
     "StoreLock",
     "StoreLockedError",
     "StoreStatistics",
+    "StoreUnsupportedError",
     "index_file_size",
     "offset_to_file_name",
+    "open_memory_store",
     "open_message_store",
 ]

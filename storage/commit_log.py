@@ -87,6 +87,36 @@ class MessageTooLargeForFile(ValueError):
     """The encoded put is larger than a whole commit-log file."""
 
 
+def check_fits_file(size: int, file_size: int) -> None:
+    """Raise `MessageTooLargeForFile` when ``size`` bytes of records (and the 8 bytes kept
+    for an end-of-file blank record) do not fit a commit-log file of ``file_size`` bytes."""
+    if size + 8 > file_size:
+        raise MessageTooLargeForFile(f"{size} bytes do not fit a {file_size}-byte commit-log file")
+
+
+def assign_append_fields(
+    put: EncodedPut,
+    phys: int,
+    store_timestamp: int,
+    topic_queue_table: dict[tuple[str, int], int],
+) -> int:
+    """Patch the append-time fields of ``put``'s records, stored from commit-log offset
+    ``phys`` on, taking queue offsets from ``topic_queue_table`` (a prepared or rolled-back
+    transaction takes none); returns the first record's queue offset (0 for those)."""
+    data = put.data
+    starts = put.record_starts
+    if transaction_type(put.sys_flag) in (TRANSACTION_PREPARED, TRANSACTION_ROLLBACK):
+        for start in starts:
+            patch_append_fields(data, start, 0, phys + start, store_timestamp)
+        return 0
+    key = (put.topic, put.queue_id)
+    queue_offset = topic_queue_table.get(key, 0)
+    topic_queue_table[key] = queue_offset + len(starts)
+    for i, start in enumerate(starts):
+        patch_append_fields(data, start, queue_offset + i, phys + start, store_timestamp)
+    return queue_offset
+
+
 class CommitLog:
     """The commit-log files plus the write state the store writer owns."""
 
@@ -228,10 +258,7 @@ class CommitLog:
         """Append one encoded put (never split across files); patch its append-time fields."""
         data = put.data
         size = len(data)
-        if size + 8 > self.file_size:
-            raise MessageTooLargeForFile(
-                f"{size} bytes do not fit a {self.file_size}-byte commit-log file"
-            )
+        check_fits_file(size, self.file_size)
         mapped = self.files.writable_file()
         if mapped.remaining < size + 8:
             self._write_blank(mapped)
@@ -241,16 +268,7 @@ class CommitLog:
         phys = mapped.file_from_offset + mapped.wrote_position
         starts = put.record_starts
         count = len(starts)
-        if transaction_type(put.sys_flag) in (TRANSACTION_PREPARED, TRANSACTION_ROLLBACK):
-            queue_offset = 0
-            for start in starts:
-                patch_append_fields(data, start, 0, phys + start, store_timestamp)
-        else:
-            key = (put.topic, put.queue_id)
-            queue_offset = self.topic_queue_table.get(key, 0)
-            self.topic_queue_table[key] = queue_offset + count
-            for i, start in enumerate(starts):
-                patch_append_fields(data, start, queue_offset + i, phys + start, store_timestamp)
+        queue_offset = assign_append_fields(put, phys, store_timestamp, self.topic_queue_table)
         mapped.append(data)
         self.last_store_timestamp = store_timestamp
         return AppendResult(

@@ -264,38 +264,12 @@ class ConsumeQueue:
         Binary search over the live entries; ``store_time_of(physic offset, size)`` reads a
         message's store time from the commit log (None when it is gone).
         """
-        low = self.min_offset
-        high = self.max_offset - 1
-        if high < low:
-            return 0
-        # Skip entries whose commit-log data is already deleted.
-        first_time = store_time_of(*self._phys(low))
-        while first_time is None and low < high:
-            low += 1
-            first_time = store_time_of(*self._phys(low))
-        if first_time is None:
-            return 0
-        if timestamp <= first_time:
-            return low
-        last_time = store_time_of(*self._phys(high))
-        if last_time is None or timestamp >= last_time:
-            return high
-        # Invariant: time(low) < timestamp < time(high).
-        while high - low > 1:
-            mid = (low + high) // 2
-            mid_time = store_time_of(*self._phys(mid))
-            if mid_time is None:
-                return mid
-            if mid_time == timestamp:
-                # The first of equal store times, as a consumer seeking to it expects.
-                while mid > low + 1 and store_time_of(*self._phys(mid - 1)) == timestamp:
-                    mid -= 1
-                return mid
-            if mid_time < timestamp:
-                low, first_time = mid, mid_time
-            else:
-                high, last_time = mid, mid_time
-        return low if timestamp - first_time <= last_time - timestamp else high
+        return search_offset_by_time(
+            self.min_offset,
+            self.max_offset - 1,
+            timestamp,
+            lambda queue_offset: store_time_of(*self._phys(queue_offset)),
+        )
 
     def _phys(self, queue_offset: int) -> tuple[int, int]:
         offset, size, _ = self._entry_at(queue_offset * CQ_STORE_UNIT_SIZE)
@@ -414,3 +388,41 @@ class ConsumeQueueStore:
         """Unmap every queue."""
         for queue in self.queues.values():
             queue.close()
+
+
+def search_offset_by_time(
+    low: int, high: int, timestamp: int, store_time_at: Callable[[int], int | None]
+) -> int:
+    """Queue offset in ``[low, high]`` whose store time equals ``timestamp``, else the nearer
+    neighbour; 0 when there is none. ``store_time_at(queue offset)`` reads a message's store
+    time (None when its commit-log data is gone). Shared by the file and memory stores."""
+    if high < low:
+        return 0
+    # Skip entries whose commit-log data is already deleted.
+    first_time = store_time_at(low)
+    while first_time is None and low < high:
+        low += 1
+        first_time = store_time_at(low)
+    if first_time is None:
+        return 0
+    if timestamp <= first_time:
+        return low
+    last_time = store_time_at(high)
+    if last_time is None or timestamp >= last_time:
+        return high
+    # Invariant: time(low) < timestamp < time(high).
+    while high - low > 1:
+        mid = (low + high) // 2
+        mid_time = store_time_at(mid)
+        if mid_time is None:
+            return mid
+        if mid_time == timestamp:
+            # The first of equal store times, as a consumer seeking to it expects.
+            while mid > low + 1 and store_time_at(mid - 1) == timestamp:
+                mid -= 1
+            return mid
+        if mid_time < timestamp:
+            low, first_time = mid, mid_time
+        else:
+            high, last_time = mid, mid_time
+    return low if timestamp - first_time <= last_time - timestamp else high

@@ -1,7 +1,8 @@
 """The `MessageStore` protocol and its file implementation, RocketMQ's DefaultMessageStore.
 
 Writes go through the store writer actor (``storage.store_writer``), which owns the
-write side: group commit, flush, dispatch to consume queues and the index. Reads are plain
+write side: group commit, flush, dispatch to consume queues and the index, and the put
+counters and dispatch position the statistics report. Reads are plain
 method calls that slice the mapped files up to the published committed offset; each first
 completes the puts appended in their callers' tasks since the last group commit (with
 ASYNC_FLUSH those are answered before they are dispatched, as RocketMQ answers before its
@@ -25,7 +26,6 @@ from storage.consume_queue import CQ_STORE_UNIT_SIZE, ENTRY, ConsumeQueueStore
 from storage.dispatch import CommitLogDispatcher
 from storage.index_file import IndexService
 from storage.results import (
-    PUT_LATENCY_BUCKETS,
     GetMessageResult,
     GetMessageStatus,
     MessageBatch,
@@ -44,6 +44,7 @@ from storage.store_api import (
 )
 from storage.store_config import BrokerRole, MessageStoreConfig
 from storage.store_writer import StoreWriter
+from storage.writer_commands import StoreCounters
 
 log = logging.getLogger("boltmq.storage")
 
@@ -86,17 +87,18 @@ class FileMessageStore:
         self.checkpoint = StoreCheckpoint(config.checkpoint_path)
         self.dispatcher = CommitLogDispatcher(self.consume_queues, self.index)
         self._lock = StoreLock(config.lock_path)
+        # Put counters and the dispatch position: the writer's to update (one per store, so
+        # they outlive a restart of the writer).
+        self._counters = StoreCounters()
+        # The writer made by the last `open`, and the one taking puts while it runs.
+        self._store_writer: StoreWriter | None = None
         self._writer: StoreWriter | None = None
         self._opened = False
         self._closing = trio.Event()
         self._stopped = trio.Event()
-        self.reput_from_offset = 0
-        self.counters: dict[str, int] = dict.fromkeys(
-            ("puts", "put_messages", "put_bytes", "put_failures", "write_batches", "flushes",
-             "gets", "get_messages"), 0,
-        )  # fmt: skip
-        #: Puts per latency bucket (results.PUT_LATENCY_BUCKETS), counted per group commit.
-        self.put_latency = [0] * len(PUT_LATENCY_BUCKETS)
+        # Reads count themselves (they never reach the writer).
+        self._gets = 0
+        self._get_messages = 0
         self.recovered_abnormally = False
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -132,10 +134,20 @@ class FileMessageStore:
             self.dispatcher.index_end_offset = (
                 self.index.end_phy_offset if self.index is not None else -1
             )
-            self.reput_from_offset, _ = commit_log.dispatch_range(
+            reput_from_offset, _ = commit_log.dispatch_range(
                 replay_from, commit_log.max_offset, self.dispatcher
             )
             commit_log.topic_queue_table = self.consume_queues.queue_offset_table()
+            # The writer dispatches from where recovery stopped.
+            self._store_writer = StoreWriter(
+                config,
+                commit_log,
+                self.consume_queues,
+                self.dispatcher,
+                self._counters,
+                reput_from_offset=reput_from_offset,
+                message_arriving_listener=self.message_arriving_listener,
+            )
         except BaseException:
             self._close_files()
             self._lock.release()
@@ -146,17 +158,19 @@ class FileMessageStore:
         """Open (if needed), run the writer and the flush and retention services until
         `aclose` or cancellation, then shut down cleanly."""
         self.open()
+        writer = self._store_writer
+        assert writer is not None  # made by open
         self._closing = trio.Event()
         self._stopped = trio.Event()
-        writer = StoreWriter(self)
+        retention = RetentionService(self.config, self.commit_log, self.consume_queues, self.index)
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(writer.run)
                 self._writer = writer
-                nursery.start_soon(self._flush_commit_log_service)
+                nursery.start_soon(writer.flush_commit_log_service)
                 nursery.start_soon(self._flush_logics_service)
                 nursery.start_soon(self._prefault_service)
-                nursery.start_soon(RetentionService(self).run)
+                nursery.start_soon(retention.run)
                 task_status.started()
                 await self._closing.wait()
                 self._writer = None
@@ -202,14 +216,6 @@ class FileMessageStore:
         return self._writer is not None
 
     # -- background services ---------------------------------------------------------------
-
-    async def _flush_commit_log_service(self) -> None:
-        interval = self.config.flush_interval_commit_log_ms / 1000
-        while True:
-            await trio.sleep(interval)
-            if self.commit_log.flushed_offset < self.commit_log.max_offset:
-                await trio.to_thread.run_sync(self.commit_log.flush)
-                self.counters["flushes"] += 1
 
     async def _prefault_service(self) -> None:
         # Keep PREFAULT_AHEAD bytes past the write position faulted in (see MappedFile.prefault),
@@ -353,12 +359,12 @@ class FileMessageStore:
         return refused if refused is not None else await self._put(put)
 
     async def _put(self, encoded: EncodedPut | PutMessageResult) -> PutMessageResult:
-        if isinstance(encoded, PutMessageResult):
-            self.counters["put_failures"] += 1
-            return encoded
         writer = self._writer
         if writer is None:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store closed")
+        if isinstance(encoded, PutMessageResult):
+            writer.count_put_failure()
+            return encoded
         return await writer.put(encoded, PUT_CALL_TIMEOUT)
 
     async def append_to_commit_log(self, start_offset: int, data: bytes | memoryview) -> bool:
@@ -397,7 +403,7 @@ class FileMessageStore:
     ) -> GetMessageResult:
         """Whole records from ``offset`` on (sheet 3.13 limits), zero-copy."""
         self._settle()
-        self.counters["gets"] += 1
+        self._gets += 1
         queue = self.consume_queues.find(topic, queue_id)
         if queue is None:
             return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
@@ -464,7 +470,7 @@ class FileMessageStore:
         result.buffer_total_size = total
         if buffers:
             result.status = GetMessageStatus.FOUND
-            self.counters["get_messages"] += len(buffers)
+            self._get_messages += len(buffers)
         elif removing:
             result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
         return result
@@ -556,7 +562,7 @@ class FileMessageStore:
     def statistics(self) -> StoreStatistics:
         """Counters at one moment."""
         self._settle()
-        c = self.counters
+        c = self._counters
         commit_log = self.commit_log
         return StoreStatistics(
             commit_log_min_offset=commit_log.min_offset,
@@ -566,17 +572,17 @@ class FileMessageStore:
             commit_log_files=len(commit_log.files.files),
             consume_queues=len(self.consume_queues.queues),
             index_files=len(self.index.files) if self.index is not None else 0,
-            puts=c["puts"],
-            put_messages=c["put_messages"],
-            put_bytes=c["put_bytes"],
-            put_failures=c["put_failures"],
-            write_batches=c["write_batches"],
-            flushes=c["flushes"],
-            gets=c["gets"],
-            get_messages=c["get_messages"],
-            dispatch_behind_bytes=commit_log.max_offset - self.reput_from_offset,
+            puts=c.puts,
+            put_messages=c.put_messages,
+            put_bytes=c.put_bytes,
+            put_failures=c.put_failures,
+            write_batches=c.write_batches,
+            flushes=c.flushes,
+            gets=self._gets,
+            get_messages=self._get_messages,
+            dispatch_behind_bytes=commit_log.max_offset - c.reput_from_offset,
             running=self.running,
-            put_latency=tuple(self.put_latency),
+            put_latency=tuple(c.put_latency),
         )
 
 

@@ -6,21 +6,18 @@ of a put are written when its group commit is completed, after its record is in 
 log: a file that could not be opened then would leave a record no queue points at and stop
 the store writer. So the writer opens the files a put's entries will need first
 (`ConsumeQueue.open_files_for`), and refuses the put when one cannot be opened, with one log
-line saying which limit and how to raise it.
+line saying which limit and how to raise it. The writer counts the refused put.
 """
 
 from __future__ import annotations
 
 import errno
 import logging
-from typing import TYPE_CHECKING
 
-from storage.consume_queue import CQ_STORE_UNIT_SIZE
+from storage.commit_log import CommitLog
+from storage.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueueStore
 from storage.results import PutMessageResult, PutMessageStatus
 from supervisors.limits import open_failure_advice, open_file_limit
-
-if TYPE_CHECKING:
-    from storage.message_store import FileMessageStore
 
 log = logging.getLogger("boltmq.broker.store")
 
@@ -28,8 +25,10 @@ log = logging.getLogger("boltmq.broker.store")
 class QueueFileOpener:
     """The store writer's check before appending a put (see the module doc)."""
 
-    def __init__(self, store: FileMessageStore) -> None:
-        self.store = store
+    def __init__(self, commit_log: CommitLog, consume_queues: ConsumeQueueStore) -> None:
+        # The commit log's queue-offset table says where a put's entries will go.
+        self.commit_log = commit_log
+        self.consume_queues = consume_queues
         # A file could not be opened: logged once, until one opens again.
         self.refusing = False
 
@@ -39,21 +38,19 @@ class QueueFileOpener:
         """Open the files ``count`` entries of (topic, queue id) will be written to; the
         refusal when one cannot be opened. ``queued_ahead``: puts queued before this one,
         which may take queue offsets first (room for one entry each)."""
-        store = self.store
         key = (topic, queue_id)
-        queue_offset = store.commit_log.topic_queue_table.get(key, 0)
-        queue = store.consume_queues.queues.get(key)
+        queue_offset = self.commit_log.topic_queue_table.get(key, 0)
+        queue = self.consume_queues.queues.get(key)
         if queue is not None and (files := queue.files.files):
             # The common case, kept cheap (it runs for every put): the last file has room.
             end = (queue_offset + count + queued_ahead) * CQ_STORE_UNIT_SIZE
             if end <= files[-1].file_from_offset + queue.file_size:
                 return None
         try:
-            opened = store.consume_queues.open_files_for(
+            opened = self.consume_queues.open_files_for(
                 topic, queue_id, queue_offset, count + queued_ahead
             )
         except OSError as exc:
-            store.counters["put_failures"] += 1
             if not self.refusing:
                 self.refusing = True
                 log.error(

@@ -11,14 +11,11 @@ dispatched when its rest arrives.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from storage.commit_log import CommitLog
+from storage.dispatch import CommitLogDispatcher
 from storage.group_commit import CommitGroup
 from storage.writer_commands import AppendReplicated
-
-if TYPE_CHECKING:
-    from storage.message_store import FileMessageStore
 
 log = logging.getLogger("boltmq.broker.store")
 
@@ -38,12 +35,14 @@ def append_replicated_data(
     group.replies.append((command.reply.set_result, ok))
 
 
-def dispatch_replicated(store: FileMessageStore) -> list[tuple[str, int, int]]:
-    """Dispatch replicated records up to the committed offset (they may end inside a
-    record: the rest comes with the next append); returns (topic, queue id, new max queue
-    offset) per queue that grew."""
-    commit_log = store.commit_log
-    store.reput_from_offset, grown = commit_log.dispatch_range(
-        store.reput_from_offset, commit_log.committed_offset, store.dispatcher
+def dispatch_replicated(
+    commit_log: CommitLog, dispatcher: CommitLogDispatcher, reput_from_offset: int
+) -> tuple[int, list[tuple[str, int, int]]]:
+    """Dispatch replicated records from ``reput_from_offset`` up to the committed offset
+    (they may end inside a record: the rest comes with the next append); returns the new
+    dispatch position and (topic, queue id, new max queue offset) per queue that grew."""
+    reput_from_offset, grown = commit_log.dispatch_range(
+        reput_from_offset, commit_log.committed_offset, dispatcher
     )
-    return [(topic, queue_id, offset) for (topic, queue_id), offset in grown.items()]
+    queues = [(topic, queue_id, offset) for (topic, queue_id), offset in grown.items()]
+    return reput_from_offset, queues

@@ -15,13 +15,14 @@ import logging
 import shutil
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import attrs
 import trio
 
-if TYPE_CHECKING:
-    from storage.message_store import FileMessageStore
+from storage.commit_log import CommitLog
+from storage.consume_queue import ConsumeQueueStore
+from storage.index_file import IndexService
+from storage.store_config import MessageStoreConfig
 
 log = logging.getLogger("boltmq.storage")
 
@@ -44,21 +45,29 @@ def disk_usage_ratio(path: Path) -> float:
 class RetentionService:
     """Runs a retention round every ``clean_resource_interval_ms``."""
 
-    def __init__(self, store: FileMessageStore) -> None:
-        self.store = store
+    def __init__(
+        self,
+        config: MessageStoreConfig,
+        commit_log: CommitLog,
+        consume_queues: ConsumeQueueStore,
+        index: IndexService | None,
+    ) -> None:
+        self.config = config
+        self.commit_log = commit_log
+        self.consume_queues = consume_queues
+        self.index = index
 
     async def run(self) -> None:
         """Clean periodically until cancelled."""
-        interval = self.store.config.clean_resource_interval_ms / 1000
+        interval = self.config.clean_resource_interval_ms / 1000
         while True:
             await trio.sleep(interval)
             self.clean_once()
 
     def clean_once(self) -> RetentionResult:
         """One retention round (also callable directly, e.g. by an admin command)."""
-        store = self.store
-        config = store.config
-        commit_log = store.commit_log
+        config = self.config
+        commit_log = self.commit_log
         now_ms = config.clock()
         measure = config.disk_usage_ratio or disk_usage_ratio
         ratio = measure(config.commit_log_dir)
@@ -84,13 +93,13 @@ class RetentionService:
                 )
         commit_log.files.retry_close()
         min_offset = commit_log.min_offset
-        queue_files = store.consume_queues.delete_expired(min_offset)
-        index_files = store.index.delete_expired(min_offset) if store.index is not None else 0
+        queue_files = self.consume_queues.delete_expired(min_offset)
+        index_files = self.index.delete_expired(min_offset) if self.index is not None else 0
         return RetentionResult(deleted, queue_files, index_files)
 
     def _is_delete_hour(self, now_ms: int) -> bool:
         hour = time.localtime(now_ms / 1000).tm_hour
-        for part in self.store.config.delete_when.split(";"):
+        for part in self.config.delete_when.split(";"):
             part = part.strip()
             if part.isdigit() and int(part) == hour:
                 return True

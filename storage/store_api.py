@@ -1,8 +1,8 @@
 """The `MessageStore` protocol: what the broker needs of a store (RocketMQ's MessageStore).
 
 It lists every method the broker calls, and the broker holds its store by this type only.
-`storage.message_store.FileMessageStore` implements it; broker tests may use any other
-implementation with the same methods.
+Two implementations: the file store (`storage.message_store`) and the memory store
+(`storage.memory_store`, for tests and notebooks); broker tests may use either.
 """
 
 from __future__ import annotations

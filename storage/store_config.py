@@ -69,7 +69,7 @@ class MessageStoreConfig:
     sync_flush_timeout_ms: int = 5000
     max_message_size: int = MAX_MESSAGE_SIZE
     # Bytes past the write position the commit log is faulted in while no append comes
-    # (0: only the usual 16 MiB); see FileMessageStore._prefault_service.
+    # (0: only the usual 16 MiB); see the file store's prefault service.
     idle_prefault_bytes: int = 512 * 1024 * 1024
     # Retention.
     file_reserved_time_hours: float = 72
@@ -151,3 +151,7 @@ class StoreCorruptionError(StoreError):
 
 class StoreLockedError(StoreError):
     """Another store already has this store directory open."""
+
+
+class StoreUnsupportedError(StoreError):
+    """The store cannot do what was asked (the memory store: HA replication, say)."""

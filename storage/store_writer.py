@@ -1,10 +1,10 @@
 """The store writer actor: it owns the write side of the commit log.
 
 A put with nothing queued ahead of it, awaited or with a callback (the send path), is
-appended in its caller's task, into the open inline group (`storage.inline_puts`, the writer's
-base class). Any other put is queued: the writer takes every put waiting in its mailbox and
-cuts them into group commits of at most `GROUP_LIMIT` puts (the callers already share one
-wake-up event per such run). For each group it appends the records straight into the
+appended in its caller's task, into the open inline group (`storage.inline_puts`, a part the
+writer owns and calls). Any other put is queued: the writer takes every put waiting in its
+mailbox and cuts them into group commits of at most `GROUP_LIMIT` puts (the callers already
+share one wake-up event per such run). For each group it appends the records straight into the
 mapped commit-log file (assigning physical offset, queue offset and store timestamp), then
 completes it: publishes the new committed offset, dispatches the group's consume-queue
 entries and index keys, tells the message-arriving listener (the pull-hold service) which
@@ -18,19 +18,25 @@ the next flush as soon as one returns, with every group appended meanwhile, befo
 completes the flushed ones (a big batch put finding no flush running starts one itself).
 Readers never message the writer: they slice the mapped files up to the committed offset.
 
-The commands and the statistics record are in `storage.writer_commands`, re-exported here.
+The writer alone updates the store's put counters and its dispatch position (RocketMQ's
+reputFromOffset), both in the `StoreCounters` the store hands it; the store reads them for
+its statistics. The commands, the counters and the statistics record are in
+`storage.writer_commands`, re-exported here.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 
 from storage._encode import encode_message
-from storage.commit_log import EncodedPut
+from storage._record import offset_msg_id_prefix
+from storage.commit_log import CommitLog, EncodedPut
+from storage.consume_queue import ConsumeQueueStore
+from storage.dispatch import CommitLogDispatcher
 from storage.flush_thread import Flusher, Waitable, make_flusher
 from storage.group_commit import (
     CommitGroup,
@@ -50,22 +56,22 @@ from storage.results import (
     PutMessageStatus,
     put_latency_bucket,
 )
+from storage.store_api import MessageArrivingListener
+from storage.store_config import FlushDiskType, MessageStoreConfig
 from storage.writer_commands import (
     GROUP_LIMIT,
     WRITER_MAILBOX_SIZE,
     AppendReplicated,
     PutRecords,
     SealInline,
+    StoreCounters,
     StoreWriterCommand,
     StoreWriterStatistics,
 )
-from supervisors.actor import ActorError, ActorStatus
-
-if TYPE_CHECKING:
-    from storage.message_store import FileMessageStore
+from supervisors.actor import Actor, ActorError, ActorStatus
 
 #: SYNC_FLUSH: bytes appended since the last flush started that let a batch put start the next
-#: flush itself (`StoreWriter._appended_inline`): a batch of 32 1 KiB messages does.
+#: flush itself (`StoreWriter.appended_batch`): a batch of 32 1 KiB messages does.
 EARLY_FLUSH_BYTES = 16 * 1024
 
 __all__ = [
@@ -74,6 +80,7 @@ __all__ = [
     "AppendReplicated",
     "PutRecords",
     "SealInline",
+    "StoreCounters",
     "StoreWriter",
     "StoreWriterCommand",
     "StoreWriterStatistics",
@@ -81,17 +88,52 @@ __all__ = [
 
 log = logging.getLogger("boltmq.broker.store")
 
+_SEAL_INLINE = SealInline()
 
-class StoreWriter(InlinePuts):
-    """Owns the write side of a `FileMessageStore` (commit log, queue offsets, dispatch)."""
 
-    def __init__(self, store: FileMessageStore, *, mailbox_size: int = WRITER_MAILBOX_SIZE) -> None:
-        super().__init__("store-writer", store, mailbox_size=mailbox_size)
+class StoreWriter(Actor[StoreWriterCommand]):
+    """Owns the write side of a store: the commit log's appends and flushes, queue offsets,
+    the dispatch to consume queues and the index, and the put counters."""
+
+    def __init__(
+        self,
+        config: MessageStoreConfig,
+        commit_log: CommitLog,
+        consume_queues: ConsumeQueueStore,
+        dispatcher: CommitLogDispatcher,
+        counters: StoreCounters,
+        *,
+        reput_from_offset: int = 0,
+        message_arriving_listener: MessageArrivingListener | None = None,
+        mailbox_size: int = WRITER_MAILBOX_SIZE,
+    ) -> None:
+        # batch_limit = mailbox_size: the writer takes its whole mailbox per wake-up.
+        super().__init__("store-writer", mailbox_size=mailbox_size, batch_limit=mailbox_size)
+        self._config = config
+        self._commit_log = commit_log
+        self._dispatcher = dispatcher
+        self._listener = message_arriving_listener
+        self._counters = counters
+        # The dispatch position is the writer's from here on (recovery replayed up to it).
+        counters.reput_from_offset = reput_from_offset
+        self._sync_flush = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
+        self._clock = config.clock
+        self._index_enabled = dispatcher.index is not None
+        # Set at each start (`on_start`): the store host is known once the broker's port is.
+        self._msg_id_prefix = offset_msg_id_prefix(config.store_host)
+        self._inline = InlinePuts(
+            self,
+            commit_log,
+            sync_flush=self._sync_flush,
+            clock=config.clock,
+            msg_id_prefix=self._msg_id_prefix,
+            index_enabled=self._index_enabled,
+        )
         # The wake-up event the next puts share, and how many already took it.
         self._open_event = trio.Event()
         self._open_count = 0
         # SYNC_FLUSH: groups appended and waiting for the group commit service's flush.
-        self._unflushed = []
+        self._unflushed: list[CommitGroup] = []
         self._flush_wanted = trio.Event()
         # SYNC_FLUSH: the groups of the flush running, with its request; the flusher while
         # the group commit service runs; the commit-log offset the last flush covers.
@@ -109,7 +151,18 @@ class StoreWriter(InlinePuts):
         self._flush_timeouts = 0
         self._largest_batch = 0
         self._inline_puts = 0
-        self._queue_files = QueueFileOpener(store)
+        self._queue_files = QueueFileOpener(commit_log, consume_queues)
+
+    async def on_start(self) -> None:
+        """Take the store host of the MsgIds now (the broker sets it once its port is bound)."""
+        self._msg_id_prefix = self._inline.msg_id_prefix = offset_msg_id_prefix(
+            self._config.store_host
+        )
+
+    @property
+    def reput_from_offset(self) -> int:
+        """Commit-log offset up to which records are dispatched (RocketMQ's reputFromOffset)."""
+        return self._counters.reput_from_offset
 
     # -- the callers' side -----------------------------------------------------------------
 
@@ -117,16 +170,17 @@ class StoreWriter(InlinePuts):
         """Append ``put`` and wait for its result (with SYNC_FLUSH, for the flush)."""
         if self._status is not ActorStatus.RUNNING:
             return self._not_running()
+        inline = self._inline
         if refused := self._queue_files.refusal(
-            put.topic, put.queue_id, len(put.record_starts), self._backlog
+            put.topic, put.queue_id, len(put.record_starts), inline.backlog
         ):
-            return refused
-        group = await self._enter_inline()
+            return self._refused(refused)
+        group = await inline.enter()
         if group is not None:
             stored = append_put(
-                self.store.commit_log, put, group, self._msg_id_prefix, self._index_enabled
+                self._commit_log, put, group, self._msg_id_prefix, self._index_enabled
             )
-            return await self._inline_answer(group, stored)
+            return await inline.answer(group, stored)
         if self._status is not ActorStatus.RUNNING:
             return self._not_running()
         return await self._put_queued(put, timeout)
@@ -142,12 +196,13 @@ class StoreWriter(InlinePuts):
         commit log where it can be (`storage.group_commit.append_message`)."""
         if self._status is not ActorStatus.RUNNING:
             return self._not_running()
-        if refused := self._queue_files.refusal(msg.topic, msg.queue_id, 1, self._backlog):
-            return refused
-        group = await self._enter_inline()
+        inline = self._inline
+        if refused := self._queue_files.refusal(msg.topic, msg.queue_id, 1, inline.backlog):
+            return self._refused(refused)
+        group = await inline.enter()
         if group is not None:
             stored = append_message(
-                self.store.commit_log,
+                self._commit_log,
                 msg,
                 store_host,
                 max_message_size,
@@ -156,17 +211,17 @@ class StoreWriter(InlinePuts):
                 self._index_enabled,
             )
             if stored is not None:
-                return await self._inline_answer(group, stored)
+                return await inline.answer(group, stored)
         encoded = encode_message(msg, store_host, max_message_size)
         if isinstance(encoded, PutMessageResult):
-            self.store.counters["put_failures"] += 1
+            self._counters.put_failures += 1
             return encoded
         if group is not None:
-            # Still no await since `_enter_inline`: the group is still open for this put.
+            # Still no await since `enter`: the group is still open for this put.
             stored = append_put(
-                self.store.commit_log, encoded, group, self._msg_id_prefix, self._index_enabled
+                self._commit_log, encoded, group, self._msg_id_prefix, self._index_enabled
             )
-            return await self._inline_answer(group, stored)
+            return await inline.answer(group, stored)
         if self._status is not ActorStatus.RUNNING:
             return self._not_running()
         return await self._put_queued(encoded, timeout)
@@ -174,19 +229,20 @@ class StoreWriter(InlinePuts):
     async def _put_queued(self, put: EncodedPut, timeout: float) -> PutMessageResult:
         """Queue ``put`` to the writer and wait for its answer."""
         pending = PendingPut(put, None, self._take_event())
+        inline = self._inline
         try:
             # No cancel scope and no reply slot of its own: the writer answers every put it
             # takes, and the mailbox's end answers the rest (see on_dropped).
             self._send.send_nowait(pending)
         except trio.WouldBlock:
-            self._backlog += 1
+            inline.backlog += 1
             try:
                 return await self.call(PutRecords(put), timeout)
             except ActorError as exc:
                 return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=str(exc))
             finally:
-                self._backlog -= 1
-        self._backlog += 1
+                inline.backlog -= 1
+        inline.backlog += 1
         await pending.event.wait()
         result = pending.result
         while result is None:
@@ -201,22 +257,27 @@ class StoreWriter(InlinePuts):
         self, start_offset: int, data: bytes | memoryview, timeout: float
     ) -> bool:
         """Append HA data at ``start_offset`` (must equal the max offset); False if refused."""
-        self._backlog += 1
+        inline = self._inline
+        inline.backlog += 1
         try:
             return await self.call(AppendReplicated(start_offset, data), timeout)
         except ActorError:
             return False
         finally:
-            self._backlog -= 1
+            inline.backlog -= 1
 
     def put_nowait(self, put: EncodedPut, callback: Callable[[PutMessageResult], object]) -> None:
-        """`InlinePuts.put_nowait`, refused first when its queue's file cannot be opened."""
+        """`InlinePuts.put_nowait`, refused first when its queue's file cannot be opened or
+        the writer is not running."""
+        inline = self._inline
         if refused := self._queue_files.refusal(
-            put.topic, put.queue_id, len(put.record_starts), self._backlog
+            put.topic, put.queue_id, len(put.record_starts), inline.backlog
         ):
-            callback(refused)
+            callback(self._refused(refused))
+        elif self._status is not ActorStatus.RUNNING:
+            callback(self._not_running())
         else:
-            super().put_nowait(put, callback)
+            inline.put_nowait(put, callback)
 
     def put_message_nowait(
         self,
@@ -226,10 +287,13 @@ class StoreWriter(InlinePuts):
         callback: Callable[[PutMessageResult], object],
     ) -> None:
         """`InlinePuts.put_message_nowait`, refused first as `put_nowait` is."""
-        if refused := self._queue_files.refusal(msg.topic, msg.queue_id, 1, self._backlog):
-            callback(refused)
+        inline = self._inline
+        if refused := self._queue_files.refusal(msg.topic, msg.queue_id, 1, inline.backlog):
+            callback(self._refused(refused))
+        elif self._status is not ActorStatus.RUNNING:
+            callback(self._not_running())
         else:
-            super().put_message_nowait(msg, store_host, max_message_size, callback)
+            inline.put_message_nowait(msg, store_host, max_message_size, callback)
 
     def put_batch_nowait(
         self,
@@ -239,16 +303,24 @@ class StoreWriter(InlinePuts):
         callback: Callable[[PutMessageResult], object],
     ) -> None:
         """`InlinePuts.put_batch_nowait`, refused first as `put_nowait` is."""
+        inline = self._inline
         if refused := self._queue_files.refusal(
-            batch.topic, batch.queue_id, len(batch.elements), self._backlog
+            batch.topic, batch.queue_id, len(batch.elements), inline.backlog
         ):
-            callback(refused)
+            callback(self._refused(refused))
+        elif self._status is not ActorStatus.RUNNING:
+            callback(self._not_running())
         else:
-            super().put_batch_nowait(batch, store_host, max_message_size, callback)
+            inline.put_batch_nowait(batch, store_host, max_message_size, callback)
 
-    def _queue_nowait(
-        self, put: EncodedPut, callback: Callable[[PutMessageResult], object]
-    ) -> None:
+    def settle(self) -> None:
+        """Complete the puts appended inline so far, so that reads see them (ASYNC_FLUSH;
+        with SYNC_FLUSH they become visible once flushed, as before)."""
+        self._inline.settle()
+
+    # -- what the inline path needs of the writer (`storage.inline_puts.InlineWriter`) ----
+
+    def queue_nowait(self, put: EncodedPut, callback: Callable[[PutMessageResult], object]) -> None:
         """Queue ``put`` for the next group commit (something is queued ahead of it)."""
         try:
             self._send.send_nowait(PendingPut(put, callback, self._take_event()))
@@ -260,7 +332,56 @@ class StoreWriter(InlinePuts):
                 )
             )
         else:
-            self._backlog += 1
+            self._inline.backlog += 1
+
+    def request_seal(self) -> bool:
+        """Send `SealInline` to the mailbox; False when it is full."""
+        try:
+            self._send.send_nowait(_SEAL_INLINE)
+        except trio.WouldBlock:
+            return False
+        return True
+
+    def sealed(self, group: CommitGroup) -> None:
+        """A closed inline group: complete it now (ASYNC) or queue it for the flush (SYNC)."""
+        if self._sync_flush:
+            self._unflushed.append(group)
+        else:
+            self._complete([group], flushed=True)
+
+    def wake_group_commit(self) -> None:
+        """SYNC_FLUSH: wake the group commit service (a group waits for a flush)."""
+        self._flush_wanted.set()
+
+    def count_put_failure(self) -> None:
+        """Count a put refused before it was appended (it could not be encoded)."""
+        self._counters.put_failures += 1
+
+    def appended_batch(self) -> None:
+        """SYNC_FLUSH: after a batch put, start the flush from its own task when none runs
+        and at least `EARLY_FLUSH_BYTES` wait for one, instead of after the connection's other
+        frames are appended too. The disk then works while those append, and concurrent batch
+        senders no longer move in lock step (append all, flush, answer all). Single sends
+        keep joining the flush the service starts (a flush each would cost more)."""
+        flusher = self._flusher
+        if (
+            flusher is not None
+            and self._flushing is None
+            and self._commit_log.max_offset - self._flush_requested_to >= EARLY_FLUSH_BYTES
+        ):
+            self._start_flush(flusher)
+            self._flush_wanted.set()
+
+    def _refused(self, refused: PutMessageResult) -> PutMessageResult:
+        # A consume-queue file could not be opened (`QueueFileOpener.refusal`).
+        self._counters.put_failures += 1
+        return refused
+
+    def _not_running(self) -> PutMessageResult:
+        return PutMessageResult(
+            PutMessageStatus.SERVICE_NOT_AVAILABLE,
+            remark=f"actor {self.name} is {self._status.value}: put not sent",
+        )
 
     def _take_event(self) -> trio.Event:
         event = self._open_event
@@ -294,13 +415,13 @@ class StoreWriter(InlinePuts):
                 try:
                     await super().run(task_status)
                 finally:
-                    self._seal_inline()
+                    self._inline.seal()
                     self._stopping = True
                     self._flush_wanted.set()
         finally:
             # Cancelled while a SYNC_FLUSH put was being appended after the group commit
             # service stopped: stored, but the flush is not confirmed (shutdown flushes it).
-            self._seal_inline()
+            self._inline.seal()
             groups, self._unflushed = self._unflushed, []
             if groups:
                 self._complete(groups, flushed=False)
@@ -311,6 +432,17 @@ class StoreWriter(InlinePuts):
         await super().aclose()
         await self._drained.wait()
 
+    async def flush_commit_log_service(self) -> None:
+        """Flush the commit log every ``flush_interval_commit_log_ms`` when it grew (blocking
+        fdatasync in a worker thread; with SYNC_FLUSH the group commits flush first)."""
+        commit_log = self._commit_log
+        interval = self._config.flush_interval_commit_log_ms / 1000
+        while True:
+            await trio.sleep(interval)
+            if commit_log.flushed_offset < commit_log.max_offset:
+                await trio.to_thread.run_sync(commit_log.flush)
+                self._counters.flushes += 1
+
     async def handle(self, command: StoreWriterCommand) -> Any:
         """Handle one command as a group of one (it answers through its reply slot)."""
         await self.handle_batch([command])
@@ -318,31 +450,31 @@ class StoreWriter(InlinePuts):
     async def handle_batch(self, commands: list[StoreWriterCommand]) -> None:
         """Cut the commands into group commits; complete each (ASYNC) or queue it for the
         group commit service (SYNC), letting a flush start before appending the next."""
-        store = self.store
-        commit_log = store.commit_log
-        now = store.config.clock()
+        commit_log = self._commit_log
+        now = self._clock()
         prefix = self._msg_id_prefix
         index_enabled = self._index_enabled
-        if self._crash is not None:
-            crash, self._crash = self._crash, None
+        inline = self._inline
+        crash = inline.take_crash()
+        if crash is not None:
             raise crash
         # Puts sent from now on share a new event (this batch takes every queued put).
         self._open_event = trio.Event()
         self._open_count = 0
         # The inline puts came before anything queued now: complete them first.
-        self._seal_inline()
+        inline.seal()
         i, n = 0, len(commands)
         while i < n:
             command = commands[i]
             if isinstance(command, SealInline):
-                self._seal_sent = False
+                inline.seal_received()
                 i += 1
                 continue
             group = CommitGroup(now)
             if isinstance(command, PendingPut):
                 start = i
                 i = append_puts(commit_log, commands, i, group, prefix, index_enabled)
-                self._backlog -= i - start
+                inline.backlog -= i - start
             else:
                 i += 1
                 self._append_request(command, group, prefix, index_enabled)
@@ -363,9 +495,9 @@ class StoreWriter(InlinePuts):
         index_enabled: bool,
     ) -> None:
         if isinstance(command, AppendReplicated):
-            append_replicated_data(self.store.commit_log, command, group)
+            append_replicated_data(self._commit_log, command, group)
             return
-        result = append_one(self.store.commit_log, command.put, group, prefix, index_enabled)
+        result = append_one(self._commit_log, command.put, group, prefix, index_enabled)
         if result.ok:
             group.records += result.msg_num
             group.last_offset = result.physical_offsets[-1]
@@ -375,26 +507,11 @@ class StoreWriter(InlinePuts):
 
     def _start_flush(self, flusher: Flusher) -> None:
         """Seal the groups appended so far and start their flush (unless there are none)."""
-        self._seal_inline()
+        self._inline.seal()
         groups, self._unflushed = self._unflushed, []
         if groups:
-            self._flush_requested_to = self.store.commit_log.max_offset
+            self._flush_requested_to = self._commit_log.max_offset
             self._flushing = (groups, flusher.request())
-
-    def _appended_inline(self) -> None:
-        """SYNC_FLUSH: after a batch put, start the flush from its own task when none runs
-        and at least `EARLY_FLUSH_BYTES` wait for one, instead of after the connection's other
-        frames are appended too. The disk then works while those append, and concurrent batch
-        senders no longer move in lock step (append all, flush, answer all). Single sends
-        keep joining the flush the service starts (a flush each would cost more)."""
-        flusher = self._flusher
-        if (
-            flusher is not None
-            and self._flushing is None
-            and self.store.commit_log.max_offset - self._flush_requested_to >= EARLY_FLUSH_BYTES
-        ):
-            self._start_flush(flusher)
-            self._flush_wanted.set()
 
     async def _group_commit_service(self) -> None:
         """SYNC_FLUSH: flush once for every group appended so far, then complete them.
@@ -405,15 +522,16 @@ class StoreWriter(InlinePuts):
         are the flushed groups completed (dispatched and answered): the next fdatasync
         overlaps that work instead of waiting behind it. Groups are completed in append
         order, each only after a flush that started after its last append."""
-        flusher = make_flusher(self.store.commit_log)
+        flusher = make_flusher(self._commit_log)
         flusher.start()
         self._flusher = flusher
-        self._flush_requested_to = self.store.commit_log.max_offset
+        self._flush_requested_to = self._commit_log.max_offset
+        inline = self._inline
         try:
             while True:
                 if self._flushing is None:
                     waited = False
-                    while self._flushing is None and not self._unflushed and self._inline is None:
+                    while self._flushing is None and not self._unflushed and inline.group is None:
                         if self._stopping:
                             return
                         self._flush_wanted = trio.Event()
@@ -436,7 +554,7 @@ class StoreWriter(InlinePuts):
             self._flusher = None
             flusher.stop()
             # Cancelled: stored, but the flush is not confirmed (shutdown flushes them).
-            self._seal_inline()
+            self._inline.seal()
             groups = self._flushing[0] if self._flushing is not None else []
             self._flushing = None
             groups, self._unflushed = groups + self._unflushed, []
@@ -446,29 +564,27 @@ class StoreWriter(InlinePuts):
 
     async def _wait_flush(self, request: Waitable) -> bool:
         """Wait for the fdatasync of ``request``; False on syncFlushTimeout."""
-        store = self.store
-        with trio.move_on_after(store.config.sync_flush_timeout_ms / 1000):
+        timeout_ms = self._config.sync_flush_timeout_ms
+        with trio.move_on_after(timeout_ms / 1000):
             await request.wait()
             self._sync_flushes += 1
-            store.counters["flushes"] += 1
+            self._counters.flushes += 1
             return True
         self._flush_timeouts += 1
-        log.warning(
-            "store writer: flush took longer than %d ms", store.config.sync_flush_timeout_ms
-        )
+        log.warning("store writer: flush took longer than %d ms", timeout_ms)
         return False
 
     def _complete(self, groups: list[CommitGroup], flushed: bool) -> None:
         """Publish, dispatch, notify and answer ``groups`` (in order) as one group commit."""
-        store = self.store
-        commit_log = store.commit_log
-        dispatcher = store.dispatcher
-        listener = store.message_arriving_listener
+        commit_log = self._commit_log
+        dispatcher = self._dispatcher
+        listener = self._listener
+        counters = self._counters
         puts = records = wrote = failures = 0
         # Put latency: from the group's store time (taken before its append) to its answer,
         # one bisect per group for all its puts (RocketMQ's putMessageDistributeTime).
-        now = store.config.clock()
-        latency = store.put_latency
+        now = self._clock()
+        latency = counters.put_latency
         for group in groups:
             self._inline_puts += len(group.inline)
             commit_log.committed_offset = group.end_offset
@@ -482,9 +598,12 @@ class StoreWriter(InlinePuts):
                 )
             grown = group.grown
             if group.replicated:
-                grown = grown + dispatch_replicated(store)
+                counters.reput_from_offset, replicated = dispatch_replicated(
+                    commit_log, dispatcher, counters.reput_from_offset
+                )
+                grown = grown + replicated
             else:
-                store.reput_from_offset = group.end_offset
+                counters.reput_from_offset = group.end_offset
             if listener is not None:
                 for topic, queue_id, max_offset in grown:
                     try:
@@ -514,12 +633,11 @@ class StoreWriter(InlinePuts):
             records += group.records
             wrote += group.wrote
             failures += group.failures
-        counters = store.counters
-        counters["puts"] += puts
-        counters["put_failures"] += failures
-        counters["put_messages"] += records
-        counters["put_bytes"] += wrote
-        counters["write_batches"] += 1
+        counters.puts += puts
+        counters.put_failures += failures
+        counters.put_messages += records
+        counters.put_bytes += wrote
+        counters.write_batches += 1
         self._batches += 1
         self._records += records
         self._bytes += wrote

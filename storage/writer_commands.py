@@ -1,7 +1,8 @@
-"""The store writer's mailbox: the commands it takes, its sizes and its statistics record.
+"""The store writer's mailbox: the commands it takes, its sizes, its counters and its
+statistics record.
 
 The writer itself is `storage.store_writer.StoreWriter`; these are the types at its channel
-boundary, plain data with no behaviour.
+boundary and the counters it keeps for the store, plain data with no behaviour.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import attrs
 
 from storage.commit_log import EncodedPut
 from storage.group_commit import PendingPut
-from storage.results import PutMessageResult
+from storage.results import PUT_LATENCY_BUCKETS, PutMessageResult
 from supervisors.actor import ActorStatistics, Request
 
 WRITER_MAILBOX_SIZE = 8192
@@ -59,3 +60,35 @@ class StoreWriterStatistics(ActorStatistics):
     flush_timeouts: int
     largest_batch: int
     inline_puts: int = 0
+
+
+class StoreCounters:
+    """The store's put counters and dispatch position, updated by the store writer alone.
+
+    The store makes one and hands it to each writer it starts, so counts outlive a restart
+    of the writer; the file store's `statistics` reads it. ``put_latency`` counts puts per
+    bucket of `storage.results.PUT_LATENCY_BUCKETS` (counted per group commit);
+    ``reput_from_offset`` is the commit-log offset up to which records are dispatched to the
+    consume queues and the index (RocketMQ's reputFromOffset).
+    """
+
+    __slots__ = (
+        "flushes",
+        "put_bytes",
+        "put_failures",
+        "put_latency",
+        "put_messages",
+        "puts",
+        "reput_from_offset",
+        "write_batches",
+    )
+
+    def __init__(self) -> None:
+        self.puts = 0
+        self.put_messages = 0
+        self.put_bytes = 0
+        self.put_failures = 0
+        self.write_batches = 0
+        self.flushes = 0
+        self.put_latency = [0] * len(PUT_LATENCY_BUCKETS)
+        self.reput_from_offset = 0

@@ -1,14 +1,25 @@
-"""Shared helpers for store tests: small-file configs under tmp_path, files, the writer."""
+"""Shared helpers for store tests: small-file configs under tmp_path, files, the writer, and
+the `open_store` fixture that runs a test of the `MessageStore` protocol on either store."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from storage import FileMessageStore, MessageStoreConfig
+from storage import (
+    FileMessageStore,
+    MessageStoreConfig,
+    open_memory_store,
+    open_message_store,
+)
 from storage.store_writer import StoreWriter
+
+#: ``open_store(config, **kwargs)``: run a store for the block (either implementation).
+StoreOpener = Callable[..., contextlib.AbstractAsyncContextManager[Any]]
 
 SMALL_COMMIT_LOG = 64 * 1024
 
@@ -55,3 +66,10 @@ def make_config(store_root: Path) -> Any:
         return small_config(store_root, **overrides)
 
     return factory
+
+
+@pytest.fixture(params=["file", "memory"])
+def open_store(request: pytest.FixtureRequest) -> StoreOpener:
+    """`open_message_store` or `open_memory_store`: a protocol test runs on both stores."""
+    opener: StoreOpener = open_message_store if request.param == "file" else open_memory_store
+    return opener

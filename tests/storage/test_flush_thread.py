@@ -98,7 +98,7 @@ async def test_puts_appended_while_a_flush_runs_are_answered_only_after_a_later_
     def slow_nogil(commit_log: CommitLog) -> NogilFlusher:
         return NogilFlusher(commit_log, delay_ns=2_000_000)  # a slow disk, in the C loop
 
-    real_appended = store_writer.StoreWriter._appended_inline
+    real_appended = store_writer.StoreWriter.appended_batch
     early = [0]  # flushes a batch put started itself
 
     def noted_appended(writer: store_writer.StoreWriter) -> None:
@@ -106,7 +106,7 @@ async def test_puts_appended_while_a_flush_runs_are_answered_only_after_a_later_
         real_appended(writer)
         early[0] += idle and writer._flushing is not None
 
-    monkeypatch.setattr(store_writer.StoreWriter, "_appended_inline", noted_appended)
+    monkeypatch.setattr(store_writer.StoreWriter, "appended_batch", noted_appended)
     monkeypatch.setattr(CommitLog, "flush", slow_flush)
     if flusher == "nogil":
         monkeypatch.setattr(CommitLog, "flush_plan", noted_plan)

@@ -22,7 +22,7 @@ from storage import (
     open_message_store,
 )
 from storage.store_writer import GROUP_LIMIT
-from tests.storage.helpers import writer_of
+from tests.storage.helpers import StoreOpener, writer_of
 
 MakeConfig = Callable[..., MessageStoreConfig]
 
@@ -136,9 +136,10 @@ async def test_a_large_group_crosses_queue_index_and_commit_log_file_ends(
 
 
 async def test_puts_of_several_queues_in_one_group_get_consecutive_offsets(
-    make_config: MakeConfig,
+    make_config: MakeConfig, open_store: StoreOpener
 ) -> None:
-    async with open_message_store(make_config()) as store:
+    # The protocol's promise (on both stores): concurrent puts take consecutive offsets.
+    async with open_store(make_config()) as store:
         results: list[tuple[int, PutMessageResult]] = []
 
         async def put(i: int) -> None:
@@ -177,13 +178,20 @@ async def test_a_full_mailbox_blocks_callers_and_every_put_is_answered(
     make_config: MakeConfig,
 ) -> None:
     from storage._encode import encode_message
-    from storage.store_writer import StoreWriter
+    from storage.store_writer import StoreCounters, StoreWriter
 
     config = make_config(flush_disk_type=FlushDiskType.SYNC_FLUSH)
     async with open_message_store(config) as store:
         # A second writer with a tiny mailbox: callers past it wait for room (PutRecords),
         # which cuts the shared-event runs apart.
-        writer = StoreWriter(store, mailbox_size=4)
+        writer = StoreWriter(
+            config,
+            store.commit_log,
+            store.consume_queues,
+            store.dispatcher,
+            StoreCounters(),
+            mailbox_size=4,
+        )
         results: list[PutMessageResult] = []
 
         async def put(i: int) -> None:

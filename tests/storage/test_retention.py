@@ -13,6 +13,7 @@ import trio.testing
 
 from protocol.message import decode_record
 from storage import (
+    FileMessageStore,
     GetMessageStatus,
     MessageExtBrokerInner,
     MessageStoreConfig,
@@ -35,6 +36,11 @@ class FakeClock:
 
     def hour(self) -> str:
         return f"{time.localtime(self.now / 1000).tm_hour:02d}"
+
+
+def retention_of(store: FileMessageStore) -> RetentionService:
+    """A retention service over the store's own files."""
+    return RetentionService(store.config, store.commit_log, store.consume_queues, store.index)
 
 
 async def fill(store: Any, count: int) -> None:
@@ -69,7 +75,7 @@ async def test_expired_files_go_at_the_delete_hour_and_min_offsets_move(
         files_before = len(store.commit_log.files.files)
         index_before = len(store.index.files) if store.index else 0
         assert files_before >= 12 and index_before >= 5
-        service = RetentionService(store)
+        service = retention_of(store)
         clock.now += 96 * HOUR_MS  # whole days keep the local hour
         assert service.clean_once().commit_log_files == 0  # not the delete hour
         config.delete_when = f"{other_hour(clock)};{clock.hour()}"
@@ -105,7 +111,7 @@ async def test_files_not_yet_expired_stay(make_config: MakeConfig) -> None:
     async with open_message_store(config) as store:
         await fill(store, 50)
         clock.now += 48 * HOUR_MS
-        assert RetentionService(store).clean_once().commit_log_files == 0
+        assert retention_of(store).clean_once().commit_log_files == 0
         assert store.get_min_phy_offset() == 0
 
 
@@ -120,7 +126,7 @@ async def test_full_disk_deletes_expired_files_at_once(make_config: MakeConfig) 
     )
     async with open_message_store(config) as store:
         await fill(store, 100)
-        service = RetentionService(store)
+        service = retention_of(store)
         clock.now += 96 * HOUR_MS  # whole days keep the local hour
         assert service.clean_once().commit_log_files == 0
         ratio[0] = 0.80  # over diskMaxUsedSpaceRatio 75: expired files go, 3 per round
@@ -138,7 +144,7 @@ async def test_disk_over_the_forced_ratio_deletes_unexpired_files(make_config: M
     )
     async with open_message_store(config) as store:
         await fill(store, 100)
-        assert RetentionService(store).clean_once().commit_log_files == 2
+        assert retention_of(store).clean_once().commit_log_files == 2
 
 
 async def test_retention_service_runs_periodically(
