@@ -12,8 +12,8 @@ take RocketMQ's setting names in snake case. The client (trio or asyncio, see do
         result = await producer.send(boltmq.Message("Orders", b"hello", tags="created"))
 """
 
-from actors.broker.config import BrokerConfig
 from actors.broker.broker import Broker, open_broker
+from actors.broker.config import BrokerConfig
 from actors.registry import Registry, RegistryConfig, open_registry
 from boltmq.launcher import EmbeddedCluster, RunningCluster, embedded, launch
 from boltmq.spec import ClusterSpec, SpecError, load_spec, parse_spec

@@ -25,8 +25,8 @@ from typing import Any
 import attrs
 import trio
 
-from actors.broker.config import BrokerConfig, load_broker_config
 from actors.broker.broker import Broker
+from actors.broker.config import BrokerConfig, load_broker_config
 from actors.registry import Registry, RegistryConfig
 from boltmq.spec import REGISTRY, ClusterSpec, NodeSpec, load_spec
 from supervisors.config import format_properties, load_config
@@ -60,11 +60,13 @@ class EmbeddedCluster:
 
 @asynccontextmanager
 async def embedded(
-    home: str | Path | None = None, **broker_settings: object
+    home: str | Path | None = None, *, store: str = "file", **broker_settings: object
 ) -> AsyncIterator[EmbeddedCluster]:
     """A registry and a broker on ephemeral loopback ports for the duration of the block.
 
     Data goes under ``home`` (kept) or a temporary directory (removed at the end).
+    ``store="memory"`` runs the broker on the in-memory store (storeType=memory): no file of
+    the broker's at all, nothing kept after the block, no replication.
     ``broker_settings`` are `BrokerConfig` fields (``flush_disk_type=...``, ``broker_name=...``);
     the ``tls_server_*`` ones apply to the registry's listener too.
     """
@@ -90,6 +92,7 @@ async def embedded(
                 "namesrv_addr": registry.address,
                 # In a test process an idle broker should not fault 512 MiB of page cache in.
                 "commit_log_idle_prefault_mb": 0,
+                "store_type": store,
             }
             settings.update(broker_settings)
             broker = Broker(BrokerConfig(**settings))  # type: ignore[arg-type]

@@ -77,7 +77,7 @@ from protocol.connection import Connection, Dispatcher
 from protocol.rpc_metrics import time_handlers
 from protocol.server import RemotingServer, ServerConfig, ServerStatistics
 from protocol.tls import client_ssl_context, server_ssl_context, tcp_server_ssl_context
-from storage import FileMessageStore, MessageStore, StoreStatistics
+from storage import FileMessageStore, MemoryMessageStore, MessageStore, StoreStatistics
 from storage.mapped_file import QUEUE_FILE_DESCRIPTORS
 from supervisors.actor import ActorStatistics
 from supervisors.limits import raise_open_file_limit
@@ -121,24 +121,31 @@ class Broker:
         #: Set up in `run` (tlsEnable=true): the context the broker's own TLS calls use.
         self.tls_client_context: ssl.SSLContext | None = None
 
+        # Refused here, in one line, before anything is built: what the store cannot do.
+        config.check_store_type()
+
         # Phase 1: the tables and the store. They use nothing of the broker's.
-        config_dir = config.config_dir
-        self.topics = TopicManager(config, config_dir / "topics.json")
+        def config_file_of(name: str) -> Path | None:
+            # storeType=memory keeps no file at all, the tables' included.
+            return None if config.in_memory else config.config_dir / name
+
+        self.topics = TopicManager(config, config_file_of("topics.json"))
         self.offsets = ConsumerOffsetManager(
-            config_dir / "consumerOffset.json", config.flush_consumer_offset_interval
+            config_file_of("consumerOffset.json"), config.flush_consumer_offset_interval
         )
         self.groups = SubscriptionGroupManager(
-            config_dir / "subscriptionGroup.json", config.auto_create_subscription_group
+            config_file_of("subscriptionGroup.json"), config.auto_create_subscription_group
         )
         self.clients = ClientManager(config.channel_expired_timeout)
         self.clients.notifier = self._notify_consumers
         self.locks = RebalanceLockManager(config.rebalance_lock_max_live_time)
-        self.delay_offsets = DelayOffsetTable(config_dir / "delayOffset.json")
-        self.timer_offsets = DelayOffsetTable(config_dir / "timerOffset.json")
+        self.delay_offsets = DelayOffsetTable(config_file_of("delayOffset.json"))
+        self.timer_offsets = DelayOffsetTable(config_file_of("timerOffset.json"))
         # The store tells the long-polling service of arrivals, so that comes first.
         self.pull_hold = PullHoldService(config.max_held_pulls)
         # Opened by its supervisor child in `run`; its host is the bound address, set there.
-        self.store: MessageStore = FileMessageStore(
+        store_type = MemoryMessageStore if config.in_memory else FileMessageStore
+        self.store: MessageStore = store_type(
             config.store_config(), message_arriving_listener=self.pull_hold.notify_message_arriving
         )
 
@@ -148,7 +155,9 @@ class Broker:
         self.request_stats = RequestStats(timing=metered)
         self.stats = BrokerStatsManager(config.broker_cluster_name)
         self.dedup = DedupService(
-            DedupIndex(config.dedup_window_seconds * 1000, config.dedup_max_keys), self.store
+            DedupIndex(config.dedup_window_seconds * 1000, config.dedup_max_keys),
+            self.store,
+            rebuild=not config.in_memory,
         )
         # Entered in `run`; its connections to the registries also carry a slave's config sync.
         self.registry_client = RemotingClient(
@@ -211,6 +220,8 @@ class Broker:
     def _high_availability(self) -> HighAvailability:
         """The HA parts of this broker's role: the HA service, or the link and config sync."""
         config, store = self.config, self.store
+        if config.in_memory:  # nothing to replicate (check_store_type refused the other roles)
+            return HighAvailability(store)
         if not config.is_slave:
             return HighAvailability(store, service=HAService(config, store, self.server.config))
         return HighAvailability(
@@ -308,7 +319,9 @@ class Broker:
                     f", fast port {self.fast_port}" if self.fast_port else "",
                     f", websocket port {self.websocket_port}" if self.websocket_port else "",
                     f", metrics at :{self.metrics_port}/metrics" if self.metrics_port else "",
-                    config.store_root, ", ".join(config.namesrv_list) or "none",
+                    "in memory (no files; no restart, no replication)" if config.in_memory
+                    else config.store_root,
+                    ", ".join(config.namesrv_list) or "none",
                 )  # fmt: skip
                 task_status.started(self)
 

@@ -17,9 +17,17 @@ from storage import BrokerRole, FlushDiskType, MessageStoreConfig
 from supervisors.config import ConfigError, build_config, config_properties, load_config
 from supervisors.metrics_http import MetricsExporterType
 
-__all__ = ["DEFAULT_STORE_ROOT", "BrokerConfig", "ConfigError", "load_broker_config"]
+__all__ = [
+    "DEFAULT_STORE_ROOT",
+    "STORE_TYPES",
+    "BrokerConfig",
+    "ConfigError",
+    "load_broker_config",
+]
 
 DEFAULT_STORE_ROOT = Path("~/store")
+#: The stores a broker can run on (storeType).
+STORE_TYPES = ("file", "memory")
 
 _port = attrs.validators.and_(attrs.validators.ge(0), attrs.validators.le(65535))
 _positive = attrs.validators.gt(0)
@@ -64,6 +72,10 @@ class BrokerConfig:
     fast_port_enable: bool = True
     bind_address: str = "0.0.0.0"
     store_path_root_dir: str = str(DEFAULT_STORE_ROOT)
+    # file: RocketMQ's commit log, consume queues and index under storePathRootDir. memory: the
+    # same store kept in memory, with no file at all (tables included): for test suites and
+    # notebooks. It cannot survive a restart or be replicated, so it runs as ASYNC_MASTER only.
+    store_type: str = attrs.field(default="file", validator=one_of("storeType", STORE_TYPES))
     broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
     flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
     broker_permission: int = 6
@@ -150,6 +162,10 @@ class BrokerConfig:
     max_index_num: int = 20_000_000
     check_crc_on_recover: bool = True
 
+    def __attrs_post_init__(self) -> None:
+        # So a spec, a broker.conf or a flag refuses it before anything starts.
+        self.check_store_type()
+
     @property
     def broker_addr(self) -> str:
         """``brokerIP1:listenPort``: the address registries hand to clients."""
@@ -189,6 +205,20 @@ class BrokerConfig:
         if self.plain_acl_file:
             return Path(self.plain_acl_file).expanduser()
         return self.config_dir / "plain_acl.yml"
+
+    @property
+    def in_memory(self) -> bool:
+        """Whether the broker keeps no file at all (storeType=memory)."""
+        return self.store_type == "memory"
+
+    def check_store_type(self) -> None:
+        """Refuse, in one line, what the chosen store cannot do."""
+        if self.in_memory and self.broker_role != BrokerRole.ASYNC_MASTER:
+            raise ConfigError(
+                f"storeType=memory keeps no commit log to replicate or to survive a restart: "
+                f"brokerRole must be ASYNC_MASTER, not {self.broker_role}; use storeType=file "
+                "for a master with slaves"
+            )
 
     @property
     def is_slave(self) -> bool:

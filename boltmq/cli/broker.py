@@ -17,8 +17,8 @@ import trio
 from rich.console import Console
 from rich.table import Table
 
-from actors.broker.config import BrokerConfig, ConfigError, load_broker_config
 from actors.broker.broker import Broker
+from actors.broker.config import BrokerConfig, ConfigError, load_broker_config
 from actors.registry import Registry, RegistryConfig
 from boltmq.cli._run import EXIT_USAGE, Runner, run_until_signalled, serve
 from boltmq.cli.registry import load_registry, tls_problem

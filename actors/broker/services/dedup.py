@@ -290,10 +290,11 @@ class DedupIndex:
 class DedupService:
     """The broker's dedup index and its rebuild from the commit log (a supervisor child)."""
 
-    def __init__(self, index: DedupIndex, store: MessageStore) -> None:
+    def __init__(self, index: DedupIndex, store: MessageStore, *, rebuild: bool = True) -> None:
         self.index = index
         self.store = store
-        self._rebuilt = False
+        # False for a store with no earlier life (storeType=memory): nothing to rebuild from.
+        self._rebuilt = not rebuild
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Rebuild the index from the commit log's tail, report ready, then idle.

@@ -28,24 +28,31 @@ from protocol.headers import (
     encode_header,
 )
 from protocol.message import MessageExt, iter_records
-from tests.actors.broker.helpers import SMALL_FILES, send_request
+from tests.actors.broker.helpers import SMALL_FILES, STORES, send_request
 
 #: Every level one second: a retry (level 3 + reconsumeTimes) comes back within about 2 s.
 FAST_LEVELS = "1s 1s 1s 1s 1s 1s 1s 1s"
 
 
 @asynccontextmanager
-async def open_cluster(home: Path, **settings: Any) -> AsyncIterator[EmbeddedCluster]:
+async def open_cluster(
+    home: Path, store: str = "file", **settings: Any
+) -> AsyncIterator[EmbeddedCluster]:
     """An embedded registry + broker keeping its data under ``home`` (so it can restart)."""
     merged = {**SMALL_FILES, **settings}
-    async with boltmq.embedded(home, **merged) as running:
+    async with boltmq.embedded(home, store=store, **merged) as running:
         yield running
 
 
-@pytest.fixture(name="cluster")
-async def fast_delays_cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
-    """The ``cluster`` of the modules that import this: every delay level one second."""
-    async with open_cluster(tmp_path, message_delay_level=FAST_LEVELS) as running:
+@pytest.fixture(name="cluster", params=STORES)
+async def fast_delays_cluster(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[EmbeddedCluster]:
+    """The ``cluster`` of the modules that import this: every delay level one second, on the
+    file store and then on the memory store."""
+    async with open_cluster(
+        tmp_path, store=request.param, message_delay_level=FAST_LEVELS
+    ) as running:
         yield running
 
 

@@ -31,8 +31,20 @@ SMALL_FILES: dict[str, Any] = {
 }
 
 
+#: The stores the broker's core tests run on (storeType): each such test runs on both.
+STORES = ("file", "memory")
+
+
+@pytest.fixture(params=STORES)
+async def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
+    """A registry and a broker on the file store, then on the memory store."""
+    async with boltmq.embedded(tmp_path, store=request.param, **SMALL_FILES) as running:
+        yield running
+
+
 @pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
+async def file_cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
+    """A registry and a broker on the file store only (a test of files, restarts, replicas)."""
     async with boltmq.embedded(tmp_path, **SMALL_FILES) as running:
         yield running
 

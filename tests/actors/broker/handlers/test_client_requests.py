@@ -77,13 +77,13 @@ async def test_offsets_survive_a_restart(tmp_path: Path) -> None:
 
 
 async def test_query_not_found_when_the_queue_no_longer_starts_at_zero(
-    cluster: EmbeddedCluster, client: RemotingClient
+    file_cluster: EmbeddedCluster, client: RemotingClient
 ) -> None:
-    answer = await client.invoke(cluster.broker_address, query_offset("G", "NeverWritten"))
+    answer = await client.invoke(file_cluster.broker_address, query_offset("G", "NeverWritten"))
     # An empty queue's min offset is 0: RocketMQ answers 0 there too.
     assert answer.ext_fields == {"offset": "0"}
-    cluster.broker.store.consume_queues.find_or_create("Shifted", 0).min_logic_offset = 20 * 5
-    shifted = await client.invoke(cluster.broker_address, query_offset("G", "Shifted"))
+    file_cluster.broker.store.consume_queues.find_or_create("Shifted", 0).min_logic_offset = 20 * 5
+    shifted = await client.invoke(file_cluster.broker_address, query_offset("G", "Shifted"))
     assert shifted.code == ResponseCode.QUERY_NOT_FOUND
 
 

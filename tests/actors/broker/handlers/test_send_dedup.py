@@ -122,15 +122,15 @@ async def test_dedup_max_keys_zero_stores_duplicates(tmp_path: Path,
 
 
 async def test_the_rebuild_reads_only_the_window_over_several_commit_log_files(
-    cluster: EmbeddedCluster, client: RemotingClient
+    file_cluster: EmbeddedCluster, client: RemotingClient
 ) -> None:
-    broker = cluster.broker_address
+    broker = file_cluster.broker_address
     body = b"x" * 2000  # 256 KiB files: about 120 records each, so 600 span five files
     answers = []
     for n in range(600):
         request = send_request("DedupScan", body, properties={KEY: f"k{n}"})
         answers.append(answer_of(await call(client, broker, request)))
-    store = cluster.broker.store
+    store = file_cluster.broker.store
     assert store.get_max_phy_offset() > 4 * SMALL_FILES["mapped_file_size_commit_log"]
     # A window that starts at record 450's store time, on a clock standing at the last one's.
     times = [store.get_message_store_timestamp("DedupScan", 0, n) for n in range(600)]
@@ -146,9 +146,9 @@ async def test_the_rebuild_reads_only_the_window_over_several_commit_log_files(
 
 
 async def test_the_rebuild_decodes_only_records_that_hold_the_key(
-    cluster: EmbeddedCluster, client: RemotingClient
+    file_cluster: EmbeddedCluster, client: RemotingClient
 ) -> None:
-    broker = cluster.broker_address
+    broker = file_cluster.broker_address
     keyed = {}
     for n in range(300):
         properties = {KEY: f"k{n}"} if n % 3 == 0 else {"other": "v"}
@@ -158,9 +158,9 @@ async def test_the_rebuild_decodes_only_records_that_hold_the_key(
             "DedupSparse", body, properties=properties)))  # fmt: skip
         if n % 3 == 0:
             keyed[f"k{n}"] = StoredMessage(answer[0], 0, n)
-    now = cluster.broker.store.get_message_store_timestamp("DedupSparse", 0, 299)
+    now = file_cluster.broker.store.get_message_store_timestamp("DedupSparse", 0, 299)
     index = DedupIndex(window_ms=3_600_000, max_keys=10_000, clock=lambda: now)
-    scanned, found = DedupService(index, cluster.broker.store).rebuild()
+    scanned, found = DedupService(index, file_cluster.broker.store).rebuild()
     assert found == len(keyed) == 100
     assert scanned == 101  # the keyed records and the one body; 199 others stepped over
     assert all(index.lookup("DedupSparse", key) == stored for key, stored in keyed.items())

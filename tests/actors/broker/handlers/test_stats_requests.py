@@ -111,16 +111,17 @@ async def test_consume_stats_show_the_lag(cluster: EmbeddedCluster, client: Remo
     assert ConsumeStats.from_json(every.body).offset_table == stats.offset_table
 
 
-async def test_runtime_info(cluster: EmbeddedCluster, client: RemotingClient) -> None:
+async def test_runtime_info(file_cluster: EmbeddedCluster, client: RemotingClient) -> None:
     with trio.fail_after(10):
-        await traffic(cluster, client)
+        await traffic(file_cluster, client)
         answer = await client.invoke(
-            cluster.broker_address, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)
+            file_cluster.broker_address,
+            RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO),
         )
     assert answer.code == ResponseCode.SUCCESS and answer.body is not None
     table = KVTable.from_json(answer.body).table
     assert all(isinstance(value, str) for value in table.values())
-    store = cluster.broker.store.statistics()
+    store = file_cluster.broker.store.statistics()
     assert table["brokerVersion"] == "409" and table["brokerVersionDesc"] == "V4_9_8"
     assert table["msgPutTotalTodayNow"] == "8" and table["msgGetTotalTodayNow"] == "8"
     assert table["msgPutTotalTodayMorning"] == "0" and table["msgGetTotalYesterdayMorning"] == "0"

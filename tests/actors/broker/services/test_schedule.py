@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 import trio
 
 from boltmq import EmbeddedCluster
@@ -21,6 +22,7 @@ from tests.actors.broker.delays import (
     send_request,
     wait_for_messages,
 )
+from tests.actors.broker.helpers import STORES
 
 
 def now_ms() -> int:
@@ -33,8 +35,11 @@ def store_time_of(cluster: EmbeddedCluster, msg_id: str) -> int:
     return decode_record(record).store_timestamp
 
 
-async def test_level_two_arrives_after_five_seconds(tmp_path: Path, client: RemotingClient) -> None:
-    async with open_cluster(tmp_path) as cluster:  # RocketMQ's levels: level 2 is 5 s
+@pytest.mark.parametrize("store", STORES)
+async def test_level_two_arrives_after_five_seconds(
+    tmp_path: Path, client: RemotingClient, store: str
+) -> None:
+    async with open_cluster(tmp_path, store) as cluster:  # RocketMQ's levels: level 2 is 5 s
         address = cluster.broker_address
         answer = await send(client, address, "DelayT", b"later", properties={"DELAY": "2"})
         assert answer.ext_fields is not None
@@ -99,8 +104,11 @@ async def test_due_messages_survive_restart_and_arrive_once(
         assert cluster.broker.store.get_max_offset_in_queue("RestartT", 0) == 9
 
 
-async def test_start_deliver_time_held_until_due(tmp_path: Path, client: RemotingClient) -> None:
-    async with open_cluster(tmp_path) as cluster:
+@pytest.mark.parametrize("store", STORES)
+async def test_start_deliver_time_held_until_due(
+    tmp_path: Path, client: RemotingClient, store: str
+) -> None:
+    async with open_cluster(tmp_path, store) as cluster:
         address = cluster.broker_address
         start = now_ms()
         soon, later = start + 1500, start + 3500

@@ -26,7 +26,7 @@ from protocol.message import (
     iter_records,
 )
 from protocol.names import CID_RMQ_SYS_TRANS, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
-from tests.actors.broker.helpers import SMALL_FILES, call, pull_request
+from tests.actors.broker.helpers import SMALL_FILES, STORES, call, pull_request
 from tests.actors.broker.transactions_helpers import (
     end_transaction_request,
     half_request,
@@ -85,11 +85,11 @@ async def end(
     return await call(client, cluster.broker_address, request)
 
 
-@pytest.fixture
-async def cluster(tmp_path: Path) -> Any:
+@pytest.fixture(params=STORES)
+async def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     # Check-back off (a day between rounds): these tests drive check_once themselves.
     async with boltmq.embedded(
-        tmp_path, transaction_check_interval=86_400_000, **SMALL_FILES
+        tmp_path, store=request.param, transaction_check_interval=86_400_000, **SMALL_FILES
     ) as running:
         yield running
 
@@ -244,11 +244,18 @@ class CheckingProducer:
         )
 
 
-async def test_unknown_transaction_is_resolved_by_the_check_back(tmp_path: Path) -> None:
+@pytest.mark.parametrize("store", STORES)
+async def test_unknown_transaction_is_resolved_by_the_check_back(
+    tmp_path: Path, store: str
+) -> None:
     producer = CheckingProducer(verdict=COMMIT)
     async with (
         boltmq.embedded(
-            tmp_path, transaction_check_interval=50, transaction_time_out=0, **SMALL_FILES
+            tmp_path,
+            store=store,
+            transaction_check_interval=50,
+            transaction_time_out=0,
+            **SMALL_FILES,
         ) as cluster,
         RemotingClient(producer.dispatcher) as client,
     ):
