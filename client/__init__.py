@@ -3,6 +3,7 @@
 Layers, bottom up:
 
 - `Message`, `SendResult`, `MQClientError` (message.py): what producers send and get back.
+- `ConnectionOptions` (options.py): TLS and the ACL account, one record every class takes.
 - `ClientInstance` (instance.py): the shared core: registries (round robin, failover), topic
   routes refreshed every 30 s and after errors, broker addresses, heartbeats every 30 s.
 - `Producer` (producer.py): sync, async, oneway, batch and ordered sends, retries on another
@@ -25,6 +26,7 @@ from client.admin import Admin, GroupConsumeStats
 from client.blocking import BlockingProducer, BlockingPullConsumer, BlockingPushConsumer
 from client.instance import ClientInstance
 from client.message import Message, MQClientError, SendResult, SendStatus
+from client.options import ConnectionOptions
 from client.producer import (
     MessageQueueSelector,
     Producer,
@@ -52,6 +54,7 @@ __all__ = [
     "ClientInstance",
     "ConsumeConcurrentlyStatus",
     "ConsumeOrderlyStatus",
+    "ConnectionOptions",
     "GroupConsumeStats",
     "LocalTransactionState",
     "MQClientError",

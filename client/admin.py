@@ -19,6 +19,7 @@ import attrs
 
 from client.instance import MASTER_ID, ClientInstance
 from client.message import MQClientError
+from client.options import ConnectionOptions, connection_options
 from protocol.bodies import (
     PERM_READ,
     PERM_WRITE,
@@ -117,20 +118,28 @@ class Admin:
         access_key: str | None = None,
         secret_key: str | None = None,
         security_token: str | None = None,
+        options: ConnectionOptions | None = None,
     ) -> None:
         if instance is None and namesrv_addr is None:
             raise ValueError("give namesrv_addr (or a ClientInstance to share)")
+        # The seven keywords are the record's fields spelled out (client.options).
+        options = connection_options(
+            options,
+            ConnectionOptions(
+                tls=tls,
+                tls_ca_file=tls_ca_file,
+                tls_cert_file=tls_cert_file,
+                tls_key_file=tls_key_file,
+                access_key=access_key,
+                secret_key=secret_key,
+                security_token=security_token,
+            ),
+        )
         self._own_instance = instance is None
         self.instance = instance or ClientInstance(
             namesrv_addr or "",
             timeout=timeout,
-            tls_ca_file=tls_ca_file,
-            tls=tls,
-            tls_cert_file=tls_cert_file,
-            tls_key_file=tls_key_file,
-            access_key=access_key,
-            secret_key=secret_key,
-            security_token=security_token,
+            options=options,
         )
         self.timeout = timeout
 
