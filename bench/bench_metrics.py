@@ -46,7 +46,7 @@ from actors.broker.request_stats import MESSAGE_SIZE_BUCKETS, RequestStats, mess
 from actors.broker.service import open_broker
 from actors.broker.stats import BrokerStatsManager
 from bench.bench_produce_consume import _produce
-from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode, names
 from protocol.headers import (
     PullMessageRequestHeader,
     SendMessageRequestHeader,
@@ -65,7 +65,8 @@ PROPERTIES = properties_to_string({"TAGS": "TagA", "KEYS": "k1", "UNIQ_KEY": "0A
 
 def _send(topic: str, queue_id: int) -> RemotingCommand:
     header = SendMessageRequestHeader(
-        producer_group="PG", topic=topic, default_topic="TBW102", default_topic_queue_nums=4,
+        producer_group="PG", topic=topic, default_topic=names.AUTO_CREATE_TOPIC_KEY_TOPIC,
+        default_topic_queue_nums=4,
         queue_id=queue_id, sys_flag=0, born_timestamp=1_700_000_000_000, flag=0,
         properties=PROPERTIES,
     )  # fmt: skip

@@ -15,7 +15,8 @@ Layers, bottom up:
   over its parts: rebalance (rebalance.py), the listener run concurrently or orderly with
   retries (consume_service.py), long-polling pulls (pull_service.py) into each queue's
   `ProcessQueue` (process_queue.py); offsets on the broker or in a local file (offset_store.py).
-- `Admin` (admin/, a module per family of calls): topics, groups, routes, stats and lag, message lookups, offset resets.
+- `Admin` (admin/, a module per family of calls): topics, groups, routes, stats and lag,
+  message lookups, offset resets.
 - `BlockingProducer` / `BlockingPullConsumer` / `BlockingPushConsumer` (blocking.py): the same
   from plain threads.
 

@@ -25,6 +25,7 @@ import anyio.abc
 
 from client.message import MQClientError
 from client.options import ConnectionOptions, connection_options
+from protocol import names
 from protocol.bodies import (
     PERM_READ,
     PERM_WRITE,
@@ -65,7 +66,7 @@ from protocol.websocket_client import split_websocket_url
 
 log = logging.getLogger("boltmq.client")
 
-DEFAULT_TOPIC = "TBW102"
+DEFAULT_TOPIC = names.AUTO_CREATE_TOPIC_KEY_TOPIC
 """The template topic a broker auto-creates unknown topics from (sheet 8.4)."""
 MASTER_ID = 0
 _instance_counter = itertools.count(1)

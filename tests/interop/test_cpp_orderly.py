@@ -19,7 +19,7 @@ import pytest
 import trio
 
 import boltmq
-from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode, names
 from protocol.bodies import (
     GetConsumerListByGroupResponseBody,
     LockBatchRequestBody,
@@ -78,7 +78,7 @@ async def test_cpp_orderly_consumer_holds_its_queues_and_gets_send_order(tmp_pat
         namesrv = cluster.registry_address
         broker = cluster.broker
         header = CreateTopicRequestHeader(
-            topic=topic, default_topic="TBW102", read_queue_nums=QUEUES,
+            topic=topic, default_topic=names.AUTO_CREATE_TOPIC_KEY_TOPIC, read_queue_nums=QUEUES,
             write_queue_nums=QUEUES, perm=6, topic_filter_type="SINGLE_TAG", order=False,
         )  # fmt: skip
         with trio.fail_after(10):

@@ -18,7 +18,7 @@ import pytest
 import trio
 
 import boltmq
-from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode, names
 from protocol.bodies import SubscriptionGroupConfig
 from protocol.headers import PullMessageRequestHeader, encode_header
 from protocol.message import MessageConst, MessageExt, iter_records
@@ -166,7 +166,7 @@ async def test_cpp_consumer_message_ends_in_dlq(tmp_path: Any) -> None:
 
             async def watch_dlq() -> None:
                 while not dead:
-                    dead.extend(await pull_queue(client, address, f"%DLQ%{group}"))
+                    dead.extend(await pull_queue(client, address, names.dlq_topic(group)))
                     await trio.sleep(0.1)
 
             async with trio.open_nursery() as nursery:

@@ -26,7 +26,7 @@ from client import (
     PullConsumer,
     PushConsumer,
 )
-from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode, names
 from protocol.acl import SessionCredentials
 from protocol.bodies import ConsumeFromWhere
 from protocol.message import MessageExt
@@ -82,8 +82,8 @@ async def call(
 
 
 def send_fields(topic: str) -> dict[str, str]:
-    return {"a": "PG", "b": topic, "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "0",
-            "h": "0", "i": "", "j": "0", "k": "false"}  # fmt: skip
+    return {"a": "PG", "b": topic, "c": names.AUTO_CREATE_TOPIC_KEY_TOPIC, "d": "4", "e": "0",
+            "f": "0", "g": "0", "h": "0", "i": "", "j": "0", "k": "false"}  # fmt: skip
 
 
 async def test_broker_refusals_and_reload(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -116,9 +116,9 @@ async def test_broker_refusals_and_reload(tmp_path: Path, caplog: pytest.LogCapt
                 "suspendTimeoutMillis": "0", "subVersion": "0"}  # fmt: skip
         answer = await call(client, broker, RequestCode.PULL_MESSAGE, pull, PRODUCER)
         await refused(answer, "No SUB permission for group OtherGroup")
-        create = {"topic": "NewTopic", "defaultTopic": "TBW102", "readQueueNums": "4",
-                  "writeQueueNums": "4", "perm": "6", "topicFilterType": "SINGLE_TAG",
-                  "topicSysFlag": "0", "order": "false"}  # fmt: skip
+        create = {"topic": "NewTopic", "defaultTopic": names.AUTO_CREATE_TOPIC_KEY_TOPIC,
+                  "readQueueNums": "4", "writeQueueNums": "4", "perm": "6", "order": "false",
+                  "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0"}  # fmt: skip
         answer = await call(client, broker, RequestCode.UPDATE_AND_CREATE_TOPIC, create, PRODUCER)
         await refused(answer, "Need admin permission for request code=17")
         assert "refused SEND_MESSAGE_V2 from 127.0.0.1:" in caplog.text  # the peer is logged

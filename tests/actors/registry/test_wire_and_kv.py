@@ -20,13 +20,16 @@ from actors.registry.wire import (
     decode_register_body,
     encode_register_body,
 )
+from protocol import names
 
 
 @pytest.mark.parametrize("compressed", [False, True])
 def test_register_body_round_trip(compressed: bool) -> None:
     topics = [
         TopicConfig(topic_name="T", read_queue_nums=4, write_queue_nums=2, perm=6),
-        TopicConfig(topic_name="%RETRY%g", read_queue_nums=1, write_queue_nums=1, perm=7),
+        TopicConfig(
+            topic_name=names.retry_topic("g"), read_queue_nums=1, write_queue_nums=1, perm=7
+        ),
     ]
     version = DataVersion(timestamp=1700000000000, counter=9)
     body = encode_register_body(version, topics, ["10.0.0.9:1"], compressed=compressed)
