@@ -45,8 +45,9 @@ from protocol.headers import (
     encode_header,
 )
 from protocol.message import MessageExt
+from tests.support.waiting import wait_until
 
-from .helpers import create_topic, over_both_transports, poll_until, wait_until
+from .helpers import create_topic, over_both_transports, poll_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET

@@ -25,8 +25,9 @@ from protocol.client import RemotingClient
 from protocol.codes import RequestCode
 from protocol.command import RemotingCommand
 from protocol.message import MessageExt
+from tests.support.waiting import wait_until
 
-from .helpers import poll_until, wait_until
+from .helpers import poll_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET

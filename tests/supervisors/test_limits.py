@@ -40,7 +40,7 @@ def test_a_broker_started_with_a_low_soft_limit_serves_more_queues_than_it() -> 
     # holds a descriptor, so without the raise the store would stop at about 250).
     out = _run("""
         import resource, trio, boltmq
-        from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+        from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode, names
         from protocol.headers import (
             CreateTopicRequestHeader, SendMessageRequestHeader, encode_header,
             encode_send_header_v2,
