@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from functools import partial
 
+from protocol import names
 from protocol.codes import RequestCode, SerializeType
 from protocol.command import RemotingCommand
 from protocol.frame import decode, encode
@@ -68,7 +69,8 @@ def _properties() -> str:
 def _send_command(serialize_type: SerializeType, body: bytes, properties: str) -> RemotingCommand:
     """A SEND_MESSAGE_V2 request as the Java producer sends it."""
     header = SendMessageRequestHeader(
-        producer_group="ProducerGroupA", topic="BenchTopic", default_topic="TBW102",
+        producer_group="ProducerGroupA", topic="BenchTopic",
+        default_topic=names.AUTO_CREATE_TOPIC_KEY_TOPIC,
         default_topic_queue_nums=4, queue_id=3, sys_flag=0,
         born_timestamp=int(time.time() * 1000), flag=0, properties=properties,
         reconsume_times=0, unit_mode=False, batch=False,

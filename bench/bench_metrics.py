@@ -45,7 +45,7 @@ from actors.broker.config import BrokerConfig
 from actors.broker.services.request_stats import MESSAGE_SIZE_BUCKETS, RequestStats, message_type_of
 from actors.broker.services.stats import BrokerStatsManager
 from bench.bench_produce_consume import _produce
-from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode, names
 from protocol.headers import (
     PullMessageRequestHeader,
     SendMessageRequestHeader,
@@ -64,7 +64,8 @@ PROPERTIES = properties_to_string({"TAGS": "TagA", "KEYS": "k1", "UNIQ_KEY": "0A
 
 def _send(topic: str, queue_id: int) -> RemotingCommand:
     header = SendMessageRequestHeader(
-        producer_group="PG", topic=topic, default_topic="TBW102", default_topic_queue_nums=4,
+        producer_group="PG", topic=topic, default_topic=names.AUTO_CREATE_TOPIC_KEY_TOPIC,
+        default_topic_queue_nums=4,
         queue_id=queue_id, sys_flag=0, born_timestamp=1_700_000_000_000, flag=0,
         properties=PROPERTIES,
     )  # fmt: skip

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import trio
 
-from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode, names
 from protocol.headers import (
     PullMessageRequestHeader,
     SendMessageRequestHeader,
@@ -47,7 +47,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def _send_fields(topic: str, queue_id: int, batch: bool = False) -> dict[str, str]:
     """A sender's SEND_MESSAGE_V2 header fields; only the born timestamp ("g") changes."""
     header = SendMessageRequestHeader(
-        producer_group="BenchPG", topic=topic, default_topic="TBW102", default_topic_queue_nums=8,
+        producer_group="BenchPG", topic=topic, default_topic=names.AUTO_CREATE_TOPIC_KEY_TOPIC,
+        default_topic_queue_nums=8,
         queue_id=queue_id, sys_flag=0, born_timestamp=0, flag=0,
         properties="TAGS\x01TagA", batch=batch,
     )  # fmt: skip

@@ -25,6 +25,7 @@ import trio
 from actors.broker.broker import open_broker
 from actors.broker.config import BrokerConfig
 from actors.broker.services.stats import BrokerStatsManager
+from protocol import names
 from protocol.codes import RequestCode
 from protocol.command import RemotingCommand
 from protocol.connection import Connection, SyncHandler
@@ -63,7 +64,7 @@ def _request(body_size: int) -> RemotingCommand:
     header = SendMessageRequestHeader(
         producer_group="PG",
         topic=TOPIC,
-        default_topic="TBW102",
+        default_topic=names.AUTO_CREATE_TOPIC_KEY_TOPIC,
         default_topic_queue_nums=8,
         queue_id=-1,
         sys_flag=0,

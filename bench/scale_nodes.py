@@ -26,6 +26,7 @@ from protocol.headers import (
     CreateTopicRequestHeader,
     encode_header,
 )
+from protocol.names import AUTO_CREATE_TOPIC_KEY_TOPIC
 
 READY = re.compile(r"ready on ([\d.]+:\d+)")
 ROOT = Path(__file__).resolve().parents[1]
@@ -229,7 +230,7 @@ async def create_topics(client: RemotingClient, address: str, names: Sequence[st
     async def worker() -> None:
         for name in todo:
             header = CreateTopicRequestHeader(
-                topic=name, default_topic="TBW102", read_queue_nums=QUEUES,
+                topic=name, default_topic=AUTO_CREATE_TOPIC_KEY_TOPIC, read_queue_nums=QUEUES,
                 write_queue_nums=QUEUES, perm=6, topic_filter_type="SINGLE_TAG",
                 topic_sys_flag=0, order=False,
             )  # fmt: skip

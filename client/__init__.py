@@ -3,6 +3,7 @@
 Layers, bottom up:
 
 - `Message`, `SendResult`, `MQClientError` (message.py): what producers send and get back.
+- `ConnectionOptions` (options.py): TLS and the ACL account, one record every class takes.
 - `ClientInstance` (instance.py): the shared core: registries (round robin, failover), topic
   routes refreshed every 30 s and after errors, broker addresses, heartbeats every 30 s.
 - `Producer` (producer.py): sync, async, oneway, batch and ordered sends, retries on another
@@ -14,7 +15,8 @@ Layers, bottom up:
   over its parts: rebalance (rebalance.py), the listener run concurrently or orderly with
   retries (consume_service.py), long-polling pulls (pull_service.py) into each queue's
   `ProcessQueue` (process_queue.py); offsets on the broker or in a local file (offset_store.py).
-- `Admin` (admin.py): topics, groups, routes, stats and lag, message lookups, offset resets.
+- `Admin` (admin/, a module per family of calls): topics, groups, routes, stats and lag,
+  message lookups, offset resets.
 - `BlockingProducer` / `BlockingPullConsumer` / `BlockingPushConsumer` (blocking.py): the same
   from plain threads.
 
@@ -25,6 +27,7 @@ from client.admin import Admin, GroupConsumeStats
 from client.blocking import BlockingProducer, BlockingPullConsumer, BlockingPushConsumer
 from client.instance import ClientInstance
 from client.message import Message, MQClientError, SendResult, SendStatus
+from client.options import ConnectionOptions
 from client.producer import (
     MessageQueueSelector,
     Producer,
@@ -52,6 +55,7 @@ __all__ = [
     "ClientInstance",
     "ConsumeConcurrentlyStatus",
     "ConsumeOrderlyStatus",
+    "ConnectionOptions",
     "GroupConsumeStats",
     "LocalTransactionState",
     "MQClientError",

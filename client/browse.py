@@ -16,12 +16,13 @@ from types import TracebackType
 from client.instance import ClientInstance, subscribe_queues
 from client.message import MQClientError
 from client.pull_consumer import PullConsumer, parse_tags
+from protocol import names
 from protocol.bodies import MessageQueue
 from protocol.codes import ResponseCode
 from protocol.message import MessageExt
 
 #: The group operator tools pull with, as RocketMQ's tools do.
-TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
+TOOLS_CONSUMER_GROUP = names.TOOLS_CONSUMER_GROUP
 
 
 class QueueBrowser:

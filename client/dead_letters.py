@@ -35,13 +35,13 @@ from client.admin import Admin
 from client.browse import QueueBrowser
 from client.message import Message, MQClientError
 from client.producer import Producer
+from protocol import names
 from protocol.bodies import PERM_READ
 from protocol.codes import ResponseCode
 from protocol.message import MessageConst, MessageExt
 
 log = logging.getLogger("boltmq.client")
 
-DLQ_GROUP_PREFIX = "%DLQ%"
 #: The property a resent copy carries: the offset msg id of the dead letter it copies.
 DLQ_RESENT_FROM = "DLQ_RESENT_FROM"
 #: The producer group resends are sent with (RocketMQ's tools use TOOLS_* groups).
@@ -60,11 +60,8 @@ _DROPPED_PROPERTIES = frozenset({
 })  # fmt: skip
 #: How many copies with one UNIQ_KEY the already-resent check looks at per broker.
 _COPIES_CHECKED = 64
-
-
-def dlq_topic(group: str) -> str:
-    """The dead-letter topic of ``group``: ``%DLQ%<group>``."""
-    return DLQ_GROUP_PREFIX + group
+#: The dead-letter topic of a group: ``%DLQ%<group>``.
+dlq_topic = names.dlq_topic
 
 
 def origin_topic(letter: MessageExt) -> str | None:

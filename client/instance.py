@@ -24,7 +24,8 @@ import anyio
 import anyio.abc
 
 from client.message import MQClientError
-from protocol.acl import SessionCredentials
+from client.options import ConnectionOptions, connection_options
+from protocol import names
 from protocol.bodies import (
     PERM_READ,
     PERM_WRITE,
@@ -65,7 +66,7 @@ from protocol.websocket_client import split_websocket_url
 
 log = logging.getLogger("boltmq.client")
 
-DEFAULT_TOPIC = "TBW102"
+DEFAULT_TOPIC = names.AUTO_CREATE_TOPIC_KEY_TOPIC
 """The template topic a broker auto-creates unknown topics from (sheet 8.4)."""
 MASTER_ID = 0
 _instance_counter = itertools.count(1)
@@ -173,6 +174,7 @@ class ClientInstance:
         access_key: str | None = None,
         secret_key: str | None = None,
         security_token: str | None = None,
+        options: ConnectionOptions | None = None,
     ) -> None:
         self.registries = parse_namesrv_addr(namesrv_addr)
         name = instance_name or f"{next(_instance_counter)}"
@@ -187,12 +189,25 @@ class ClientInstance:
         # (tlsServerNeedClientAuth).
         # ACL: every request to registries and brokers is signed with the credentials
         # (docs/security.md).
-        self.credentials = SessionCredentials.from_options(access_key, secret_key, security_token)
+        #: The TLS and ACL settings, however they were given.
+        self.options = connection_options(
+            options,
+            ConnectionOptions(
+                tls=tls,
+                tls_ca_file=tls_ca_file,
+                tls_cert_file=tls_cert_file,
+                tls_key_file=tls_key_file,
+                access_key=access_key,
+                secret_key=secret_key,
+                security_token=security_token,
+            ),
+        )
+        self.credentials = self.options.credentials()
         self.remoting = RemotingClient(
-            tls_ca_file=tls_ca_file,
-            tls=tls,
-            tls_cert_file=tls_cert_file,
-            tls_key_file=tls_key_file,
+            tls_ca_file=self.options.tls_ca_file,
+            tls=self.options.tls,
+            tls_cert_file=self.options.tls_cert_file,
+            tls_key_file=self.options.tls_key_file,
             rpc_hook=self.credentials.sign if self.credentials is not None else None,
         )
         self.routes: dict[str, TopicRouteData] = {}

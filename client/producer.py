@@ -30,6 +30,7 @@ import attrs
 from client.fault import MQFaultStrategy
 from client.instance import DEFAULT_TOPIC, ClientInstance, publish_queues
 from client.message import Message, MQClientError, SendResult, SendStatus
+from client.options import ConnectionOptions, connection_options
 from protocol.bodies import MessageQueue, TopicRouteData
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand, RemotingError
@@ -143,22 +144,30 @@ class Producer:
         access_key: str | None = None,
         secret_key: str | None = None,
         security_token: str | None = None,
+        options: ConnectionOptions | None = None,
     ) -> None:
         if instance is None and namesrv_addr is None:
             raise ValueError("give namesrv_addr (or a ClientInstance to share)")
         if max_async_in_flight < 1:
             raise ValueError(f"max_async_in_flight must be at least 1, not {max_async_in_flight}")
         self.group = group
+        # The seven keywords are the record's fields spelled out (client.options).
+        options = connection_options(
+            options,
+            ConnectionOptions(
+                tls=tls,
+                tls_ca_file=tls_ca_file,
+                tls_cert_file=tls_cert_file,
+                tls_key_file=tls_key_file,
+                access_key=access_key,
+                secret_key=secret_key,
+                security_token=security_token,
+            ),
+        )
         self._own_instance = instance is None
         self.instance = instance or ClientInstance(
             namesrv_addr or "",
-            tls_ca_file=tls_ca_file,
-            tls=tls,
-            tls_cert_file=tls_cert_file,
-            tls_key_file=tls_key_file,
-            access_key=access_key,
-            secret_key=secret_key,
-            security_token=security_token,
+            options=options,
         )
         self.send_msg_timeout = send_msg_timeout
         self.retry_times_when_send_failed = retry_times_when_send_failed

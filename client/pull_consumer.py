@@ -31,6 +31,7 @@ import anyio.abc
 
 from client.instance import MASTER_ID, ClientInstance, subscribe_queues
 from client.message import MQClientError
+from client.options import ConnectionOptions, connection_options
 from protocol.bodies import (
     ConsumeFromWhere,
     ConsumerData,
@@ -94,20 +95,28 @@ class PullConsumer:
         access_key: str | None = None,
         secret_key: str | None = None,
         security_token: str | None = None,
+        options: ConnectionOptions | None = None,
     ) -> None:
         if instance is None and namesrv_addr is None:
             raise ValueError("give namesrv_addr (or a ClientInstance to share)")
         self.group = group
+        # The seven keywords are the record's fields spelled out (client.options).
+        options = connection_options(
+            options,
+            ConnectionOptions(
+                tls=tls,
+                tls_ca_file=tls_ca_file,
+                tls_cert_file=tls_cert_file,
+                tls_key_file=tls_key_file,
+                access_key=access_key,
+                secret_key=secret_key,
+                security_token=security_token,
+            ),
+        )
         self._own_instance = instance is None
         self.instance = instance or ClientInstance(
             namesrv_addr or "",
-            tls_ca_file=tls_ca_file,
-            tls=tls,
-            tls_cert_file=tls_cert_file,
-            tls_key_file=tls_key_file,
-            access_key=access_key,
-            secret_key=secret_key,
-            security_token=security_token,
+            options=options,
         )
         self.consume_from_where = consume_from_where
         self.consume_timestamp_ms = consume_timestamp_ms

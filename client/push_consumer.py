@@ -49,6 +49,7 @@ from client.consume_service import ConsumeConcurrentlyStatus, ConsumeOrderlyStat
 from client.instance import ClientInstance, local_ip
 from client.message import MQClientError
 from client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore
+from client.options import ConnectionOptions, connection_options
 from client.process_queue import ProcessQueue, now_ms
 from client.pull_consumer import parse_tags
 from client.pull_service import PullMessageService
@@ -130,6 +131,7 @@ class PushConsumer(PullMessageService):
         access_key: str | None = None,
         secret_key: str | None = None,
         security_token: str | None = None,
+        options: ConnectionOptions | None = None,
     ) -> None:
         if instance is None and namesrv_addr is None:
             raise ValueError("give namesrv_addr (or a ClientInstance to share)")
@@ -142,18 +144,25 @@ class PushConsumer(PullMessageService):
         self._listener_is_async = inspect.iscoroutinefunction(listener) or (
             inspect.iscoroutinefunction(getattr(listener, "__call__", None))  # noqa: B004
         )
+        # The seven keywords are the record's fields spelled out (client.options).
+        options = connection_options(
+            options,
+            ConnectionOptions(
+                tls=tls,
+                tls_ca_file=tls_ca_file,
+                tls_cert_file=tls_cert_file,
+                tls_key_file=tls_key_file,
+                access_key=access_key,
+                secret_key=secret_key,
+                security_token=security_token,
+            ),
+        )
         self._own_instance = instance is None
         self.instance = instance or ClientInstance(
             namesrv_addr or "",
             instance_name=instance_name,
             timeout=timeout,
-            tls_ca_file=tls_ca_file,
-            tls=tls,
-            tls_cert_file=tls_cert_file,
-            tls_key_file=tls_key_file,
-            access_key=access_key,
-            secret_key=secret_key,
-            security_token=security_token,
+            options=options,
         )
         self.orderly = orderly
         self.message_model = message_model

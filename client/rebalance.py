@@ -24,6 +24,7 @@ import anyio
 from client.instance import ClientInstance, subscribe_queues
 from client.offset_store import OffsetStore
 from client.process_queue import ProcessQueue, now_ms
+from protocol import names
 from protocol.bodies import (
     ConsumeFromWhere,
     GetConsumerListByGroupResponseBody,
@@ -42,7 +43,8 @@ from protocol.headers import (
 
 log = logging.getLogger("boltmq.client")
 
-RETRY_PREFIX = "%RETRY%"
+#: ``%RETRY%<group>`` topics start so (push_consumer imports it).
+RETRY_PREFIX = names.RETRY_GROUP_TOPIC_PREFIX
 
 
 def allocate_averagely(
@@ -88,7 +90,7 @@ class RebalancePush:
 
     @property
     def _retry_topic(self) -> str:
-        return RETRY_PREFIX + self.group
+        return names.retry_topic(self.group)
 
     @property
     def _locks_queues(self) -> bool:

@@ -29,9 +29,8 @@ from monitor.snapshot import (
     is_system_group,
     is_system_topic,
 )
+from protocol import names
 
-RETRY_PREFIX = "%RETRY%"
-DLQ_PREFIX = "%DLQ%"
 #: Points of a broker's sparkline (one a refresh: a minute at the default interval).
 SPARKLINE_POINTS = 60
 
@@ -287,14 +286,14 @@ class Model:
         consume: dict[str, float] = {}
         for (_group, topic), group_rate in self._group_rates.items():
             consume[topic] = consume.get(topic, 0.0) + group_rate
-        names = {b.broker_name for b in sample.brokers} | (
+        owner_names = {b.broker_name for b in sample.brokers} | (
             set(sample.cluster_info.cluster_addr_table) if sample.cluster_info else set()
         )
         found: dict[str, TopicRow] = {}
         for broker in derive.masters(sample):
             for topic, config in broker.topics.items():
                 row = found.get(topic) or TopicRow(
-                    topic=topic, system=is_system_topic(topic, names)
+                    topic=topic, system=is_system_topic(topic, owner_names)
                 )
                 stats = sample.topic_queues.get((broker.broker_name, topic))
                 rate = self._topic_rates.get((broker.broker_name, topic))
@@ -323,7 +322,7 @@ class Model:
                 keys.update((name, topic) for topic in online.connection.subscription_table)
         for key in sorted(keys):
             group, topic = key
-            if topic.startswith((RETRY_PREFIX, DLQ_PREFIX)):
+            if names.is_retry_or_dlq_topic(topic):
                 continue
             detail = sample.group_details.get(group)
             members = (
@@ -375,8 +374,8 @@ class Model:
                         detail.progress if detail else {}, topic, sample.wall_ms
                     ),
                     catch_up_s=catch_up,
-                    retry_depth=lags.get((group, RETRY_PREFIX + group)),
-                    dlq_depth=derive.messages(topic_by_name.get(DLQ_PREFIX + group)),
+                    retry_depth=lags.get((group, names.retry_topic(group))),
+                    dlq_depth=derive.messages(topic_by_name.get(names.dlq_topic(group))),
                     status=status,
                     reason=reason,
                 )
@@ -420,9 +419,11 @@ class Model:
                 active[(f"group {group.status}", subject)] = f"lag {group.lag}: {group.reason}"
         depths = {g.group: g.dlq_depth for g in groups}
         masters = derive.masters(sample)
-        existing = {t for b in masters for t in b.topics if t.startswith(DLQ_PREFIX)}
+        existing = {
+            t for b in masters for t in b.topics if t.startswith(names.DLQ_GROUP_TOPIC_PREFIX)
+        }
         for name, depth in sorted(depths.items()):
-            if depth is None and masters and DLQ_PREFIX + name not in existing:
+            if depth is None and masters and names.dlq_topic(name) not in existing:
                 # No DLQ yet: its first dead letters are new ones (RocketMQ creates the topic
                 # with the first), not a baseline.
                 self._dlq_baseline.setdefault(name, 0)
@@ -430,7 +431,7 @@ class Model:
                 continue
             baseline = self._dlq_baseline.setdefault(name, depth)
             if depth > baseline:
-                active[("DLQ got new messages", DLQ_PREFIX + name)] = (
+                active[("DLQ got new messages", names.dlq_topic(name))] = (
                     f"{depth - baseline} new since the monitor started ({depth} in all)"
                 )
         for key in list(self._alert_since):

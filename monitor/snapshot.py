@@ -12,53 +12,17 @@ from typing import Any
 import attrs
 import orjson
 
-#: Topics a broker keeps for itself (RocketMQ's system topics), hidden unless ``--system``.
-SYSTEM_TOPICS = frozenset(
-    {
-        "TBW102",
-        "BenchmarkTest",
-        "OFFSET_MOVED_EVENT",
-        "SCHEDULE_TOPIC_XXXX",
-        "SELF_TEST_TOPIC",
-        "RMQ_SYS_TRACE_TOPIC",
-        "TRANS_CHECK_MAX_TIME_TOPIC",
-        "RMQ_SYS_TRANS_HALF_TOPIC",
-        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-    }
-)
-SYSTEM_TOPIC_PREFIXES = ("RMQ_SYS_", "rmq_sys_", "%RETRY%", "%DLQ%")
-SYSTEM_TOPIC_SUFFIXES = ("_REPLY_TOPIC",)
-#: RocketMQ's own consumer and tool groups.
-SYSTEM_GROUPS = frozenset(
-    {
-        "TOOLS_CONSUMER",
-        "FILTERSRV_CONSUMER",
-        "__MONITOR_CONSUMER",
-        "CLIENT_INNER_PRODUCER",
-        "SELF_TEST_P_GROUP",
-        "SELF_TEST_C_GROUP",
-        "CID_ONS-HTTP-PROXY",
-        "CID_ONSAPI_PERMISSION",
-        "CID_ONSAPI_OWNER",
-        "CID_ONSAPI_PULL",
-        "CID_RMQ_SYS_TRANS",
-    }
-)
+from protocol import names
 
 
 def is_system_topic(topic: str, broker_and_cluster_names: set[str] | frozenset[str]) -> bool:
     """A topic of RocketMQ's own (a broker also keeps topics named after itself and its cluster)."""
-    return (
-        topic in SYSTEM_TOPICS
-        or topic.startswith(SYSTEM_TOPIC_PREFIXES)
-        or topic.endswith(SYSTEM_TOPIC_SUFFIXES)
-        or topic in broker_and_cluster_names
-    )
+    return names.is_system_topic(topic) or topic in broker_and_cluster_names
 
 
 def is_system_group(group: str) -> bool:
-    """A consumer group of RocketMQ's own."""
-    return group in SYSTEM_GROUPS or group.startswith("CID_RMQ_SYS_")
+    """A producer or consumer group of RocketMQ's own or its tools'."""
+    return names.is_system_group(group)
 
 
 @attrs.frozen(kw_only=True)

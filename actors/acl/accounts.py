@@ -29,6 +29,7 @@ import attrs
 import yaml
 
 from actors.acl.addresses import AclConfigError, AddressMatcher, compile_address_pattern
+from protocol import names
 
 __all__ = [
     "RETRY_GROUP_TOPIC_PREFIX",
@@ -42,7 +43,7 @@ __all__ = [
     "retry_topic",
 ]
 
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+RETRY_GROUP_TOPIC_PREFIX = names.RETRY_GROUP_TOPIC_PREFIX
 #: RocketMQ refuses keys of 6 characters or fewer.
 KEY_MIN_LENGTH = 7
 
@@ -88,7 +89,7 @@ def check_permission(needed: int, owned: int) -> bool:
 
 def retry_topic(group: str) -> str:
     """``%RETRY%group``: the resource a group's permission is kept under."""
-    return RETRY_GROUP_TOPIC_PREFIX + group
+    return names.retry_topic(group)
 
 
 @attrs.frozen

@@ -8,7 +8,7 @@ from pathlib import Path
 import attrs
 
 from protocol.tls import CLIENT_AUTH_MODES, TLS_MODES, one_of
-from supervisors.config import ConfigError, build_config, config_properties
+from supervisors.config import ConfigError, build_config, config_properties, property_key
 from supervisors.metrics_http import MetricsExporterType
 
 __all__ = ["KEYS", "RUNTIME_KEYS", "ConfigError", "RegistryConfig"]
@@ -87,29 +87,8 @@ class RegistryConfig:
         return build_config(cls, properties)
 
 
-#: Java key -> attribute (the same names supervisors.config derives from the fields).
-KEYS = {
-    "listenPort": "listen_port",
-    "bindAddress": "bind_address",
-    "websocketListenPort": "websocket_listen_port",
-    "websocketTlsCertPath": "websocket_tls_cert_path",
-    "websocketTlsKeyPath": "websocket_tls_key_path",
-    "tlsServerMode": "tls_server_mode",
-    "tlsServerCertPath": "tls_server_cert_path",
-    "tlsServerKeyPath": "tls_server_key_path",
-    "tlsServerTrustCertPath": "tls_server_trust_cert_path",
-    "tlsServerNeedClientAuth": "tls_server_need_client_auth",
-    "kvConfigPath": "kv_config_path",
-    "scanNotActiveBrokerInterval": "scan_not_active_broker_interval",
-    "brokerExpiredMillis": "broker_expired_millis",
-    "orderMessageEnable": "order_message_enable",
-    "serverChannelMaxIdleTimeSeconds": "server_channel_max_idle_time_seconds",
-    "metricsExporterType": "metrics_exporter_type",
-    "metricsPromExporterPort": "metrics_prom_exporter_port",
-    "metricsPromExporterHost": "metrics_prom_exporter_host",
-    "aclEnable": "acl_enable",
-    "plainAclFile": "plain_acl_file",
-}
+#: Java key -> attribute, derived from the fields as properties files spell them.
+KEYS = {property_key(field): field.name for field in attrs.fields(RegistryConfig)}
 
 #: Keys UPDATE_NAMESRV_CONFIG may change; the others need a restart.
 RUNTIME_KEYS = frozenset(

@@ -1,7 +1,8 @@
 """The registry's Prometheus metrics: request latency and the route table's sizes.
 
 `RegistryMetricsCollector` reads, at scrape time, the request-latency histograms the registry's
-dispatcher keeps (`protocol.rpc_metrics`) and the registry actor's statistics record; the
+dispatcher keeps (`protocol.rpc_metrics`) and the registry actor's statistics record (it is
+handed those two and the address, not the registry, so it knows nothing else of it); the
 scrape runs in the trio thread (`supervisors.metrics_http`), so it reads them as any inline
 query does. Every series carries ``node_type="nameserver"`` (RocketMQ 5's value for a
 NameServer) and ``node_id``, the registry's address; a registry serves many clusters, so it
@@ -11,16 +12,13 @@ exports none); docs/operations.md lists them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from protocol.rpc_metrics import rpc_latency_family
-
-if TYPE_CHECKING:
-    from actors.registry.service import Registry
+from actors.registry.actor import RegistryStatistics
+from protocol.rpc_metrics import RpcLatency, rpc_latency_family
 
 __all__ = ["RegistryMetricsCollector"]
 
@@ -28,15 +26,20 @@ __all__ = ["RegistryMetricsCollector"]
 class RegistryMetricsCollector(Collector):
     """Reads the registry's records into metric families at each scrape."""
 
-    def __init__(self, registry: Registry) -> None:
-        self.registry = registry
+    def __init__(
+        self, address: str, rpc_latency: RpcLatency, statistics: Callable[[], RegistryStatistics]
+    ) -> None:
+        #: The registry's ``host:port``, the ``node_id`` label.
+        self.address = address
+        self.rpc_latency = rpc_latency
+        #: The registry actor's `statistics`, called once per scrape.
+        self.statistics = statistics
 
     def collect(self) -> Iterator[Metric]:
         """rocketmq_rpc_latency, then the route table's gauges and counters."""
-        registry = self.registry
-        base = {"node_type": "nameserver", "node_id": registry.address}
-        yield rpc_latency_family(registry.rpc_latency, base)
-        stats = registry.actor.statistics()
+        base = {"node_type": "nameserver", "node_id": self.address}
+        yield rpc_latency_family(self.rpc_latency, base)
+        stats = self.statistics()
         routes = stats.routes
         for name, text, value in (
             ("rocketmq_namesrv_topics", "Topics with a route", routes.topics),

@@ -146,7 +146,9 @@ class Registry:
             config.metrics_prom_exporter_port, config.metrics_prom_exporter_host
         )
         self.metrics_port = listeners[0].socket.getsockname()[1]
-        serve = partial(serve_metrics, listeners, RegistryMetricsCollector(self))
+        # Built once the TCP port is bound, so the address (the node_id label) is final.
+        collector = RegistryMetricsCollector(self.address, self.rpc_latency, self.actor.statistics)
+        serve = partial(serve_metrics, listeners, collector)
         self.metrics_supervisor = Supervisor(
             "registry metrics",
             [

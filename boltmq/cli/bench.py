@@ -40,6 +40,7 @@ from client.admin import Admin
 from client.message import Message
 from client.producer import Producer
 from client.pull_consumer import PullConsumer
+from protocol import names
 from protocol.bodies import ConsumeFromWhere, MessageQueue
 from protocol.command import RemotingError
 from protocol.message import MessageFormatError
@@ -455,10 +456,6 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
 # -- command line -------------------------------------------------------------------------
 
 
-
-
-
-
 HELP = "load tool: produce or consume as fast as allowed, with msgs/s, MB/s and latency"
 EXAMPLE = """examples:
   boltmq bench produce -n 127.0.0.1:9876 -t BenchTopic -s 1024 -b 32 -w 8 -d 10
@@ -477,7 +474,7 @@ def command(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], i
         help="the registries (RocketMQ's namesrvAddr)",
     )
     common.add_argument(
-        "-t", "--topic", default="BenchmarkTest", help="the topic (default %(default)s)"
+        "-t", "--topic", default=names.BENCHMARK_TOPIC, help="the topic (default %(default)s)"
     )
     common.add_argument(
         "-d",

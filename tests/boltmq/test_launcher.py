@@ -12,7 +12,6 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,8 +25,10 @@ from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.headers import GetMaxOffsetRequestHeader, encode_header
 from tests.actors.broker.ha.helpers import free_port_pair
-from tests.actors.broker.helpers import call, pull_request, send_request
+from tests.actors.broker.helpers import pull_request, send_request
 from tests.ports import free_port
+from tests.support.remoting import call
+from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPIC = "LaunchTopic"
@@ -76,12 +77,6 @@ haListenPort = {ports["broker-b-0"] + 1}
     path = root / "cluster.toml"
     path.write_text(text)
     return path, ports
-
-
-async def wait_until(condition: Callable[[], object], timeout: float = 30.0) -> None:
-    with trio.fail_after(timeout):
-        while not condition():
-            await trio.sleep(0.05)
 
 
 def alive(pid: int) -> bool:
@@ -213,7 +208,7 @@ async def test_a_killed_node_comes_back_alone_and_a_node_that_keeps_dying_is_giv
         before = {name: cluster.pid(name) for name in ports}
         cluster.kill("broker-b-0")
         state = cluster.states["broker-b-0"]
-        await wait_until(lambda: state.restarts == 1 and state.status == "running")
+        await wait_until(lambda: state.restarts == 1 and state.status == "running", 30, "a restart")
         assert cluster.pid("broker-b-0") not in (None, before["broker-b-0"])
         assert state.last_exit == "was killed by SIGKILL"
         # The others never stopped.
@@ -237,9 +232,11 @@ async def test_a_killed_node_comes_back_alone_and_a_node_that_keeps_dying_is_giv
             cluster.kill("broker-b-0")
             if restarts <= rules.intensity:
                 await wait_until(
-                    lambda r=restarts: state.restarts == r and state.status == "running"
+                    lambda r=restarts: state.restarts == r and state.status == "running",
+                    30,
+                    f"restart {restarts}",
                 )
-        await wait_until(lambda: state.status == "given up")
+        await wait_until(lambda: state.status == "given up", 30, "the node given up")
         assert cluster.pid("broker-b-0") is None
         await send_ok(client, cluster.address("broker-a-0"), b"still")
         assert all(alive(cluster.pid(n) or 0) for n in ports if n != "broker-b-0")

@@ -229,13 +229,6 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-async def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    """Wait for ``condition`` to hold; fail after ``timeout`` s."""
-    with anyio.fail_after(timeout):
-        while not condition():
-            await anyio.sleep(0.02)
-
-
 async def create_topic(cluster: Any, topic: str, queues: int) -> None:
     """A topic with ``queues`` queues, visible in the registry."""
     async with Admin(namesrv_addr=cluster.namesrv) as admin:

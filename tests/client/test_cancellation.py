@@ -14,8 +14,9 @@ import pytest
 
 from client import ConsumeConcurrentlyStatus, Message, Producer, PullConsumer, PushConsumer
 from protocol.bodies import ConsumeFromWhere
+from tests.support.waiting import wait_until
 
-from .helpers import wait_for_route, wait_until
+from .helpers import wait_for_route
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET

@@ -15,6 +15,7 @@ import pytest
 import sniffio
 
 from client import Admin, Message, Producer, PullConsumer, SendStatus
+from protocol import names
 from protocol.bodies import ConsumeFromWhere
 from protocol.message import MessageConst, MessageSysFlag
 
@@ -154,7 +155,7 @@ async def test_delayed_message_is_held_with_its_delay_level(
         stored = await admin.view_message(result.offset_msg_id)
     assert stored.properties[MessageConst.DELAY] == "4"
     assert stored.properties[MessageConst.REAL_TOPIC] == topic
-    assert stored.topic == "SCHEDULE_TOPIC_XXXX"
+    assert stored.topic == names.SCHEDULE_TOPIC
     async with PullConsumer(unique("CG"), namesrv_addr=cluster.namesrv,
                             consume_from_where=FIRST) as consumer:  # fmt: skip
         await wait_for_route(consumer.instance, topic)

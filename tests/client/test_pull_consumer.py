@@ -9,6 +9,7 @@ import anyio
 import pytest
 
 from client import Message, MQClientError, Producer, PullConsumer, parse_tags
+from protocol import names
 from protocol.bodies import ConsumeFromWhere, MessageQueue
 
 from .helpers import over_both_transports, poll_until, wait_for_route
@@ -113,7 +114,13 @@ async def test_poll_of_an_unreachable_queue_fails_clearly(
     async with PullConsumer(unique("CG"), namesrv_addr=cluster.namesrv) as consumer:
         with pytest.raises(MQClientError):
             await consumer.poll(1.0)  # nothing assigned
-        await consumer.assign([MessageQueue(topic="TBW102", broker_name="no-such", queue_id=0)])
+        await consumer.assign(
+            [
+                MessageQueue(
+                    topic=names.AUTO_CREATE_TOPIC_KEY_TOPIC, broker_name="no-such", queue_id=0
+                )
+            ]
+        )
         with pytest.raises(MQClientError) as refused:
             await consumer.poll(1.0)
         assert "no-such" in str(refused.value)

@@ -28,6 +28,7 @@ from client import (
     PushConsumer,
 )
 from client.rebalance import allocate_averagely
+from protocol import names
 from protocol.bodies import (
     ConsumeFromWhere,
     ConsumeMessageDirectlyResult,
@@ -44,8 +45,9 @@ from protocol.headers import (
     encode_header,
 )
 from protocol.message import MessageExt
+from tests.support.waiting import wait_until
 
-from .helpers import create_topic, over_both_transports, poll_until, wait_until
+from .helpers import create_topic, over_both_transports, poll_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
@@ -208,7 +210,7 @@ async def test_reconsume_later_comes_back_then_goes_to_the_dlq(
     # The third failure is past maxReconsumeTimes: the broker stores it in %DLQ%<group>.
     async with PullConsumer(unique("CG"), namesrv_addr=cluster.namesrv,
                             consume_from_where=FIRST) as reader:  # fmt: skip
-        dlq = f"%DLQ%{group}"
+        dlq = names.dlq_topic(group)
         with anyio.fail_after(15):
             while True:
                 with contextlib.suppress(Exception):
@@ -286,7 +288,7 @@ async def test_running_info_and_consume_directly_through_the_broker(
             assert info.properties["PROP_THREADPOOL_CORE_SIZE"] == "20"
             assert int(info.properties["PROP_CONSUMER_START_TIMESTAMP"]) > 0
             subs = {s.topic: s.sub_string for s in info.subscription_set}
-            assert subs == {topic: "TagA", f"%RETRY%{group}": "*"}
+            assert subs == {topic: "TagA", names.retry_topic(group): "*"}
             assert sorted(info.mq_table, key=lambda q: (q.topic, q.queue_id)) == push.assignment()
             assert info.status_table[topic].consume_ok_tps > 0
 
@@ -456,7 +458,7 @@ async def test_bad_settings_fail_clearly(cluster: Any, unique: Unique, anyio_bac
         async with lonely:
             pass
     with pytest.raises(ValueError, match="RETRY"):
-        lonely.subscribe("%RETRY%someone_else")
+        lonely.subscribe(names.retry_topic("someone_else"))
     group, topic = unique("CG"), unique("Twice")
     async with ClientInstance(cluster.namesrv) as shared:
         first = PushConsumer(group, Inbox(), instance=shared)

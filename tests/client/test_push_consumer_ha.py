@@ -24,7 +24,8 @@ from tests.actors.broker.ha.helpers import (
     wait_caught_up,
     wait_for,
 )
-from tests.actors.broker.helpers import call, send_request
+from tests.actors.broker.helpers import send_request
+from tests.support.remoting import call
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -14,6 +14,7 @@ import anyio
 import pytest
 
 from client import ConsumeOrderlyStatus, Message, Producer, PullConsumer, PushConsumer
+from protocol import names
 from protocol.bodies import (
     ConsumeFromWhere,
     LockBatchRequestBody,
@@ -24,8 +25,9 @@ from protocol.client import RemotingClient
 from protocol.codes import RequestCode
 from protocol.command import RemotingCommand
 from protocol.message import MessageExt
+from tests.support.waiting import wait_until
 
-from .helpers import poll_until, wait_until
+from .helpers import poll_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
@@ -118,7 +120,7 @@ async def test_orderly_past_max_reconsume_times_goes_to_the_dlq_and_moves_on(
         with anyio.fail_after(15):
             while True:
                 with contextlib.suppress(Exception):
-                    await reader.subscribe(f"%DLQ%{group}")
+                    await reader.subscribe(names.dlq_topic(group))
                     break
                 await anyio.sleep(0.1)
         [dead] = await poll_until(reader, 1)

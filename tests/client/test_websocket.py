@@ -26,8 +26,9 @@ from client import (
 )
 from protocol.bodies import ConsumeFromWhere
 from protocol.message import MessageExt
+from tests.support.waiting import wait_until
 
-from .helpers import BoltProcess, create_topic, free_port, poll_until, wait_until
+from .helpers import BoltProcess, create_topic, free_port, poll_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET

@@ -17,9 +17,10 @@ from actors.acl import AccessValidator
 from protocol import RemotingCommand, RequestCode
 from protocol.acl import calculate_signature, request_content
 from protocol.connection import Connection
+from tests.support.waiting import wait_until
 
 from .cpp_client import rocketmq
-from .test_cpp_client import Inbox, text, unique, wait_for
+from .test_cpp_client import Inbox, text, unique
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -107,7 +108,7 @@ async def test_cpp_client_with_session_credentials(
         consumer.subscribe(topic, inbox, "*")
         await trio.to_thread.run_sync(consumer.start)
         try:
-            await wait_for(lambda: len(inbox.snapshot()) >= 10, 60, "10 signed messages")
+            await wait_until(lambda: len(inbox.snapshot()) >= 10, 60, "10 signed messages")
         finally:
             await trio.to_thread.run_sync(consumer.shutdown)
         assert sorted(m["body"] for m in inbox.snapshot()) == sorted(bodies)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -23,6 +22,7 @@ from protocol.headers import (
     decode_header,
     encode_header,
 )
+from tests.support.waiting import wait_until
 
 from .cpp_client import rocketmq
 
@@ -57,15 +57,6 @@ class Inbox:
 def text(value: Any) -> Any:
     """The binding hands some fields back as bytes."""
     return value.decode() if isinstance(value, bytes) else value
-
-
-async def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll ``condition`` (set by foreign threads) until true or fail after ``timeout``."""
-    with trio.move_on_after(timeout):
-        while not condition():
-            await trio.sleep(0.05)
-        return
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def unique(prefix: str) -> str:
@@ -131,8 +122,10 @@ async def test_cpp_producer_and_consumers(tmp_path: Any) -> None:
             await trio.to_thread.run_sync(consumer.start)
             consumers.append(consumer)
         try:
-            await wait_for(lambda: len(everything.snapshot()) >= 20, 60, "20 messages in group 1")
-            await wait_for(lambda: len(only_a.snapshot()) >= 10, 60, "10 TagA messages in group 2")
+            await wait_until(lambda: len(everything.snapshot()) >= 20, 60, "20 messages in group 1")
+            await wait_until(
+                lambda: len(only_a.snapshot()) >= 10, 60, "10 TagA messages in group 2"
+            )
         finally:
             for consumer in consumers:
                 await trio.to_thread.run_sync(consumer.shutdown)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,9 @@ from tests.actors.broker.ha.helpers import (
     wait_caught_up,
     wait_slave_linked,
 )
-from tests.actors.broker.helpers import call, send_request
+from tests.actors.broker.helpers import send_request
+from tests.support.remoting import call
+from tests.support.waiting import wait_until
 
 from .cpp_client import rocketmq
 
@@ -73,15 +74,6 @@ class GatedInbox:
             return list(self.bodies)
 
 
-async def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll ``condition`` (set by foreign threads) until true or fail after ``timeout``."""
-    with trio.move_on_after(timeout):
-        while not condition():
-            await trio.sleep(0.05)
-        return
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
 async def send_range(client: RemotingClient, master: Broker, first: int, end: int) -> None:
     """Bodies ``m-<i>`` for i in [first, end) into queue 0, 16 sends at a time."""
 
@@ -120,8 +112,8 @@ async def test_cpp_push_consumer_reads_from_the_slave_while_the_master_is_down(
         await trio.to_thread.run_sync(consumer.start)
         try:
             # The callback holds; the client pulls until its cache is full, then waits.
-            await wait_for(lambda: inbox.count() >= HOLD_AFTER, 30, "the first messages")
-            await wait_for(lambda: served(master) >= 1000, 30, "a full client cache")
+            await wait_until(lambda: inbox.count() >= HOLD_AFTER, 30, "the first messages")
+            await wait_until(lambda: served(master) >= 1000, 30, "a full client cache")
             assert served(master) < BEFORE_STOP
 
             # The client turns to the slave only once its route lacks the master, and it
@@ -140,15 +132,15 @@ async def test_cpp_push_consumer_reads_from_the_slave_while_the_master_is_down(
             def rest_arrived() -> bool:
                 return len(set(inbox.snapshot())) >= BEFORE_STOP
 
-            await wait_for(
+            await wait_until(
                 lambda: registry.actor.route_table.route_queries > route_reads or rest_arrived(),
                 3 * ROUTE_REFRESH,
                 "the client's first route read after the stop",
             )
-            await wait_for(rest_arrived, 60, "the rest from the slave")
+            await wait_until(rest_arrived, 60, "the rest from the slave")
             assert served(slave) >= BEFORE_STOP - pulled_from_master
             # Its offsets go to the slave meanwhile (persisted every 5 s), which keeps them.
-            await wait_for(
+            await wait_until(
                 lambda: slave.offsets.query_offset(GROUP, TOPIC, 0) == BEFORE_STOP,
                 30,
                 "the offset committed to the slave",
@@ -167,7 +159,7 @@ async def test_cpp_push_consumer_reads_from_the_slave_while_the_master_is_down(
             # offsets (from the slave until its route lists the master again).
             total = BEFORE_STOP + AFTER_RETURN
             await send_range(client, master, BEFORE_STOP, total)
-            await wait_for(lambda: len(set(inbox.snapshot())) >= total, 60, "the new sends")
+            await wait_until(lambda: len(set(inbox.snapshot())) >= total, 60, "the new sends")
         finally:
             inbox.gate.set()
             await trio.to_thread.run_sync(consumer.shutdown)

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 import trio
 
 import boltmq
-from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode, names
 from protocol.bodies import (
     GetConsumerListByGroupResponseBody,
     LockBatchRequestBody,
@@ -31,6 +30,7 @@ from protocol.headers import (
     GetConsumerListByGroupRequestHeader,
     encode_header,
 )
+from tests.support.waiting import wait_until
 
 from .cpp_client import rocketmq
 
@@ -58,15 +58,6 @@ class Inbox:
             return list(self.items)
 
 
-async def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll ``condition`` (set by foreign threads) until true or fail after ``timeout``."""
-    with trio.move_on_after(timeout):
-        while not condition():
-            await trio.sleep(0.05)
-        return
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
 def unique(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:8]}"
 
@@ -78,7 +69,7 @@ async def test_cpp_orderly_consumer_holds_its_queues_and_gets_send_order(tmp_pat
         namesrv = cluster.registry_address
         broker = cluster.broker
         header = CreateTopicRequestHeader(
-            topic=topic, default_topic="TBW102", read_queue_nums=QUEUES,
+            topic=topic, default_topic=names.AUTO_CREATE_TOPIC_KEY_TOPIC, read_queue_nums=QUEUES,
             write_queue_nums=QUEUES, perm=6, topic_filter_type="SINGLE_TAG", order=False,
         )  # fmt: skip
         with trio.fail_after(10):
@@ -118,7 +109,7 @@ async def test_cpp_orderly_consumer_holds_its_queues_and_gets_send_order(tmp_pat
                 def holders() -> set[str | None]:
                     return {broker.locks.locked_by(group, mq) for mq in mqs}
 
-                await wait_for(lambda: len(holders()) == 1 and None not in holders(), 60,
+                await wait_until(lambda: len(holders()) == 1 and None not in holders(), 60,
                                "the C++ consumer to lock all queues")  # fmt: skip
                 [holder] = holders()
                 ids = await client.invoke(
@@ -148,7 +139,7 @@ async def test_cpp_orderly_consumer_holds_its_queues_and_gets_send_order(tmp_pat
                 assert holders() == {holder}
 
                 await send_round(range(PER_KEY // 2, PER_KEY))
-                await wait_for(lambda: len(inbox.snapshot()) >= KEYS * PER_KEY, 60,
+                await wait_until(lambda: len(inbox.snapshot()) >= KEYS * PER_KEY, 60,
                                f"{KEYS * PER_KEY} messages")  # fmt: skip
             finally:
                 await trio.to_thread.run_sync(consumer.shutdown)

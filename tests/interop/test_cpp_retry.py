@@ -18,10 +18,11 @@ import pytest
 import trio
 
 import boltmq
-from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode, names
 from protocol.bodies import SubscriptionGroupConfig
 from protocol.headers import PullMessageRequestHeader, encode_header
 from protocol.message import MessageConst, MessageExt, iter_records
+from tests.support.waiting import wait_until
 
 from .cpp_client import rocketmq
 
@@ -67,15 +68,6 @@ def unique(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:8]}"
 
 
-async def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll ``condition`` (set by foreign threads) until true or fail after ``timeout``."""
-    with trio.move_on_after(timeout):
-        while not condition():
-            await trio.sleep(0.05)
-        return
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
 async def produce(namesrv: str, topic: str, origin: str) -> None:
     producer = rocketmq.Producer(unique("PG"))
     producer.set_namesrv_addr(namesrv)
@@ -100,7 +92,7 @@ async def consume_until(
     consumer.subscribe(topic, inbox, "*")
     await trio.to_thread.run_sync(consumer.start)
     try:
-        await wait_for(lambda: condition(inbox), 60, what)
+        await wait_until(lambda: condition(inbox), 60, what)
     finally:
         await trio.to_thread.run_sync(consumer.shutdown)
     return inbox
@@ -166,7 +158,7 @@ async def test_cpp_consumer_message_ends_in_dlq(tmp_path: Any) -> None:
 
             async def watch_dlq() -> None:
                 while not dead:
-                    dead.extend(await pull_queue(client, address, f"%DLQ%{group}"))
+                    dead.extend(await pull_queue(client, address, names.dlq_topic(group)))
                     await trio.sleep(0.1)
 
             async with trio.open_nursery() as nursery:

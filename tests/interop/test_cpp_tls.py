@@ -16,9 +16,10 @@ import trio
 import boltmq
 from client import Message, Producer
 from tests.client.test_websocket import make_certificates
+from tests.support.waiting import wait_until
 
 from .cpp_client import rocketmq
-from .test_cpp_client import Inbox, text, unique, wait_for
+from .test_cpp_client import Inbox, text, unique
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -61,7 +62,7 @@ async def test_cpp_client_over_plaintext_against_a_permissive_broker(tmp_path: P
         consumer.subscribe(topic, inbox, "*")
         await trio.to_thread.run_sync(consumer.start)
         try:
-            await wait_for(lambda: len(inbox.snapshot()) >= 15, 60, "15 messages")
+            await wait_until(lambda: len(inbox.snapshot()) >= 15, 60, "15 messages")
         finally:
             await trio.to_thread.run_sync(consumer.shutdown)
         assert sorted(m["body"] for m in inbox.snapshot()) == sorted(bodies)

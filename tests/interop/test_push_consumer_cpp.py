@@ -16,7 +16,8 @@ import pytest
 from client import ConsumeConcurrentlyStatus, Message, Producer, PushConsumer
 from protocol.bodies import ConsumeFromWhere
 from protocol.message import MessageExt
-from tests.client.helpers import create_topic, wait_until
+from tests.client.helpers import create_topic
+from tests.support.waiting import wait_until
 
 from .cpp_client import rocketmq
 

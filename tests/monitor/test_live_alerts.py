@@ -18,6 +18,7 @@ from client.instance import ClientInstance
 from monitor.collector import Collector
 from monitor.model import Model, Thresholds
 from monitor.snapshot import Snapshot
+from protocol import names
 from protocol.bodies import ConsumeFromWhere
 from protocol.message import MessageExt
 
@@ -85,7 +86,7 @@ async def test_dlq_got_new_messages(tmp_path: Path) -> None:
 
             snapshot = await refresh_until(collector, model, "the DLQ alert", dlq_alert)
     (alert,) = [a for a in snapshot.alerts if a.kind == "DLQ got new messages"]
-    assert alert.subject == f"%DLQ%{GROUP}"
+    assert alert.subject == names.dlq_topic(GROUP)
     assert alert.message.startswith(("1 new", "2 new"))
     (row,) = [g for g in snapshot.groups if g.group == GROUP]
     assert row.dlq_depth in (1, 2)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from monitor.collector import BrokerSample, GroupDetail, Sample, TopicQueues
 from monitor.model import Model, Thresholds
 from monitor.screen import DOWN, ENTER, ESC, Screen
+from protocol import names
 from protocol.bodies import (
     BrokerData,
     ClusterInfo,
@@ -53,7 +54,9 @@ def sample(
             continue
         topics = {"T": TopicConfig(topic_name="T", read_queue_nums=1, write_queue_nums=1)}
         if dlq is not None and i == 0:
-            topics["%DLQ%G"] = TopicConfig(topic_name="%DLQ%G", write_queue_nums=1)
+            topics[names.dlq_topic("G")] = TopicConfig(
+                topic_name=names.dlq_topic("G"), write_queue_nums=1
+            )
         runtime = {"msgPutTotalTodayNow": str(put_total), "msgGetTotalTodayNow": "0",
                    "bootTimestamp": str(T0 - 60_000), "brokerVersionDesc": "V4_9_8",
                    "commitLogDiskRatio": "0.5"}  # fmt: skip
@@ -68,7 +71,9 @@ def sample(
         )
     }
     if dlq is not None:
-        queues[("broker-a", "%DLQ%G")] = TopicQueues(float(n), {0: TopicOffset(max_offset=dlq)})
+        queues[("broker-a", names.dlq_topic("G"))] = TopicQueues(
+            float(n), {0: TopicOffset(max_offset=dlq)}
+        )
     connection = ConsumerConnection(connection_set=[
         Connection(client_id=f"10.0.0.{k}@c", client_addr=f"10.0.0.{k}:5000")
         for k in range(members)

@@ -32,6 +32,7 @@ from client import Admin, Message, Producer
 from protocol.bodies import MessageQueue
 from tests.actors.broker.ha.helpers import free_port_pair
 from tests.client.helpers import free_port
+from tests.support.waiting import wait_until_sync
 
 T = TypeVar("T")
 
@@ -81,11 +82,7 @@ def run(function: Callable[..., Awaitable[T]], *args: Any) -> T:
 
 def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
     """Poll ``condition`` until it holds; fail naming ``what`` after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.1)
+    wait_until_sync(condition, timeout, what, interval=0.1)
 
 
 def write_spec(root: Path) -> Path:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import shutil
 import ssl
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from protocol.command import ConnectionClosedError, RemotingCommand
 from protocol.server import ServerConfig
 from protocol.tls import TlsConfigError, tcp_server_ssl_context
 from tests.client.test_websocket import make_certificates
+from tests.support.waiting import wait_until_sync
 
 from .helpers import echo, serve_in_thread
 
@@ -62,14 +62,6 @@ def mutual(certificates: tuple[Path, Path, Path]) -> Iterator[str]:
     ca, cert, key = certificates
     context = tcp_server_ssl_context("enforcing", str(cert), str(key), str(ca), "require")
     yield from serve(context, "enforcing")
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 10) -> None:
-    """Poll ``condition`` (set by another thread) until it holds; fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
 
 
 def run(backend: str, test: Callable[[], Awaitable[Any]]) -> Any:
@@ -121,7 +113,12 @@ def test_enforcing_closes_a_plaintext_client_and_logs_it(
     with caplog.at_level(logging.WARNING, "boltmq.remoting"):
         run(backend, test)
         # The server's line comes from its own thread: poll for it with a deadline.
-        wait_until(lambda: any("refused a plaintext" in r.message for r in caplog.records))
+        wait_until_sync(
+            lambda: any("refused a plaintext" in r.message for r in caplog.records),
+            10,
+            "the refusal logged",
+            interval=0.01,
+        )
     line = next(r.message for r in caplog.records if "refused a plaintext" in r.message)
     assert "tlsServerMode is enforcing" in line
 

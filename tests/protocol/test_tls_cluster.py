@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from actors.broker.config import BrokerConfig
 from actors.broker.broker import Broker, open_broker
+from actors.broker.config import BrokerConfig
 from actors.registry import Registry, RegistryConfig, open_registry
 from client import Message, MQClientError, Producer, PullConsumer
 from protocol.bodies import ConsumeFromWhere

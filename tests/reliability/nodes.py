@@ -11,11 +11,8 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
-
-import trio
 
 from protocol import RemotingClient, RemotingCommand
 from protocol.codes import RequestCode, ResponseCode
@@ -23,6 +20,8 @@ from protocol.headers import GetMaxOffsetRequestHeader, encode_header
 from protocol.message import MessageExt, decode_records
 from tests.actors.broker.helpers import pull_request
 from tests.ports import free_port, free_port_pair
+from tests.support import remoting
+from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,25 +38,6 @@ SMALL_BROKER: dict[str, Any] = {
     "flushConsumerOffsetInterval": 500,
     "registerNameServerPeriod": 1000,
 }
-
-
-async def wait_until(
-    condition: Callable[[], Awaitable[bool]] | Callable[[], bool],
-    timeout: float = 30.0,
-    what: str = "condition",
-) -> None:
-    """Poll ``condition`` (plain or async) until it holds; fail after ``timeout`` s."""
-    try:
-        with trio.fail_after(timeout):
-            while True:
-                result = condition()
-                if not isinstance(result, bool):
-                    result = await result
-                if result:
-                    return
-                await trio.sleep(0.05)
-    except trio.TooSlowError:
-        raise AssertionError(f"{what} did not hold within {timeout} s") from None
 
 
 class Node:
@@ -215,9 +195,8 @@ def broker_node(
 
 
 async def call(client: RemotingClient, address: str, request: RemotingCommand) -> RemotingCommand:
-    """One request with a deadline."""
-    with trio.fail_after(20):
-        return await client.invoke(address, request, 15)
+    """One request with the longer deadline a node under fault injection may need."""
+    return await remoting.call(client, address, request, 15, deadline=20)
 
 
 async def max_offset(client: RemotingClient, broker: str, topic: str, queue_id: int) -> int:

@@ -20,7 +20,8 @@ import pytest
 
 import boltmq
 from client.message import MQClientError
-from tests.reliability.nodes import Node, broker_node, registry_node, wait_until
+from tests.reliability.nodes import Node, broker_node, registry_node
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(240)
 

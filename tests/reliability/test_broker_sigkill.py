@@ -21,7 +21,8 @@ import boltmq
 from boltmq import Message, Producer, SendStatus
 from protocol import RemotingClient
 from protocol.message import MessageExt
-from tests.reliability.nodes import Node, broker_node, read_queue, registry_node, wait_until
+from tests.reliability.nodes import Node, broker_node, read_queue, registry_node
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(150)
 log = logging.getLogger("tests.reliability")

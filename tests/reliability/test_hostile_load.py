@@ -18,7 +18,8 @@ from protocol import RemotingClient
 from protocol.codes import ResponseCode
 from protocol.frame import encode
 from tests.actors.broker.helpers import pull_request, send_request
-from tests.reliability.nodes import Node, broker_node, call, wait_until
+from tests.reliability.nodes import Node, broker_node, call
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(180)
 

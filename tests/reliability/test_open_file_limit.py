@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol import RemotingClient, RemotingCommand
+from protocol import RemotingClient, RemotingCommand, names
 from protocol.codes import RequestCode, ResponseCode
 from protocol.headers import CreateTopicRequestHeader, encode_header
 from protocol.message import BatchElement, encode_batch
@@ -44,7 +44,8 @@ def _with_open_file_limit(limit: int) -> tuple[str, ...]:
 
 async def _create_topic(client: RemotingClient, address: str) -> None:
     header = CreateTopicRequestHeader(
-        topic=TOPIC, default_topic="TBW102", read_queue_nums=QUEUES, write_queue_nums=QUEUES,
+        topic=TOPIC, default_topic=names.AUTO_CREATE_TOPIC_KEY_TOPIC,
+        read_queue_nums=QUEUES, write_queue_nums=QUEUES,
         perm=6, topic_filter_type="SINGLE_TAG", topic_sys_flag=0, order=False,
     )  # fmt: skip
     request = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, encode_header(header))

@@ -27,7 +27,8 @@ from boltmq import (
     SendStatus,
 )
 from protocol.message import MessageExt
-from tests.reliability.nodes import Node, broker_node, registry_node, wait_until
+from tests.reliability.nodes import Node, broker_node, registry_node
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(300)
 

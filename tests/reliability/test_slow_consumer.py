@@ -22,7 +22,8 @@ from boltmq import (
     PushConsumer,
 )
 from protocol.message import MessageExt
-from tests.reliability.nodes import broker_node, registry_node, wait_until
+from tests.reliability.nodes import broker_node, registry_node
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(150)
 

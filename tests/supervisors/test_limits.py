@@ -40,7 +40,7 @@ def test_a_broker_started_with_a_low_soft_limit_serves_more_queues_than_it() -> 
     # holds a descriptor, so without the raise the store would stop at about 250).
     out = _run("""
         import resource, trio, boltmq
-        from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+        from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode, names
         from protocol.headers import (
             CreateTopicRequestHeader, SendMessageRequestHeader, encode_header,
             encode_send_header_v2,
@@ -53,7 +53,8 @@ def test_a_broker_started_with_a_low_soft_limit_serves_more_queues_than_it() -> 
                 address = cluster.broker_address
                 for t in range(50):
                     header = CreateTopicRequestHeader(
-                        topic=f"LimitTopic{t}", default_topic="TBW102", read_queue_nums=8,
+                        topic=f"LimitTopic{t}", default_topic=names.AUTO_CREATE_TOPIC_KEY_TOPIC,
+                        read_queue_nums=8,
                         write_queue_nums=8, perm=6, topic_filter_type="SINGLE_TAG", order=False,
                     )
                     request = RemotingCommand.request(
@@ -63,7 +64,8 @@ def test_a_broker_started_with_a_low_soft_limit_serves_more_queues_than_it() -> 
                     for q in range(8):
                         header = SendMessageRequestHeader(
                             producer_group="PG_limits", topic=f"LimitTopic{t}",
-                            default_topic="TBW102", default_topic_queue_nums=8, queue_id=q,
+                            default_topic=names.AUTO_CREATE_TOPIC_KEY_TOPIC,
+                            default_topic_queue_nums=8, queue_id=q,
                             sys_flag=0, born_timestamp=0, flag=0, properties="",
                         )
                         request = RemotingCommand.request(

@@ -25,6 +25,7 @@ from supervisors import (
     Supervisor,
     SupervisorEscalation,
 )
+from tests.support.waiting import wait_until
 
 
 class Journal:
@@ -85,12 +86,6 @@ class Ticker:
             self.ticks += 1
 
 
-async def wait_for(condition: Any, timeout: float = 120.0) -> None:
-    with trio.fail_after(timeout):
-        while not condition():
-            await trio.sleep(0.01)
-
-
 async def test_children_start_in_order_each_after_the_previous_is_ready(
     nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -142,7 +137,9 @@ async def test_a_crashing_child_restarts_alone_while_its_sibling_keeps_running(
     assert stats["ha-link"].restarts == 3
     assert stats["ha-link"].last_error == "RuntimeError('ha-link boom 3')"
     with trio.fail_after(60):
-        await wait_for(lambda: stats_of(supervisor, "ha-link").state is ChildState.RUNNING)
+        await wait_until(
+            lambda: stats_of(supervisor, "ha-link").state is ChildState.RUNNING, 120, interval=0.01
+        )
 
 
 def stats_of(supervisor: Supervisor, name: str) -> Any:
@@ -163,7 +160,7 @@ async def test_backoff_doubles_up_to_its_cap(
     )
     with trio.fail_after(60):
         await nursery.start(supervisor.run)
-        await wait_for(lambda: len(journal.starts["flaky"]) == 7)
+        await wait_until(lambda: len(journal.starts["flaky"]) == 7, 120, interval=0.01)
     starts = journal.starts["flaky"]
     gaps = [later - earlier for earlier, later in itertools.pairwise(starts)]
     assert gaps == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.0, 1.0])
@@ -184,7 +181,7 @@ async def test_the_crash_log_line_says_what_and_when(
     )
     with caplog.at_level(logging.WARNING, logger="boltmq.supervisor"), trio.fail_after(60):
         await nursery.start(supervisor.run)
-        await wait_for(lambda: len(journal.starts["scanner"]) == 2)
+        await wait_until(lambda: len(journal.starts["scanner"]) == 2, 120, interval=0.01)
     assert (
         "child scanner of registry crashed: RuntimeError('scanner boom 1'); "
         "restarting in 0.2s (1 of 3 in 5s)" in caplog.messages
@@ -231,7 +228,7 @@ async def test_restarts_spread_wider_than_the_period_do_not_escalate(
     )
     with trio.fail_after(60):
         await nursery.start(supervisor.run)
-        await wait_for(lambda: len(journal.starts["slow-crasher"]) == 6)
+        await wait_until(lambda: len(journal.starts["slow-crasher"]) == 6, 120, interval=0.01)
     assert stats_of(supervisor, "slow-crasher").restarts == 5
 
 
@@ -371,7 +368,9 @@ async def test_temporary_child_is_not_restarted_and_siblings_carry_on(
     )
     with trio.fail_after(60):
         await nursery.start(supervisor.run)
-        await wait_for(lambda: stats_of(supervisor, "once").state is ChildState.STOPPED)
+        await wait_until(
+            lambda: stats_of(supervisor, "once").state is ChildState.STOPPED, 120, interval=0.01
+        )
         await trio.sleep(30)
     assert len(journal.starts["once"]) == 1
     assert stats_of(supervisor, "once").last_error == "RuntimeError('once boom 1')"
@@ -401,7 +400,9 @@ async def test_transient_child_restarts_on_error_but_not_on_return(
     )
     with trio.fail_after(60):
         await nursery.start(supervisor.run)
-        await wait_for(lambda: stats_of(supervisor, "job").state is ChildState.STOPPED)
+        await wait_until(
+            lambda: stats_of(supervisor, "job").state is ChildState.STOPPED, 120, interval=0.01
+        )
         await trio.sleep(30)
     assert len(journal.starts["job"]) == 2
     assert journal.events == ["job finished"]
@@ -423,7 +424,7 @@ async def test_permanent_child_restarts_even_when_it_returns(
     supervisor = Supervisor("root", [ChildSpec.function("short", short)], backoff_initial=0.1)
     with trio.fail_after(60):
         await nursery.start(supervisor.run)
-        await wait_for(lambda: len(runs) == 3)
+        await wait_until(lambda: len(runs) == 3, 120, interval=0.01)
     assert stats_of(supervisor, "short").restarts == 2
 
 
@@ -450,7 +451,7 @@ async def test_a_factory_child_gets_fresh_state_on_restart(
     supervisor = Supervisor("root", [ChildSpec("fragile", make)], backoff_initial=0.1)
     with trio.fail_after(60):
         await nursery.start(supervisor.run)
-        await wait_for(lambda: len(made) == 3)
+        await wait_until(lambda: len(made) == 3, 120, interval=0.01)
     assert len({id(child) for child in made}) == 3
 
 
@@ -512,8 +513,8 @@ async def test_an_actor_crash_is_restarted_by_its_supervisor_with_state_rebuilt(
             assert await store.call(Put(1)) == 1
             assert await store.call(Put(2)) == 2
             await store.cast(Corrupt())
-            await wait_for(lambda: store.statistics().restarts == 1)
-            await wait_for(lambda: store.status is ActorStatus.RUNNING)
+            await wait_until(lambda: store.statistics().restarts == 1, 120, interval=0.01)
+            await wait_until(lambda: store.status is ActorStatus.RUNNING, 120, interval=0.01)
             assert await store.call(Put(3)) == 1  # on_start rebuilt the state
             await supervisor.aclose()
     assert store.closed_with == [3]  # the graceful close ran before cancellation

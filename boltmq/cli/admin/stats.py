@@ -7,6 +7,7 @@ import argparse
 from boltmq.cli.admin._output import Column, Result, Table, number
 from boltmq.cli.admin._verbs import arg, topic_arg, verb
 from client import Admin
+from protocol import names
 from protocol.bodies import BrokerStatsData
 from protocol.codes import ResponseCode
 from protocol.command import RemotingError
@@ -43,7 +44,7 @@ async def stats_all(admin: Admin, args: argparse.Namespace) -> Result:
         await admin.route(args.topic)  # an unknown topic is an error, not an empty table
         topics = [args.topic]
     else:
-        topics = [t for t in await admin.topic_list() if not t.startswith(("%RETRY%", "%DLQ%"))]
+        topics = [t for t in await admin.topic_list() if not names.is_retry_or_dlq_topic(t)]
     rows = []
     for topic in topics:
         try:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,10 +25,12 @@ from client import (
     PullConsumer,
     PushConsumer,
 )
-from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode, names
 from protocol.acl import SessionCredentials
 from protocol.bodies import ConsumeFromWhere
 from protocol.message import MessageExt
+from tests.support import remoting
+from tests.support.waiting import wait_until
 
 ACL = """
 accounts:
@@ -59,13 +60,6 @@ def write_acl(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-async def wait_for(condition: Callable[[], bool], what: str, timeout: float = 20) -> None:
-    with trio.fail_after(timeout):
-        while not condition():
-            await trio.sleep(0.05)
-    assert condition(), what
-
-
 async def call(
     client: RemotingClient,
     address: str,
@@ -77,13 +71,12 @@ async def call(
     request = RemotingCommand.request(code, dict(fields), body)
     if credentials is not None:
         credentials.sign(request)
-    with trio.fail_after(10):
-        return await client.invoke(address, request, 10)
+    return await remoting.call(client, address, request)
 
 
 def send_fields(topic: str) -> dict[str, str]:
-    return {"a": "PG", "b": topic, "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "0",
-            "h": "0", "i": "", "j": "0", "k": "false"}  # fmt: skip
+    return {"a": "PG", "b": topic, "c": names.AUTO_CREATE_TOPIC_KEY_TOPIC, "d": "4", "e": "0",
+            "f": "0", "g": "0", "h": "0", "i": "", "j": "0", "k": "false"}  # fmt: skip
 
 
 async def test_broker_refusals_and_reload(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -116,9 +109,9 @@ async def test_broker_refusals_and_reload(tmp_path: Path, caplog: pytest.LogCapt
                 "suspendTimeoutMillis": "0", "subVersion": "0"}  # fmt: skip
         answer = await call(client, broker, RequestCode.PULL_MESSAGE, pull, PRODUCER)
         await refused(answer, "No SUB permission for group OtherGroup")
-        create = {"topic": "NewTopic", "defaultTopic": "TBW102", "readQueueNums": "4",
-                  "writeQueueNums": "4", "perm": "6", "topicFilterType": "SINGLE_TAG",
-                  "topicSysFlag": "0", "order": "false"}  # fmt: skip
+        create = {"topic": "NewTopic", "defaultTopic": names.AUTO_CREATE_TOPIC_KEY_TOPIC,
+                  "readQueueNums": "4", "writeQueueNums": "4", "perm": "6", "order": "false",
+                  "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0"}  # fmt: skip
         answer = await call(client, broker, RequestCode.UPDATE_AND_CREATE_TOPIC, create, PRODUCER)
         await refused(answer, "Need admin permission for request code=17")
         assert "refused SEND_MESSAGE_V2 from 127.0.0.1:" in caplog.text  # the peer is logged
@@ -138,20 +131,24 @@ async def test_broker_refusals_and_reload(tmp_path: Path, caplog: pytest.LogCapt
         write_acl(acl_file, ACL.replace("    secretKey: producer-secret\n",
                                         "    secretKey: producer-secret\n"
                                         "    whiteRemoteAddress: 127.0.0.*\n"))  # fmt: skip
-        await wait_for(lambda: validator.statistics().loads > loads, "the edited file loaded")
+        await wait_until(lambda: validator.statistics().loads > loads, 20, "the edited file loaded")
         answer = await call(client, broker, send, unsigned)
         assert answer.code == ResponseCode.SUCCESS, answer.remark
 
         # A bad file keeps the accounts in force and says why, once.
         write_acl(acl_file, "accounts: [{accessKey: x}]\n")
-        await wait_for(lambda: validator.statistics().failed_reloads == 1, "the bad file seen")
+        await wait_until(
+            lambda: validator.statistics().failed_reloads == 1, 20, "the bad file seen"
+        )
         assert "accessKey and secretKey need at least 7 characters" in caplog.text
         answer = await call(client, broker, send, unsigned)
         assert answer.code == ResponseCode.SUCCESS, answer.remark
 
         # Global white list: anything from loopback passes, even unsigned admin requests.
         write_acl(acl_file, ACL + "globalWhiteRemoteAddresses: [127.0.0.1]\n")
-        await wait_for(lambda: validator.statistics().loads > loads + 1, "the white list loaded")
+        await wait_until(
+            lambda: validator.statistics().loads > loads + 1, 20, "the white list loaded"
+        )
         answer = await call(client, broker, RequestCode.UPDATE_AND_CREATE_TOPIC, create)
         assert answer.code == ResponseCode.SUCCESS, answer.remark
 
@@ -205,7 +202,7 @@ async def test_project_client_with_credentials(tmp_path: Path) -> None:
         async with push:
             async with Producer("PG", namesrv_addr=namesrv, **keys) as producer:
                 await producer.send(Message("AclTopic", b"pushed"))
-            await wait_for(lambda: b"pushed" in pushed, "the pushed message consumed", 60)
+            await wait_until(lambda: b"pushed" in pushed, 60, "the pushed message consumed")
         # Consumers with credentials were never refused (heartbeats, pulls, offsets).
         assert validator.statistics().refused == refused_before
 

@@ -22,7 +22,7 @@ from actors.acl import (
     parse_plain_acl,
     required_perms,
 )
-from protocol import RemotingCommand, RequestCode
+from protocol import RemotingCommand, RequestCode, names
 from protocol.acl import SessionCredentials, calculate_signature, request_content
 from protocol.bodies import ConsumerData, HeartbeatData, SubscriptionData
 
@@ -151,7 +151,10 @@ def test_allowed_requests() -> None:
     # The retry topic of a group is checked as the group (default SUB here).
     check_request(
         table,
-        signed(RequestCode.PULL_MESSAGE, {"topic": "%RETRY%groupX", "consumerGroup": "groupX"}),
+        signed(
+            RequestCode.PULL_MESSAGE,
+            {"topic": names.retry_topic("groupX"), "consumerGroup": "groupX"},
+        ),
         "127.0.0.1",
     )
     # Requests that touch no topic or group need only a good signature.
@@ -183,7 +186,7 @@ def test_heartbeat_needs_sub_on_groups_and_topics() -> None:
         ],
     ).to_json()
     request = RemotingCommand.request(RequestCode.HEART_BEAT, None, body)
-    assert required_perms(request) == {"%RETRY%groupC": Perm.SUB, "topicA": Perm.SUB}
+    assert required_perms(request) == {names.retry_topic("groupC"): Perm.SUB, "topicA": Perm.SUB}
     with pytest.raises(AclDeniedError, match="No SUB permission for topic topicA"):
         check_request(table_of(), signed(RequestCode.HEART_BEAT, {}, body), "127.0.0.1")
 

@@ -17,6 +17,7 @@ from actors.registry.wire import DataVersion, TopicConfig, body_crc32, encode_re
 from protocol.client import RemotingClient
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
+from tests.support import remoting
 
 
 def local_config(tmp_path: Path | None = None, **overrides: object) -> RegistryConfig:
@@ -89,9 +90,9 @@ async def call(
     ext: dict[str, str] | None = None,
     body: bytes | None = None,
 ) -> RemotingCommand:
-    """One request with a deadline."""
-    with trio.fail_after(5):
-        return await client.invoke(address, RemotingCommand.request(code, ext, body))
+    """One request built from its code, fields and body, with a deadline."""
+    request = RemotingCommand.request(code, ext, body)
+    return await remoting.call(client, address, request, 3.0, deadline=5)
 
 
 async def route(client: RemotingClient, address: str, topic: str) -> dict[str, object] | None:

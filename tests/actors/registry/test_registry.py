@@ -14,6 +14,7 @@ import trio
 
 from actors.registry import KVConfigError, Registry, open_registry
 from actors.registry.wire import DataVersion, TopicConfig, body_crc32
+from protocol import names
 from protocol.client import RemotingClient
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
@@ -27,9 +28,13 @@ async def register_cluster(client: RemotingClient, address: str) -> list[Remotin
     """broker-a (master + slave) and broker-b (master) of DefaultCluster."""
     replies = []
     for request in (
-        register_request("broker-a", 0, A_MASTER, topics(("T", 4), ("TBW102", 8))),
+        register_request(
+            "broker-a", 0, A_MASTER, topics(("T", 4), (names.AUTO_CREATE_TOPIC_KEY_TOPIC, 8))
+        ),
         register_request("broker-b", 0, B_MASTER, topics(("T", 2))),
-        register_request("broker-a", 1, A_SLAVE, topics(("T", 4), ("TBW102", 8))),
+        register_request(
+            "broker-a", 1, A_SLAVE, topics(("T", 4), (names.AUTO_CREATE_TOPIC_KEY_TOPIC, 8))
+        ),
     ):
         with trio.fail_after(5):
             replies.append(await client.invoke(address, request))
@@ -73,7 +78,7 @@ async def test_two_masters_and_a_slave(registry: Registry, client: RemotingClien
         "filterServerTable": {},
         "queueDatas": [queue("broker-a", 4), queue("broker-b", 2)],
     }
-    assert await route(client, registry.address, "TBW102") == {
+    assert await route(client, registry.address, names.AUTO_CREATE_TOPIC_KEY_TOPIC) == {
         "brokerDatas": [BROKER_A],
         "filterServerTable": {},
         "queueDatas": [queue("broker-a", 8)],
@@ -349,7 +354,7 @@ async def test_topic_lists_and_admin_commands(registry: Registry, client: Remoti
         return result
 
     everything = await topic_list(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
-    assert sorted(everything["topicList"]) == ["S", "T", "TBW102", "U"]  # type: ignore[call-overload]
+    assert sorted(everything["topicList"]) == ["S", "T", names.AUTO_CREATE_TOPIC_KEY_TOPIC, "U"]  # type: ignore[call-overload]
     by_cluster = await topic_list(RequestCode.GET_TOPICS_BY_CLUSTER, {"cluster": "Other"})
     assert sorted(by_cluster["topicList"]) == ["S", "U"]  # type: ignore[call-overload]
     system = await topic_list(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS)

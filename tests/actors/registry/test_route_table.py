@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actors.registry.route_table import RouteTable
+from protocol import names
 
 
 @attrs.frozen
@@ -44,7 +45,13 @@ def register(
 
 def two_masters_and_a_slave() -> RouteTable:
     table = RouteTable()
-    register(table, "broker-a", 0, "10.0.0.1:10911", {"T": Topic(), "TBW102": Topic(8, 8, 7)})
+    register(
+        table,
+        "broker-a",
+        0,
+        "10.0.0.1:10911",
+        {"T": Topic(), names.AUTO_CREATE_TOPIC_KEY_TOPIC: Topic(8, 8, 7)},
+    )
     register(table, "broker-b", 0, "10.0.0.2:10911", {"T": Topic(2, 2)})
     register(table, "broker-a", 1, "10.0.0.3:10911", {"T": Topic(16, 16)})
     return table

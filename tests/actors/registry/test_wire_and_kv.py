@@ -6,10 +6,11 @@ import logging
 import zlib
 from pathlib import Path
 
+import attrs
 import orjson
 import pytest
 
-from actors.registry.config import ConfigError, RegistryConfig
+from actors.registry.config import KEYS, RUNTIME_KEYS, ConfigError, RegistryConfig
 from actors.registry.kv_config import KVConfig, KVConfigError
 from actors.registry.wire import (
     BodyError,
@@ -19,13 +20,16 @@ from actors.registry.wire import (
     decode_register_body,
     encode_register_body,
 )
+from protocol import names
 
 
 @pytest.mark.parametrize("compressed", [False, True])
 def test_register_body_round_trip(compressed: bool) -> None:
     topics = [
         TopicConfig(topic_name="T", read_queue_nums=4, write_queue_nums=2, perm=6),
-        TopicConfig(topic_name="%RETRY%g", read_queue_nums=1, write_queue_nums=1, perm=7),
+        TopicConfig(
+            topic_name=names.retry_topic("g"), read_queue_nums=1, write_queue_nums=1, perm=7
+        ),
     ]
     version = DataVersion(timestamp=1700000000000, counter=9)
     body = encode_register_body(version, topics, ["10.0.0.9:1"], compressed=compressed)
@@ -66,6 +70,22 @@ def test_config_update_is_all_or_nothing() -> None:
     assert config.update({"kvConfigPath": ""}) == ["kvConfigPath"]
     assert config.kv_config_path is None
     assert config.to_properties()["kvConfigPath"] == ""
+
+
+def test_every_config_key_maps_to_its_field_and_back() -> None:
+    config = RegistryConfig()
+    properties = config.to_properties()
+    assert set(KEYS) == set(properties)
+    assert set(KEYS.values()) == {field.name for field in attrs.fields(RegistryConfig)}
+    assert RUNTIME_KEYS.issubset(KEYS)
+    # A key's spelling is RocketMQ's NameServer's, so an existing namesrv.properties loads.
+    assert KEYS["listenPort"] == "listen_port"
+    assert KEYS["serverChannelMaxIdleTimeSeconds"] == "server_channel_max_idle_time_seconds"
+    for key, attribute in KEYS.items():
+        value = properties[key]
+        assert RegistryConfig.from_properties({key: value}).to_properties()[key] == value
+        assert config.update({key: value}) == [key]
+        assert properties == config.to_properties(), attribute
 
 
 def test_kv_file_round_trip_and_java_shape(tmp_path: Path) -> None:

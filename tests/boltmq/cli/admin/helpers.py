@@ -20,6 +20,7 @@ from protocol.bodies import MessageQueue
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.headers import UpdateConsumerOffsetRequestHeader, encode_header
+from tests.support.waiting import poll_until_sync
 
 __all__ = [
     "admin_json",
@@ -55,14 +56,7 @@ def admin_json(capsys: pytest.CaptureFixture[str], namesrv: str, *argv: str) -> 
 def wait_for(probe: Callable[[], Any], check: Callable[[Any], bool], timeout: float = 30.0) -> Any:
     """Call ``probe`` until ``check`` holds for its value; fail with the last one after
     ``timeout`` s. For figures the broker samples on its own clock (stats every 10 s)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if check(value):
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"still {value!r} after {timeout} s")
-        time.sleep(0.2)
+    return poll_until_sync(probe, check, timeout, "the expected value", interval=0.2)
 
 
 def _run(function: Callable[[], Awaitable[Any]]) -> Any:

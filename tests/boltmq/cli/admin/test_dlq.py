@@ -26,6 +26,7 @@ from client import (
     SendResult,
 )
 from client.dead_letters import DLQ_RESENT_FROM
+from protocol import names
 from protocol.bodies import PERM_WRITE, ConsumeFromWhere
 from protocol.message import MessageExt
 from tests.boltmq.cli.admin.helpers import admin_json, make_topic, run_admin, wait_for
@@ -84,8 +85,8 @@ async def make_write_only_dlq(namesrv: str, group: str) -> None:
     """Create %DLQ%<group> with perm 2 and wait until the registry routes it."""
     with trio.fail_after(60):
         async with Admin(namesrv_addr=namesrv) as admin:
-            await admin.create_topic(f"%DLQ%{group}", queue_nums=1, perm=PERM_WRITE)
-            while await admin.instance.fetch_route(f"%DLQ%{group}") is None:
+            await admin.create_topic(names.dlq_topic(group), queue_nums=1, perm=PERM_WRITE)
+            while await admin.instance.fetch_route(names.dlq_topic(group)) is None:
                 await trio.sleep(0.05)
 
 
@@ -142,7 +143,7 @@ def test_dead_letters_resent_once_to_the_consumer(
         [shown] = admin_json(capsys, namesrv, "dlq", "show", "-g", group, "-i", first.msg_id)
         assert (shown["msgId"], shown["topic"], shown["body"]) == (
             first.msg_id,
-            f"%DLQ%{group}",
+            names.dlq_topic(group),
             "poison-1",
         )
         assert shown["properties"]["RETRY_TOPIC"] == topic
@@ -233,7 +234,7 @@ def test_a_dead_letter_without_retry_topic_is_skipped(
 ) -> None:
     namesrv = cluster.namesrv
     group = unique("OrphanCG")
-    dlq = f"%DLQ%{group}"
+    dlq = names.dlq_topic(group)
     make_topic(namesrv, dlq, 1)
     [orphan] = send(namesrv, dlq, [Message(dlq, b"orphan", tags="X")])
     [row] = admin_json(capsys, namesrv, "dlq", "resend", "-g", group, "--all")

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from client import BlockingProducer, BlockingPushConsumer, ConsumeConcurrentlyStatus, Message
+from protocol import names
 from protocol.message import MessageExt
 from tests.boltmq.cli.admin.helpers import (
     admin_json,
@@ -82,7 +83,7 @@ def test_consumer_and_producer_connections(
         assert found == {
             "group": group,
             "connections": [connection],
-            "subscriptions": [{"topic": f"%RETRY%{group}", "subExpression": "*"},
+            "subscriptions": [{"topic": names.retry_topic(group), "subExpression": "*"},
                               {"topic": topic, "subExpression": "TagA || TagB"}],
             "consumeType": "CONSUME_PASSIVELY",
             "messageModel": "CLUSTERING",

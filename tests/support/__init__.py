@@ -1,0 +1,1 @@
+"""Helpers every test package shares: waiting for a condition, one remoting call."""
