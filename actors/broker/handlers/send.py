@@ -39,7 +39,7 @@ from actors.broker.tables.topics import (
 )
 from protocol.bodies import PERM_WRITE, TopicConfig, TopicFilterType
 from protocol.codes import RequestCode, ResponseCode
-from protocol.command import ConnectionClosedError, RemotingCommand
+from protocol.command import ConnectionClosedError, RemotingCommand, RemotingError
 from protocol.connection import Connection
 from protocol.frame import encode_answer
 from protocol.headers import (
@@ -88,13 +88,8 @@ _FAILED_CODES = {
 _CACHE_LIMIT = 65536
 
 
-class SendRefused(Exception):
+class SendRefused(RemotingError):
     """A send check failed: the response code and remark to answer with."""
-
-    def __init__(self, code: int, remark: str) -> None:
-        super().__init__(remark)
-        self.code = code
-        self.remark = remark
 
 
 @attrs.frozen

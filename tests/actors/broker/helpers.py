@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
 
 import boltmq
 from boltmq import EmbeddedCluster
@@ -24,6 +23,9 @@ from protocol.headers import (
     encode_send_header_v2,
 )
 from protocol.message import properties_to_string
+from tests.support.remoting import call
+
+__all__ = ["SMALL_FILES", "STORES", "call", "client", "cluster", "file_cluster"]
 
 SMALL_FILES: dict[str, Any] = {
     "mapped_file_size_commit_log": 256 * 1024,
@@ -53,12 +55,6 @@ async def file_cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
 async def client() -> AsyncIterator[RemotingClient]:
     async with RemotingClient() as remoting:
         yield remoting
-
-
-async def call(client: RemotingClient, address: str, request: RemotingCommand) -> RemotingCommand:
-    """Invoke with a deadline."""
-    with trio.fail_after(10):
-        return await client.invoke(address, request, 10)
 
 
 def send_request(

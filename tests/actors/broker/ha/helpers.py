@@ -23,6 +23,7 @@ from actors.registry import Registry, RegistryConfig, open_registry
 from protocol import RemotingClient
 from storage import BrokerRole, FileMessageStore
 from tests.ports import free_port_pair
+from tests.support.waiting import wait_until
 
 COMMIT_LOG_FILE = 64 * 1024
 
@@ -143,9 +144,7 @@ async def sync_master_with_hand_slave(
 
 async def wait_for(condition: Callable[[], bool], timeout: float = 10) -> None:
     """Poll ``condition`` until it holds; fail after ``timeout`` seconds."""
-    with trio.fail_after(timeout):
-        while not condition():
-            await trio.sleep(0.01)
+    await wait_until(condition, timeout, "the replication condition", interval=0.01)
 
 
 def master_service(master: Broker) -> HAService:

@@ -8,7 +8,7 @@ from pathlib import Path
 import trio
 
 from boltmq import EmbeddedCluster
-from protocol import RemotingClient, RemotingCommand, ResponseCode
+from protocol import RemotingClient, ResponseCode
 from protocol.message import MessageConst
 from protocol.names import SCHEDULE_TOPIC
 from tests.actors.broker.delays import (
@@ -21,11 +21,7 @@ from tests.actors.broker.delays import (
     send_back_request,
     wait_for_messages,
 )
-
-
-async def call(client: RemotingClient, address: str, request: RemotingCommand) -> RemotingCommand:
-    with trio.fail_after(10):
-        return await client.invoke(address, request, 10)
+from tests.support.remoting import call
 
 
 async def stored_offset(client: RemotingClient, address: str, topic: str, body: bytes) -> int:

@@ -13,7 +13,7 @@ import attrs
 
 from actors.broker.config import BrokerConfig
 from actors.broker.ha import HighAvailability
-from actors.broker.handlers.send import SendHandler, SendParts
+from actors.broker.handlers.send import SendHandler, SendParts, SendRefused
 from actors.broker.services.dedup import DedupIndex
 from actors.broker.services.request_stats import RequestStats
 from actors.broker.services.schedule import ScheduleMessageService
@@ -23,6 +23,7 @@ from actors.broker.tables.groups import SubscriptionGroupManager
 from actors.broker.tables.topics import TopicManager, now_ms
 from protocol import RemotingCommand, ResponseCode
 from protocol.bodies import TopicConfig
+from protocol.command import RemotingError
 from protocol.frame import FrameDecoder
 from protocol.headers import decode_send_response
 from protocol.message import MessageConst
@@ -137,3 +138,9 @@ def test_a_delayed_send_goes_to_the_schedule_topic_through_the_schedule_part() -
     assert (msg.topic, msg.queue_id) == (SCHEDULE_TOPIC, 2)  # level 3 -> queue 2
     assert msg.properties[MessageConst.REAL_TOPIC] == "Orders"
     assert msg.properties[MessageConst.REAL_QID] == "1"
+
+
+def test_a_refusal_is_a_remoting_error_with_its_code() -> None:
+    refused = SendRefused(ResponseCode.MESSAGE_ILLEGAL, "the body is empty")
+    assert isinstance(refused, RemotingError)
+    assert (refused.code, refused.remark) == (ResponseCode.MESSAGE_ILLEGAL, "the body is empty")

@@ -51,13 +51,12 @@ from protocol.headers import (
 )
 from supervisors.actor import ActorStatus, ActorStopped, Request
 from tests.actors.broker.helpers import SMALL_FILES, call, heartbeat_request, send_request
+from tests.support.waiting import wait_until
 
 
 async def wait_for(condition: Callable[[], bool], timeout: float = 10) -> None:
     """Poll ``condition`` until it holds; fail after ``timeout`` seconds."""
-    with trio.fail_after(timeout):
-        while not condition():
-            await trio.sleep(0.01)
+    await wait_until(condition, timeout, "the table condition", interval=0.01)
 
 
 class Conn:
