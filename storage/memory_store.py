@@ -36,6 +36,7 @@ from storage.commit_log import (
 )
 from storage.consume_queue import CQ_STORE_UNIT_SIZE, ENTRY, search_offset_by_time
 from storage.dispatch import DispatchBatch, read_dispatch_batch
+from storage.queue_read import offset_out_of_range, read_entries
 from storage.results import (
     PUT_LATENCY_BUCKETS,
     GetMessageResult,
@@ -50,7 +51,6 @@ from storage.results import (
 )
 from storage.store_api import (
     MAX_TRANSFER_BYTES_ON_MESSAGE_IN_MEMORY,
-    MAX_TRANSFER_COUNT_ON_MESSAGE_IN_MEMORY,
     MessageArrivingListener,
 )
 from storage.store_config import BrokerRole, MessageStoreConfig, StoreUnsupportedError
@@ -60,6 +60,11 @@ log = logging.getLogger("boltmq.storage")
 __all__ = ["MemoryMessageStore", "open_memory_store"]
 
 _HOUR_MS = 3600 * 1000
+
+
+def _only_this_record(_physical_offset: int) -> int:
+    # A record gone from memory says nothing of the next ones (retention drops whole puts).
+    return -1
 
 
 class MemoryMessageStore:
@@ -196,59 +201,18 @@ class MemoryMessageStore:
         if queue is None:
             return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
         min_offset, max_offset = queue.min_offset, queue.max_offset
-        if max_offset == 0:
-            return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0, min_offset, 0)
-        if offset < min_offset:
-            return GetMessageResult(
-                GetMessageStatus.OFFSET_TOO_SMALL, min_offset, min_offset, max_offset
-            )
-        if offset == max_offset:
-            return GetMessageResult(
-                GetMessageStatus.OFFSET_OVERFLOW_ONE, offset, min_offset, max_offset
-            )
-        if offset > max_offset:
-            return GetMessageResult(
-                GetMessageStatus.OFFSET_OVERFLOW_BADLY, max_offset, min_offset, max_offset
-            )
+        refused = offset_out_of_range(offset, min_offset, max_offset)
+        if refused is not None:
+            return refused
         # The entries the file store would scan (it reads up to one such slice at a time).
         scan_bytes = max(16000, max_msg_nums * CQ_STORE_UNIT_SIZE)
         entries = queue.entries_from(offset, scan_bytes - scan_bytes % CQ_STORE_UNIT_SIZE)
-        result = GetMessageResult(
-            GetMessageStatus.NO_MATCHED_MESSAGE, offset, min_offset, max_offset
-        )
-        buffers = result.buffers
-        queue_offsets = result.queue_offsets
-        total = 0
-        get_data = self._get_data
-        unpack = ENTRY.unpack_from
-        pos = 0
-        end = len(entries)
-        removing = False
-        while pos < end:
-            phys, size, tags = unpack(entries, pos)
-            if buffers and (
-                len(buffers) >= max_msg_nums
-                or total + size > max_total_bytes
-                or len(buffers) >= MAX_TRANSFER_COUNT_ON_MESSAGE_IN_MEMORY
-            ):
-                break
-            pos += CQ_STORE_UNIT_SIZE
-            if tag_codes is not None and tags not in tag_codes:
-                continue
-            data = get_data(phys, size)
-            if data is None:
-                removing = removing or not buffers
-                continue
-            buffers.append(data)
-            queue_offsets.append(offset + pos // CQ_STORE_UNIT_SIZE - 1)
-            total += size
-        result.next_begin_offset = offset + pos // CQ_STORE_UNIT_SIZE
-        result.buffer_total_size = total
-        if buffers:
-            result.status = GetMessageStatus.FOUND
-            self._get_messages += len(buffers)
-        elif removing:
-            result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
+        result = read_entries(
+            entries, offset, min_offset, max_offset, max_msg_nums=max_msg_nums,
+            max_total_bytes=max_total_bytes, tag_codes=tag_codes, get_data=self._get_data,
+            skip_to=_only_this_record,
+        )  # fmt: skip
+        self._get_messages += len(result.buffers)
         return result
 
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:

@@ -22,9 +22,10 @@ from storage._encode import encode_batch
 from storage._record import read_dispatch_request
 from storage.checkpoint import StoreCheckpoint, StoreLock, create_abort_file, delete_abort_file
 from storage.commit_log import CommitLog, EncodedPut
-from storage.consume_queue import CQ_STORE_UNIT_SIZE, ENTRY, ConsumeQueueStore
+from storage.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueueStore
 from storage.dispatch import CommitLogDispatcher
 from storage.index_file import IndexService
+from storage.queue_read import offset_out_of_range, read_entries
 from storage.results import (
     GetMessageResult,
     GetMessageStatus,
@@ -38,7 +39,6 @@ from storage.results import (
 from storage.retention import RetentionService
 from storage.store_api import (
     MAX_TRANSFER_BYTES_ON_MESSAGE_IN_MEMORY,
-    MAX_TRANSFER_COUNT_ON_MESSAGE_IN_MEMORY,
     MessageArrivingListener,
     MessageStore,
 )
@@ -408,20 +408,9 @@ class FileMessageStore:
         if queue is None:
             return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
         min_offset, max_offset = queue.min_offset, queue.max_offset
-        if max_offset == 0:
-            return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0, min_offset, 0)
-        if offset < min_offset:
-            return GetMessageResult(
-                GetMessageStatus.OFFSET_TOO_SMALL, min_offset, min_offset, max_offset
-            )
-        if offset == max_offset:
-            return GetMessageResult(
-                GetMessageStatus.OFFSET_OVERFLOW_ONE, offset, min_offset, max_offset
-            )
-        if offset > max_offset:
-            return GetMessageResult(
-                GetMessageStatus.OFFSET_OVERFLOW_BADLY, max_offset, min_offset, max_offset
-            )
+        refused = offset_out_of_range(offset, min_offset, max_offset)
+        if refused is not None:
+            return refused
         scan_bytes = max(16000, max_msg_nums * CQ_STORE_UNIT_SIZE)
         entries = queue.entries_from(offset, scan_bytes)
         if entries is None:
@@ -431,48 +420,12 @@ class FileMessageStore:
             return GetMessageResult(
                 GetMessageStatus.OFFSET_FOUND_NULL, next_offset, min_offset, max_offset
             )
-        result = GetMessageResult(
-            GetMessageStatus.NO_MATCHED_MESSAGE, offset, min_offset, max_offset
-        )
-        buffers = result.buffers
-        queue_offsets = result.queue_offsets
-        total = 0
-        get_data = self.commit_log.get_data
-        unpack = ENTRY.unpack_from
-        next_file_start = -1
-        pos = 0
-        end = len(entries)
-        removing = False
-        while pos < end:
-            phys, size, tags = unpack(entries, pos)
-            if next_file_start >= 0 and phys < next_file_start:
-                pos += CQ_STORE_UNIT_SIZE
-                continue
-            if buffers and (
-                len(buffers) >= max_msg_nums
-                or total + size > max_total_bytes
-                or len(buffers) >= MAX_TRANSFER_COUNT_ON_MESSAGE_IN_MEMORY
-            ):
-                break
-            pos += CQ_STORE_UNIT_SIZE
-            if tag_codes is not None and tags not in tag_codes:
-                continue
-            data = get_data(phys, size)
-            if data is None:
-                if not buffers:
-                    removing = True
-                next_file_start = self.commit_log.roll_next_file(phys)
-                continue
-            buffers.append(data)
-            queue_offsets.append(offset + pos // CQ_STORE_UNIT_SIZE - 1)
-            total += size
-        result.next_begin_offset = offset + pos // CQ_STORE_UNIT_SIZE
-        result.buffer_total_size = total
-        if buffers:
-            result.status = GetMessageStatus.FOUND
-            self._get_messages += len(buffers)
-        elif removing:
-            result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
+        result = read_entries(
+            entries, offset, min_offset, max_offset, max_msg_nums=max_msg_nums,
+            max_total_bytes=max_total_bytes, tag_codes=tag_codes,
+            get_data=self.commit_log.get_data, skip_to=self.commit_log.roll_next_file,
+        )  # fmt: skip
+        self._get_messages += len(result.buffers)
         return result
 
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:

@@ -51,17 +51,7 @@ from protocol.headers import (
     decode_header,
     encode_header,
 )
-from protocol.names import (
-    AUTO_CREATE_TOPIC_KEY_TOPIC,
-    BENCHMARK_TOPIC,
-    OFFSET_MOVED_EVENT,
-    SCHEDULE_TOPIC,
-    SELF_TEST_TOPIC,
-    TRACE_TOPIC,
-    TRANS_CHECK_MAX_TIME_TOPIC,
-    TRANS_HALF_TOPIC,
-    TRANS_OP_HALF_TOPIC,
-)
+from protocol.names import SYSTEM_TOPICS
 from supervisors.config import parse_properties, property_key, update_properties_file
 
 log = logging.getLogger("boltmq.broker.admin")
@@ -82,20 +72,6 @@ RUNTIME_KEYS = frozenset(
 )
 
 _FIELD_BY_KEY = {property_key(field): field.name for field in attrs.fields(BrokerConfig)}
-
-_SYSTEM_TOPICS = frozenset(
-    {
-        AUTO_CREATE_TOPIC_KEY_TOPIC,
-        BENCHMARK_TOPIC,
-        OFFSET_MOVED_EVENT,
-        SCHEDULE_TOPIC,
-        SELF_TEST_TOPIC,
-        TRACE_TOPIC,
-        TRANS_CHECK_MAX_TIME_TOPIC,
-        TRANS_HALF_TOPIC,
-        TRANS_OP_HALF_TOPIC,
-    }
-)
 
 
 @attrs.frozen
@@ -246,7 +222,7 @@ class ConfigAdmin:
     def get_system_topic_list(
         self, connection: Connection, request: RemotingCommand
     ) -> RemotingCommand:
-        topics = sorted(_SYSTEM_TOPICS | self.parts.topics.system_topics)
+        topics = sorted(SYSTEM_TOPICS | self.parts.topics.system_topics)
         return request.response(body=TopicList(topic_list=topics).to_json())
 
     # -- subscription groups -------------------------------------------------------------------
