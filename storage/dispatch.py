@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from protocol.message import BLANK_MAGIC_CODE, MAGIC_CODE
+from protocol.names import SCHEDULE_TOPIC, TIMER_TOPIC
 from storage._hash import tags_code
 from storage._record import (
     _BORN_V6,
@@ -24,12 +25,7 @@ from storage._record import (
 )
 from storage.consume_queue import ENTRY, ConsumeQueueStore
 from storage.index_file import IndexService
-from storage.store_config import (
-    DEFAULT_SCHEDULE_DELAYS_MS,
-    SCHEDULE_TOPIC,
-    TIMER_TOPIC,
-    schedule_tags_code,
-)
+from storage.store_config import DEFAULT_SCHEDULE_DELAYS_MS, schedule_tags_code
 
 _TRANSACTION_MASK = 0xC
 #: Why `read_dispatch_batch` stopped: the bytes end inside a record (or at the end), a blank

@@ -16,6 +16,7 @@ import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from protocol.names import SCHEDULE_TOPIC
 from storage._encode import (
     _IPV4_HEAD,
     _MAGIC_CODE,
@@ -30,7 +31,7 @@ from storage.commit_log import CommitLog, EncodedPut, MessageTooLargeForFile
 from storage.consume_queue import CQ_STORE_UNIT_SIZE, ENTRY
 from storage.mapped_file import DiskFullError
 from storage.results import MessageExtBrokerInner, PutMessageResult, PutMessageStatus
-from storage.store_config import SCHEDULE_TOPIC, schedule_tags_code
+from storage.store_config import schedule_tags_code
 
 _QUEUE_AND_PHYSICAL_OFFSET = struct.Struct(">qq")  # QUEUEOFFSET, PHYSICALOFFSET at byte 20
 _LONG = struct.Struct(">q")

@@ -42,10 +42,6 @@ DEFAULT_SCHEDULE_DELAYS_MS: tuple[int, ...] = (
     *(s * 1000 for s in (1, 5, 10, 30)),
     *(m * _MINUTE for m in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 20, 30, 60, 120)),
 )
-#: The topic delayed messages wait in (queue = delay level - 1), and RocketMQ 5's timer topic
-#: (its tags code is the message's __STARTDELIVERTIME).
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-TIMER_TOPIC = "rmq_sys_wheel_timer"
 
 
 def schedule_tags_code(delays_ms: tuple[int, ...], queue_id: int, store_timestamp: int) -> int:

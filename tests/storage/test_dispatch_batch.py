@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from protocol.message import MessageSysFlag
+from protocol.names import SCHEDULE_TOPIC, TIMER_TOPIC
 from storage import (
     FileMessageStore,
     MessageExtBrokerInner,
@@ -23,7 +24,7 @@ from storage import (
 from storage._record import split_properties
 from storage.consume_queue import ENTRY
 from storage.dispatch import DISPATCH_CHUNK, _property
-from storage.store_config import DEFAULT_SCHEDULE_DELAYS_MS, SCHEDULE_TOPIC, TIMER_TOPIC
+from storage.store_config import DEFAULT_SCHEDULE_DELAYS_MS
 from tests.storage.helpers import small_config, store_files
 
 MakeConfig = Callable[..., MessageStoreConfig]

@@ -18,6 +18,7 @@ import trio
 import trio.testing
 
 from protocol.message import MessageSysFlag, decode_record
+from protocol.names import SCHEDULE_TOPIC
 from storage import (
     BrokerRole,
     FileMessageStore,
@@ -35,7 +36,7 @@ from storage import (
 from storage._hash import java_hash
 from storage.mapped_file import SPARE_NAME
 from storage.message_store import PREFAULT_AHEAD
-from storage.store_config import DEFAULT_SCHEDULE_DELAYS_MS, SCHEDULE_TOPIC
+from storage.store_config import DEFAULT_SCHEDULE_DELAYS_MS
 from tests.storage.helpers import StoreOpener
 
 MakeConfig = Callable[..., MessageStoreConfig]
