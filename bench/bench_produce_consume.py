@@ -4,8 +4,10 @@ For ASYNC_FLUSH and SYNC_FLUSH: 1 KiB messages sent one per request from 64 conc
 (msgs/s, MB/s, send latency percentiles), sent in batches of 32 from 8 concurrent senders, then
 read back with pulls of 32; and the send latency at half the single-send peak rate. The client
 is BoltMQ's remoting client in this process (one connection, requests in flight by opaque).
+``--store memory`` runs the same on a broker with storeType=memory (once: nothing to flush);
+``--store file --store memory`` prints both, one after the other.
 
-    python -m bench broker [--seconds 3] [--quick]
+    python -m bench broker [--seconds 3] [--quick] [--store file --store memory]
     python -m bench broker --against ../base --rounds 5 --flush ASYNC_FLUSH
 
 ``--against DIR`` runs the broker of another checkout (an earlier commit, say) beside this
@@ -146,7 +148,9 @@ def _entry_module(root: Path) -> str:
     return "boltmq.cli" if (root / "boltmq" / "cli").is_dir() else "supervisors.cli"
 
 
-async def _run_mode(flush: str, seconds: float, root: Path = ROOT) -> dict[str, float]:
+async def _run_mode(
+    flush: str, seconds: float, root: Path = ROOT, store_type: str = "file"
+) -> dict[str, float]:
     store = Path(tempfile.mkdtemp(prefix="boltmq-bench-"))
     env = {**os.environ, "PYTHONPATH": str(root)}
     command = [
@@ -155,6 +159,8 @@ async def _run_mode(flush: str, seconds: float, root: Path = ROOT) -> dict[str, 
         "--storePathRootDir", str(store), "--flushDiskType", flush,
         "--mapedFileSizeCommitLog", str(256 * 1024 * 1024),
     ]  # fmt: skip
+    if store_type != "file":  # the flag is newer than the trees --against may run
+        command += ["--storeType", store_type]
     proc = await trio.lowlevel.open_process(
         command, cwd=root, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL
     )
@@ -203,15 +209,21 @@ def _us(seconds: float) -> str:
     return f"{seconds * 1e6:,.0f} us"
 
 
-async def _main(seconds: float) -> None:
+async def _main(seconds: float, stores: list[str]) -> None:
     print(
         f"broker produce/consume: {platform.machine()}, {os.cpu_count()} cpus, "
         f"python {platform.python_version()}, 1 KiB bodies, {seconds:g}s per figure"
     )
-    for flush in ("ASYNC_FLUSH", "SYNC_FLUSH"):
-        f = await _run_mode(flush, seconds)
+    # The memory store has nothing to flush: one run, whatever the flush mode.
+    runs = [
+        (store, flush)
+        for store in stores
+        for flush in (("ASYNC_FLUSH", "SYNC_FLUSH") if store == "file" else ("ASYNC_FLUSH",))
+    ]
+    for store, flush in runs:
+        f = await _run_mode(flush, seconds, store_type=store)
         mb = 1024 / 1e6
-        print(f"  {flush}")
+        print(f"  {flush} (file store)" if store == "file" else "  memory store (storeType=memory)")
         print(
             f"    single sends, 64 senders : {f['single']:>9,.0f} msgs/s "
             f"{f['single'] * mb:6.1f} MB/s"
@@ -278,6 +290,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--rounds", type=int, default=3, help="rounds with --against (3)")
     parser.add_argument(
+        "--store", choices=["file", "memory"], action="append",
+        help="the broker's storeType, without --against (repeatable: side by side; default file)",
+    )  # fmt: skip
+    parser.add_argument(
         "--flush", choices=["ASYNC_FLUSH", "SYNC_FLUSH"], action="append",
         help="flush mode with --against (repeatable; default both)",
     )  # fmt: skip
@@ -287,7 +303,7 @@ def main(argv: list[str] | None = None) -> None:
         modes = args.flush or ["ASYNC_FLUSH", "SYNC_FLUSH"]
         trio.run(_compare, args.against.resolve(), seconds, args.rounds, modes)
     else:
-        trio.run(_main, seconds)
+        trio.run(_main, seconds, args.store or ["file"])
 
 
 if __name__ == "__main__":
