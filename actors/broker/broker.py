@@ -1,5 +1,11 @@
 """The broker: the store, its tables and its request handlers behind remoting listeners.
 
+This is the composition root of `actors.broker`: `Broker` builds every part in three phases
+(the tables and the store; the services and replication; the request handlers, through the
+code table in `actors.broker.handlers.table`), hands each part the parts it uses, and
+supervises them. Nothing in the broker's wings imports this module (docs/architecture.md,
+"Inside the broker"); with storeType=memory the store and the tables keep no file.
+
 Children of the broker's supervisor, in start order (stopped in reverse):
 
 1. ``store`` - the message store (writer actor, flush and retention services).
@@ -19,7 +25,8 @@ Children of the broker's supervisor, in start order (stopped in reverse):
    (``actors.broker.ha``); a failed link restarts alone.
 9. ``metrics-port`` and ``metrics`` (with ``metricsExporterType=PROM``) - the bound
    metricsPromExporterPort, and Prometheus text at ``/metrics`` on it
-   (`actors.broker.services.metrics`); a crash of the responder restarts it alone, on the same port.
+   (`actors.broker.services.metrics`); a crash of the responder restarts it alone, on the
+   same port.
 10. ``registrar`` - registration with the registries; on stop it unregisters.
 
 So a shutdown unregisters, stops serving, writes the tables and flushes the store, in that order.
