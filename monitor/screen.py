@@ -81,8 +81,8 @@ class Screen:
         elif key in ("/", ":"):
             self.prompt, self.typed = key, ""
         elif key == "s":
-            current = self.sort.get(self._sort_key())
-            self.sort[self._sort_key()] = 0 if current is None else current + 1
+            current = self.sort.get(self._table_key())
+            self.sort[self._table_key()] = 0 if current is None else current + 1
         elif key in (DOWN, "j"):
             self.selected += 1
         elif key in (UP, "k"):
@@ -122,7 +122,13 @@ class Screen:
         start = max(0, self.selected - limit + 1)
         parts.append(
             views.table(
-                title, rows[start:], columns, sort=sort, selected=self.selected - start, limit=limit
+                title,
+                rows[start:],
+                columns,
+                give_way=views.GIVE_WAY[self._table_key()],
+                sort=sort,
+                selected=self.selected - start,
+                limit=limit,
             )
         )
         parts.append(alerts)
@@ -132,7 +138,7 @@ class Screen:
     # -- internals ----------------------------------------------------------------------------
 
     def _current(self, snapshot: Snapshot) -> tuple[str, list[Any], list[Any], int | None]:
-        sort = self.sort.get(self._sort_key())
+        sort = self.sort.get(self._table_key())
         if self.drill is not None and self.drill.kind == "group":
             columns = views.GROUP_QUEUE_COLUMNS
             rows: list[Any] = self.model.group_queues(self.drill.name, self.drill.topic)
@@ -149,7 +155,7 @@ class Screen:
             title += f"  filter: {self.filter_text}"
         return title, views.arrange(rows, columns, text=self.filter_text, sort=sort), columns, sort
 
-    def _sort_key(self) -> str:
+    def _table_key(self) -> str:
         return f"{self.drill.kind} queues" if self.drill else self.view
 
     def _switch(self, view: str) -> None:

@@ -2,6 +2,11 @@
 
 Each view is a list of `Column`s over its row type; the screen and ``--once`` use the same
 tables. Sorting and filtering work on the columns' values, so they are plain functions here.
+
+Each view also has its give-way list: the steps, in order, by which it fits a narrower terminal
+(a column narrowed to its short form, or dropped). A table takes them one by one, at the width
+rich gives it, until every cell shows whole; names, addresses and figures with a unit are never
+cut, because a `broker…` or a `12.5 M…` reads as a different thing.
 """
 
 from __future__ import annotations
@@ -12,7 +17,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 import attrs
-from rich.console import Group, RenderableType
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.measure import Measurement
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -33,6 +40,11 @@ VIEWS = ("brokers", "topics", "groups", "clients")
 _SPARKS = "▁▂▃▄▅▆▇█"
 
 
+#: A give-way step: a column narrowed to its short form, or dropped.
+NARROW, DROP = "narrow", "drop"
+Step = tuple[str, str]
+
+
 @attrs.frozen
 class Column(Generic[R]):
     """A column: its title, the value it sorts by and the text it shows."""
@@ -41,9 +53,15 @@ class Column(Generic[R]):
     value: Callable[[R], Any]
     text: Callable[[R], str] | None = None
     justify: str = "right"
+    #: The same figure in fewer characters, shown once the view's give-way list narrows it.
+    narrow: Callable[[R], str] | None = None
+    #: Free text or a list of names: wraps between words rather than pushing columns out.
+    wrap: bool = False
 
-    def cell(self, row: R) -> str:
-        """The cell's text."""
+    def cell(self, row: R, *, narrow: bool = False) -> str:
+        """The cell's text (its short form if ``narrow`` and it has one)."""
+        if narrow and self.narrow is not None:
+            return self.narrow(row)
         return self.text(row) if self.text is not None else _plain(self.value(row))
 
 
@@ -115,6 +133,7 @@ BROKER_COLUMNS: list[Column[BrokerRow]] = [
         lambda r: sum(r.sparkline),
         lambda r: sparkline(r.sparkline),
         "left",
+        narrow=lambda r: sparkline(r.sparkline, width=10),
     ),
     Column("store", lambda r: r.store_bytes or 0, lambda r: size(r.store_bytes)),
     Column(
@@ -127,7 +146,12 @@ BROKER_COLUMNS: list[Column[BrokerRow]] = [
         lambda r: r.retention_hours or 0,
         lambda r: "-" if r.retention_hours is None else f"{r.retention_hours:.1f}h",
     ),
-    Column("put latency", lambda r: r.put_over_10ms or 0, lambda r: r.put_latency or "-"),
+    Column(
+        "put latency",
+        lambda r: r.put_over_10ms or 0,
+        lambda r: r.put_latency or "-",
+        narrow=lambda r: "-" if r.put_over_10ms is None else f"{r.put_over_10ms:.1%} ≥10ms",
+    ),
     Column(
         "repl lag",
         lambda r: r.repl_lag_bytes or 0,
@@ -137,8 +161,24 @@ BROKER_COLUMNS: list[Column[BrokerRow]] = [
             else f"{size(r.repl_lag_bytes)} {seconds(r.repl_lag_seconds)}"
         ),
     ),
-    Column("error", lambda r: r.error or "", lambda r: r.error or "", "left"),
+    Column("error", lambda r: r.error or "", lambda r: r.error or "", "left", wrap=True),
 ]
+#: Broker, role, address, store and error always show: they say which broker it is, where, and
+#: whether it answers. The trend and the histogram go first, then the slower-moving figures.
+BROKER_GIVE_WAY: tuple[Step, ...] = (
+    (NARROW, "in, last minute"),  # 10 blocks instead of 20
+    (NARROW, "put latency"),  # the share of puts at 10 ms or more, not the p99 bucket
+    (DROP, "in, last minute"),
+    (DROP, "put latency"),
+    (DROP, "retention"),
+    (DROP, "version"),
+    (DROP, "uptime"),
+    (DROP, "id"),  # the role says the same for a master
+    (DROP, "disk"),
+    (DROP, "repl lag"),
+    (DROP, "out/s"),
+    (DROP, "in/s"),
+)
 
 TOPIC_COLUMNS: list[Column[TopicRow]] = [
     Column("topic", lambda r: r.topic, justify="left"),
@@ -149,8 +189,15 @@ TOPIC_COLUMNS: list[Column[TopicRow]] = [
         "max offsets", lambda r: r.max_offset, lambda r: count(r.max_offset) if r.known else "…"
     ),
     Column("messages", lambda r: r.messages, lambda r: count(r.messages) if r.known else "…"),
-    Column("brokers", lambda r: ",".join(r.brokers), justify="left"),
+    Column("brokers", lambda r: ", ".join(r.brokers), justify="left", wrap=True),
 ]
+#: Topic, messages and brokers always show.
+TOPIC_GIVE_WAY: tuple[Step, ...] = (
+    (DROP, "max offsets"),  # messages is the figure people read; max offsets is its sum's cousin
+    (DROP, "queues"),
+    (DROP, "out/s"),
+    (DROP, "in/s"),
+)
 
 GROUP_COLUMNS: list[Column[GroupRow]] = [
     Column("group", lambda r: r.group, justify="left"),
@@ -164,6 +211,17 @@ GROUP_COLUMNS: list[Column[GroupRow]] = [
     Column("dlq", lambda r: r.dlq_depth or 0, lambda r: count(r.dlq_depth)),
     Column("status", lambda r: r.status, justify="left"),
 ]
+#: Group, topic and lag always show. Status goes last of all, and can go: the row's colour
+#: still says it (red stalled or slow, yellow growing).
+GROUP_GIVE_WAY: tuple[Step, ...] = (
+    (DROP, "lag latency"),
+    (DROP, "catch up"),
+    (DROP, "retry"),
+    (DROP, "dlq"),
+    (DROP, "members"),
+    (DROP, "consume/s"),
+    (DROP, "status"),
+)
 
 CLIENT_COLUMNS: list[Column[ClientRow]] = [
     Column("role", lambda r: r.role, justify="left"),
@@ -172,8 +230,15 @@ CLIENT_COLUMNS: list[Column[ClientRow]] = [
     Column("address", lambda r: r.address, justify="left"),
     Column("language", lambda r: r.language, justify="left"),
     Column("version", lambda r: r.version, lambda r: str(r.version) if r.version else "-"),
-    Column("note", lambda r: r.note or "", justify="left"),
+    Column("note", lambda r: r.note or "", justify="left", wrap=True),
 ]
+#: Role, group and address always show.
+CLIENT_GIVE_WAY: tuple[Step, ...] = (
+    (DROP, "language"),
+    (DROP, "version"),
+    (DROP, "client id"),  # the address tells the connections apart
+    (DROP, "note"),
+)
 
 GROUP_QUEUE_COLUMNS: list[Column[QueueRow]] = [
     Column("topic", lambda r: r.topic, justify="left"),
@@ -184,6 +249,12 @@ GROUP_QUEUE_COLUMNS: list[Column[QueueRow]] = [
     Column("diff", lambda r: r.diff or 0, lambda r: count(r.diff)),
     Column("client", lambda r: r.client or "", lambda r: r.client or "-", "left"),
 ]
+#: Topic, broker, queue and diff always show.
+GROUP_QUEUE_GIVE_WAY: tuple[Step, ...] = (
+    (DROP, "broker offset"),
+    (DROP, "consumer offset"),
+    (DROP, "client"),
+)
 
 TOPIC_QUEUE_COLUMNS: list[Column[QueueRow]] = [
     Column("broker", lambda r: r.broker_name, justify="left"),
@@ -197,6 +268,12 @@ TOPIC_QUEUE_COLUMNS: list[Column[QueueRow]] = [
         lambda r: _clock(r.last_update_ms) if r.last_update_ms else "-",
     ),
 ]
+#: Broker, queue and messages always show.
+TOPIC_QUEUE_GIVE_WAY: tuple[Step, ...] = (
+    (DROP, "last stored"),
+    (DROP, "min offset"),
+    (DROP, "max offset"),
+)
 
 COLUMNS: dict[str, list[Any]] = {
     "brokers": BROKER_COLUMNS,
@@ -205,6 +282,14 @@ COLUMNS: dict[str, list[Any]] = {
     "clients": CLIENT_COLUMNS,
     "group queues": GROUP_QUEUE_COLUMNS,
     "topic queues": TOPIC_QUEUE_COLUMNS,
+}
+GIVE_WAY: dict[str, tuple[Step, ...]] = {
+    "brokers": BROKER_GIVE_WAY,
+    "topics": TOPIC_GIVE_WAY,
+    "groups": GROUP_GIVE_WAY,
+    "clients": CLIENT_GIVE_WAY,
+    "group queues": GROUP_QUEUE_GIVE_WAY,
+    "topic queues": TOPIC_QUEUE_GIVE_WAY,
 }
 
 
@@ -233,24 +318,86 @@ def table(
     rows: Sequence[R],
     columns: Sequence[Column[R]],
     *,
+    give_way: Sequence[Step] = (),
     sort: int | None = None,
     selected: int | None = None,
     limit: int | None = None,
-) -> Table:
-    """A rich table of ``rows``; red, yellow and grey rows per their state."""
-    grid = Table(title=title, title_justify="left", expand=False, pad_edge=False)
-    for index, column in enumerate(columns):
-        heading = column.title + (" ▼" if sort is not None and index == sort % len(columns) else "")
-        grid.add_column(heading, justify=column.justify, no_wrap=True)  # type: ignore[arg-type]
-    shown = rows if limit is None else rows[:limit]
-    for index, row in enumerate(shown):
-        style = _row_style(row)
-        if index == selected:
-            style = f"{style} reverse".strip()
-        grid.add_row(*(column.cell(row) for column in columns), style=style or None)
-    if limit is not None and len(rows) > limit:
-        grid.caption = f"{len(rows) - limit} more rows: / to filter"
-    return grid
+) -> FittedTable[R]:
+    """A table of ``rows`` that fits the width it is drawn at by taking ``give_way``'s steps;
+    red, yellow and grey rows per their state."""
+    return FittedTable(title, rows, columns, give_way, sort=sort, selected=selected, limit=limit)
+
+
+@attrs.frozen
+class FittedTable(Generic[R]):
+    """A view's table, laid out when rich draws it: at the width it is given, it takes its
+    give-way steps in order until the narrowest it can be with every cell whole fits."""
+
+    title: str
+    rows: Sequence[R]
+    columns: Sequence[Column[R]]
+    give_way: Sequence[Step] = ()
+    sort: int | None = None
+    selected: int | None = None
+    limit: int | None = None
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.fit(console, options.max_width)
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement.get(console, options, self.fit(console, options.max_width))
+
+    def fit(self, console: Console, width: int) -> Table:
+        """The table with the fewest give-way steps taken that fits ``width`` columns (all of
+        them taken when even that does not fit)."""
+        narrowed: set[str] = set()
+        dropped: set[str] = set()
+        grid = self.build(narrowed, dropped)
+        for step, title in self.give_way:
+            if _fits(console, grid, width):
+                return grid
+            (narrowed if step == NARROW else dropped).add(title)
+            grid = self.build(narrowed, dropped)
+        if _fits(console, grid, width):
+            return grid
+        # Narrower than the view can be: rich shares the cut among the columns (with `…`),
+        # which beats a table cropped at the terminal's edge.
+        return self.build(narrowed, dropped, whole=False)
+
+    def build(self, narrowed: set[str], dropped: set[str], *, whole: bool = True) -> Table:
+        """The table with the ``narrowed`` columns in their short form, without ``dropped``
+        (``whole``: no cell of a column that does not wrap narrower than its text)."""
+        title = self.title
+        sorted_index = None if self.sort is None else self.sort % len(self.columns)
+        if sorted_index is not None and self.columns[sorted_index].title in dropped:
+            title += f"  sorted by {self.columns[sorted_index].title} ▼"
+        grid = Table(title=title, title_justify="left", expand=False, pad_edge=False)
+        shown = self.rows if self.limit is None else self.rows[: self.limit]
+        cells: list[list[str]] = []
+        for index, column in enumerate(self.columns):
+            if column.title in dropped:
+                continue
+            texts = [column.cell(row, narrow=column.title in narrowed) for row in shown]
+            heading = column.title + (" ▼" if index == sorted_index else "")
+            # A column that may not wrap is as wide as its widest cell: rich then counts it whole
+            # in the table's narrowest measure, and a table that fits never cuts it.
+            widest = max(cell_len(text) for text in [heading, *texts])
+            grid.add_column(
+                heading,
+                justify=column.justify,  # type: ignore[arg-type]
+                no_wrap=not column.wrap,
+                overflow="fold" if column.wrap else "ellipsis",
+                min_width=widest if whole and not column.wrap else None,
+            )
+            cells.append(texts)
+        for index, row in enumerate(shown):
+            style = _row_style(row)
+            if index == self.selected:
+                style = f"{style} reverse".strip()
+            grid.add_row(*(texts[index] for texts in cells), style=style or None)
+        if self.limit is not None and len(self.rows) > self.limit:
+            grid.caption = f"{len(self.rows) - self.limit} more rows: / to filter"
+        return grid
 
 
 def header(head: Header, *, paused: bool = False, status: str = "") -> Text:
@@ -285,12 +432,16 @@ def alerts_panel(alerts: Sequence[Alert]) -> RenderableType:
     if not alerts:
         return Text("no alerts", style="green")
     lines = Table.grid(padding=(0, 2))
+    lines.add_column(no_wrap=True)
+    lines.add_column(no_wrap=True)
+    # Subject and message in one cell that wraps between words: a narrow terminal folds the
+    # message under the subject rather than cutting the broker, group or address it names.
+    lines.add_column(ratio=1)
     for alert in alerts:
         lines.add_row(
             Text(_clock(alert.since_ms), style="dim"),
             Text(alert.kind, style="bold red"),
-            alert.subject,
-            alert.message,
+            f"{alert.subject}  {alert.message}",
         )
     return Panel(lines, title=f"alerts ({len(alerts)})", title_align="left", border_style="red")
 
@@ -299,9 +450,17 @@ def snapshot_renderable(snapshot: Snapshot) -> RenderableType:
     """Every view one after the other (``--once``)."""
     parts: list[RenderableType] = [header(snapshot.header)]
     for view in VIEWS:
-        parts.append(table(view, rows_of(snapshot, view), COLUMNS[view]))
+        parts.append(table(view, rows_of(snapshot, view), COLUMNS[view], give_way=GIVE_WAY[view]))
     parts.append(alerts_panel(snapshot.alerts))
     return Group(*parts)
+
+
+def _fits(console: Console, grid: Table, width: int) -> bool:
+    """Whether ``grid`` at its narrowest (wrapping what may wrap) is at most ``width`` wide."""
+    # Rich's own measure of the table; Measurement.get would clamp it to the width, hiding
+    # by how much it is over.
+    measure = grid.__rich_measure__(console, console.options.update_width(width))
+    return measure.minimum <= width
 
 
 def _row_style(row: object) -> str:
