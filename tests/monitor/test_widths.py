@@ -8,6 +8,7 @@ rich console of a fixed width, as the screen and ``--once`` draw it, and read ba
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import pytest
@@ -146,17 +147,9 @@ def model() -> Model:
 
 
 def draw(renderable: RenderableType, width: int) -> str:
-    console = Console(width=width, record=True, color_system=None, file=_Discard())
+    console = Console(width=width, record=True, color_system=None, file=io.StringIO())
     console.print(renderable)
     return console.export_text()
-
-
-class _Discard:
-    def write(self, text: str) -> int:
-        return len(text)
-
-    def flush(self) -> None:
-        pass
 
 
 def tables(model: Model) -> dict[str, tuple[list[Any], list[list[str]]]]:
@@ -254,7 +247,7 @@ def test_wider_terminals_show_more_columns(model: Model) -> None:
     def headings(view: str, width: int) -> int:
         rows, _ = tables(model)[view]
         table = views.table(view, rows, views.COLUMNS[view], give_way=views.GIVE_WAY[view])
-        return len(table.fit(Console(width=width, file=_Discard()), width).columns)
+        return len(table.fit(Console(width=width, file=io.StringIO()), width).columns)
 
     for view, columns in views.COLUMNS.items():
         counts = [headings(view, width) for width in WIDTHS]
