@@ -261,3 +261,12 @@ def test_every_give_way_step_names_a_column_of_its_view() -> None:
         assert {title for _, title in steps} <= titles, view
         narrowed = {title for step, title in steps if step == views.NARROW}
         assert all(c.narrow is not None for c in views.COLUMNS[view] if c.title in narrowed)
+
+
+def test_a_dropped_sort_column_is_named_in_the_title(model: Model) -> None:
+    rows, _ = tables(model)["groups"]
+    lag_latency = [c.title for c in views.GROUP_COLUMNS].index("lag latency")
+    table = views.table("groups", rows, views.GROUP_COLUMNS, give_way=views.GROUP_GIVE_WAY,
+                        sort=lag_latency)  # fmt: skip
+    assert "sorted by lag latency ▼" in draw(table, 80)
+    assert "sorted by" not in draw(table, 220) and "lag latency ▼" in draw(table, 220)
