@@ -13,9 +13,9 @@ from pipeline.jobs import export, replay, stats
 from pipeline.jobs.common import check_cluster_arguments
 
 JOBS = {
-    "stats": (stats.setup, ["-t", "Orders", "-o", "/tmp/out"]),
-    "export": (export.setup, ["-t", "Orders", "-o", "/tmp/out"]),
-    "replay": (replay.setup, ["-t", "Orders", "-i", "/tmp/in"]),
+    "stats": (stats.setup, ["-t", "Orders", "-o", "stats-out"]),
+    "export": (export.setup, ["-t", "Orders", "-o", "stats-out"]),
+    "replay": (replay.setup, ["-t", "Orders", "-i", "rows-in"]),
 }
 
 
