@@ -11,6 +11,8 @@ Layers, bottom up:
 - `TransactionProducer` (transaction.py): half message, local transaction, END_TRANSACTION,
   answers to the broker's CHECK_TRANSACTION_STATE.
 - `PullConsumer` (pull_consumer.py): lite-pull style assign/subscribe, poll, seek, commit.
+- `Subscription` (subscription.py): what both consumers' ``subscribe`` return: applied at
+  once, and awaitable (the pull consumer's await takes the topic's queues).
 - `PushConsumer` (push_consumer.py): RocketMQ's push consumer: settings, life and services
   over its parts: rebalance (rebalance.py), the listener run concurrently or orderly with
   retries (consume_service.py), long-polling pulls (pull_service.py) into each queue's
@@ -41,6 +43,7 @@ from client.push_consumer import (
     ConsumeOrderlyStatus,
     PushConsumer,
 )
+from client.subscription import Subscription
 from client.transaction import (
     LocalTransactionState,
     TransactionProducer,
@@ -68,6 +71,7 @@ __all__ = [
     "SendHandle",
     "SendResult",
     "SendStatus",
+    "Subscription",
     "TransactionProducer",
     "TransactionSendResult",
     "parse_tags",

@@ -161,7 +161,7 @@ class BlockingPushConsumer(_Blocking):
     def subscribe(self, topic: str, expression: str = "*") -> None:
         """`PushConsumer.subscribe` (before or after start)."""
         if self._portal is None:
-            self.consumer.subscribe(topic, expression)
+            self.consumer.subscribe(topic, expression)  # applied at once; nothing to await
         else:
             self._portal.call(self.consumer.subscribe, topic, expression)
 

@@ -1,7 +1,7 @@
 """The pull consumer, lite-pull style: assign or subscribe, poll, seek, commit.
 
     async with PullConsumer("cg", namesrv_addr="127.0.0.1:9876") as consumer:
-        await consumer.subscribe("Orders", "TagA || TagB")
+        await consumer.subscribe("Orders", "TagA || TagB")  # without await: taken at poll
         for message in await consumer.poll(timeout=5):
             print(message.msg_id, message.body)      # bodies come back inflated
         await consumer.commit()
@@ -32,6 +32,7 @@ import anyio.abc
 from client.instance import MASTER_ID, ClientInstance, subscribe_queues
 from client.message import MQClientError
 from client.options import ConnectionOptions, connection_options
+from client.subscription import Subscription
 from protocol.bodies import (
     ConsumeFromWhere,
     ConsumerData,
@@ -130,6 +131,8 @@ class PullConsumer:
         #: Topic -> subscription expression (``*`` for assigned queues).
         self.subscriptions: dict[str, str] = {}
         self._tags: dict[str, frozenset[str] | None] = {}
+        #: Topics subscribed whose queues are not taken yet (`subscribe` not awaited yet).
+        self._unrouted: set[str] = set()
         self._offsets: dict[MessageQueue, int] = {}  # next offset to pull
         self._committed: dict[MessageQueue, int] = {}
         #: Queue -> the broker address its offset was last committed to.
@@ -194,14 +197,29 @@ class PullConsumer:
 
     # -- assignment ---------------------------------------------------------------------------
 
-    async def subscribe(self, topic: str, expression: str = "*") -> list[MessageQueue]:
-        """Take every readable queue of ``topic``, filtered by a tag expression."""
-        route = await self.instance.update_route(topic)
-        if route is None:
-            raise MQClientError(ResponseCode.TOPIC_NOT_EXIST, f"topic {topic} has no route")
-        queues = subscribe_queues(topic, route)
+    def subscribe(self, topic: str, expression: str = "*") -> Subscription[list[MessageQueue]]:
+        """Take every readable queue of ``topic``, filtered by a tag expression.
+
+        Recorded at once; awaiting fetches the route and gives the queues taken. Not awaited,
+        the next `poll` does that (and raises what the await would have).
+        """
+        if not topic:
+            raise ValueError("subscribe needs a topic name")
         self.subscriptions[topic] = expression
         self._tags[topic] = parse_tags(expression)
+        self._unrouted.add(topic)
+        return Subscription(topic, expression, lambda: self._take_queues(topic))
+
+    async def _take_queues(self, topic: str) -> list[MessageQueue]:
+        route = await self.instance.update_route(topic)
+        if route is None:
+            # As if never subscribed, awaited or found at poll: a later poll does not retry.
+            self._unrouted.discard(topic)
+            self.subscriptions.pop(topic, None)
+            self._tags.pop(topic, None)
+            raise MQClientError(ResponseCode.TOPIC_NOT_EXIST, f"topic {topic} has no route")
+        queues = subscribe_queues(topic, route)
+        self._unrouted.discard(topic)
         self._assign([*(q for q in self._assigned if q.topic != topic), *queues])
         await self.instance.send_heartbeat_to_all_brokers()
         return queues
@@ -319,10 +337,12 @@ class PullConsumer:
         loops pulled since (every queue's, in arrival order). When every assigned queue's last
         pull failed and nothing is buffered, the first failure is raised.
         """
-        if not self._assigned:
-            raise MQClientError(ResponseCode.SYSTEM_ERROR, "poll before subscribe or assign")
         if self._loops is None:
             raise MQClientError(ResponseCode.SYSTEM_ERROR, "poll outside `async with`")
+        for topic in sorted(self._unrouted):
+            await self._take_queues(topic)
+        if not self._assigned:
+            raise MQClientError(ResponseCode.SYSTEM_ERROR, "poll before subscribe or assign")
         for queue in self._assigned:
             if queue not in self._offsets:
                 self._offsets[queue] = await self._start_offset(queue)

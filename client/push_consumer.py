@@ -54,6 +54,7 @@ from client.process_queue import ProcessQueue, now_ms
 from client.pull_consumer import parse_tags
 from client.pull_service import PullMessageService
 from client.rebalance import RETRY_PREFIX
+from client.subscription import Subscription
 from protocol.bodies import (
     ConsumeFromWhere,
     ConsumerData,
@@ -213,8 +214,12 @@ class PushConsumer(PullMessageService):
 
     # -- subscriptions ------------------------------------------------------------------------
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        """Consume ``topic``'s messages whose tag matches ``expression`` (``*``, ``A || B``)."""
+    def subscribe(self, topic: str, expression: str = "*") -> Subscription[None]:
+        """Consume ``topic``'s messages whose tag matches ``expression`` (``*``, ``A || B``).
+
+        Applied at once; the result may be awaited (as `PullConsumer.subscribe`'s is) and
+        then does nothing more: the rebalance takes the topic's queues.
+        """
         if not topic:
             raise ValueError("subscribe needs a topic name")
         if topic.startswith(RETRY_PREFIX) and topic != self._retry_topic:
@@ -227,6 +232,7 @@ class PushConsumer(PullMessageService):
             # As Java does: the group's retry topic comes with any subscription.
             self.subscriptions.setdefault(self._retry_topic, ("*", None, now_ms()))
         self._wake_rebalance(heartbeat=True)
+        return Subscription(topic, expression, _applied)
 
     def unsubscribe(self, topic: str) -> None:
         """Stop consuming ``topic`` (its queues are dropped at the next rebalance)."""
@@ -505,3 +511,7 @@ class PushConsumer(PullMessageService):
             properties=properties, subscription_set=self._subscription_data(),
             mq_table=mq_table, status_table=status_table, jstack=stack,
         )  # fmt: skip
+
+
+async def _applied() -> None:
+    """What awaiting a push consumer's `Subscription` does: nothing, it is applied already."""

@@ -7,10 +7,12 @@ settings from it.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import attrs
 
+from actors.acl.addresses import AclConfigError
 from protocol.tls import CLIENT_AUTH_MODES, TLS_MODES, one_of
 from protocol.transport import format_address
 from storage import BrokerRole, FlushDiskType, MessageStoreConfig
@@ -128,11 +130,14 @@ class BrokerConfig:
     metrics_exporter_type: MetricsExporterType = MetricsExporterType.DISABLE
     metrics_prom_exporter_port: int = attrs.field(default=5557, validator=_port)
     metrics_prom_exporter_host: str = ""
-    # ACL 1.0 (docs/security.md): check every request against plainAclFile ("" =
-    # <storePathRootDir>/config/plain_acl.yml); accessKey/secretKey sign the broker's own
-    # calls (registration with registries that check ACL).
+    # ACL 1.0 (docs/security.md): check every request against plainAclFile (""= found as
+    # plain_acl_path says); accessKey/secretKey sign the broker's own calls (registration
+    # with registries that check ACL).
     acl_enable: bool = False
     plain_acl_file: str = ""
+    # RocketMQ's install directory, where its operators keep conf/plain_acl.yml; "" = the
+    # ROCKETMQ_HOME environment variable, as RocketMQ reads it.
+    rocketmq_home: str = ""
     access_key: str = ""
     secret_key: str = ""
     # The dedup index (actors.broker.services.dedup): a send whose BOLTMQ_DEDUP_KEY property this
@@ -201,10 +206,33 @@ class BrokerConfig:
 
     @property
     def plain_acl_path(self) -> Path:
-        """``plainAclFile``, or ``<storePathRootDir>/config/plain_acl.yml`` when unset."""
+        """``plainAclFile``, else the first of `plain_acl_candidates` that exists.
+
+        Raises `AclConfigError` naming every path it looked at when none exists, so a broker
+        with ``aclEnable=true`` refuses to start rather than guess.
+        """
         if self.plain_acl_file:
             return Path(self.plain_acl_file).expanduser()
-        return self.config_dir / "plain_acl.yml"
+        candidates = self.plain_acl_candidates
+        for path in candidates:
+            if path.exists():
+                return path
+        looked = ", then ".join(str(path) for path in candidates)
+        raise AclConfigError(
+            f"plain_acl.yml not found: looked at {looked}; write the ACL accounts in the "
+            "first or set plainAclFile (see docs/security.md)"
+        )
+
+    @property
+    def plain_acl_candidates(self) -> list[Path]:
+        """Where plain_acl.yml is looked for without ``plainAclFile``, in order: RocketMQ's
+        ``<rocketmqHome or $ROCKETMQ_HOME>/conf/plain_acl.yml``, then the store root's
+        ``config/plain_acl.yml``."""
+        home = self.rocketmq_home or os.environ.get("ROCKETMQ_HOME", "")
+        store_root = self.config_dir / "plain_acl.yml"
+        if not home:
+            return [store_root]
+        return [Path(home).expanduser() / "conf" / "plain_acl.yml", store_root]
 
     @property
     def in_memory(self) -> bool:

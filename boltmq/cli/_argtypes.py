@@ -1,8 +1,32 @@
-"""argparse value types shared by the sub-commands: one wording for every bad number."""
+"""argparse value types and flags shared by the sub-commands: one wording for every bad
+number, one spelling of the registry flag."""
 
 from __future__ import annotations
 
 import argparse
+
+#: The registry flag as mqadmin spells it; every sub-command that talks to a cluster takes it.
+NAMESRV_FLAGS = ("-n", "--namesrvAddr")
+#: Spellings some sub-commands took before: still parsed, so old command lines keep working,
+#: but never shown in --help.
+OLD_NAMESRV_FLAGS = ("--namesrv", "--namesrv-addr")
+
+
+def add_namesrv_argument(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    *,
+    dest: str,
+    help: str,
+    default: str | None = None,
+    metavar: str = "ADDR[;ADDR]",
+) -> None:
+    """Add ``-n/--namesrvAddr`` to ``parser``, with the old spellings as hidden aliases."""
+    parser.add_argument(*NAMESRV_FLAGS, dest=dest, default=default, metavar=metavar, help=help)
+    # default=SUPPRESS: the alias must not put its own default over the visible flag's.
+    parser.add_argument(
+        *OLD_NAMESRV_FLAGS, dest=dest, default=argparse.SUPPRESS, metavar=metavar,
+        help=argparse.SUPPRESS,
+    )  # fmt: skip
 
 
 def positive_int(text: str) -> int:

@@ -35,7 +35,7 @@ from typing import Any, TextIO
 import attrs
 import trio
 
-from boltmq.cli._argtypes import non_negative_seconds, positive_int
+from boltmq.cli._argtypes import add_namesrv_argument, non_negative_seconds, positive_int
 from client.admin import Admin
 from client.message import Message
 from client.producer import Producer
@@ -466,12 +466,8 @@ def command(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], i
     """Set up `boltmq bench`'s arguments (``produce`` and ``consume`` modes)."""
     modes = parser.add_subparsers(dest="mode", metavar="MODE", required=True)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "-n",
-        "--namesrv",
-        required=True,
-        metavar="HOST:PORT[;HOST:PORT]",
-        help="the registries (RocketMQ's namesrvAddr)",
+    add_namesrv_argument(
+        common, dest="namesrv", metavar="HOST:PORT[;HOST:PORT]", help="the registries (required)"
     )
     common.add_argument(
         "-t", "--topic", default=names.BENCHMARK_TOPIC, help="the topic (default %(default)s)"
@@ -553,4 +549,11 @@ def command(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], i
     consume.add_argument("--idle-stop", type=non_negative_seconds, default=0.0, metavar="S",
                          help="stop once S seconds pass without a message (the run's time then "
                          "ends at the last message): drains a topic")  # fmt: skip
-    return run
+
+    def run_checked(args: argparse.Namespace) -> int:
+        # Not required=True in argparse: the flag's hidden old spellings count as giving it.
+        if args.namesrv is None:
+            modes.choices[args.mode].error("the following arguments are required: -n/--namesrvAddr")
+        return run(args)
+
+    return run_checked

@@ -11,7 +11,7 @@ import os
 import sys
 from collections.abc import Callable
 
-from boltmq.cli._argtypes import positive_int, positive_seconds, ratio
+from boltmq.cli._argtypes import add_namesrv_argument, positive_int, positive_seconds, ratio
 from boltmq.cli._run import run_until_signalled
 from client.instance import parse_namesrv_addr
 from monitor.app import Settings, print_snapshot, run_screen, take_snapshot
@@ -34,11 +34,10 @@ log = logging.getLogger("boltmq.monitor")
 
 def setup(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
     """Add `boltmq monitor`'s arguments; returns its runner."""
-    parser.add_argument(
-        "-n",
-        "--namesrv",
+    add_namesrv_argument(
+        parser,
+        dest="namesrv",
         default=os.environ.get("NAMESRV_ADDR", "127.0.0.1:9876"),
-        metavar="ADDR[;ADDR]",
         help="the registries, host:port or ws://host:port/ (default $NAMESRV_ADDR or %(default)s)",
     )
     parser.add_argument(

@@ -17,6 +17,7 @@ from urllib.parse import unquote, urlsplit
 
 import trio
 
+from boltmq.cli._argtypes import add_namesrv_argument
 from boltmq.cli._run import EXIT_USAGE, Runner, serve
 from supervisors.supervisor import ChildSpec
 
@@ -24,7 +25,7 @@ log = logging.getLogger("boltmq.web")
 
 HELP = "serve the browser client and its example page (send and watch messages over websocket)"
 EXAMPLE = """example:
-  boltmq web --port 8080 --namesrvAddr ws://127.0.0.1:9877/
+  boltmq web --port 8080 -n ws://127.0.0.1:9877/
   # then open http://127.0.0.1:8080/ (a default `boltmq cluster` listens on ws port 9877)"""
 
 DEFAULT_PORT = 8080
@@ -57,8 +58,8 @@ def setup(parser: argparse.ArgumentParser) -> Runner:
     parser.add_argument("--port", type=int, default=DEFAULT_PORT,
                         help=f"HTTP port ({DEFAULT_PORT}; 0 picks a free one)")  # fmt: skip
     parser.add_argument("--bindAddress", default="127.0.0.1", help="address to listen on")
-    parser.add_argument(
-        "-n", "--namesrvAddr", default=DEFAULT_NAMESRV,
+    add_namesrv_argument(
+        parser, dest="namesrvAddr", default=DEFAULT_NAMESRV, metavar="ws://HOST:PORT/",
         help=f"the registry's websocket address the page starts with ({DEFAULT_NAMESRV})",
     )  # fmt: skip
     parser.add_argument("--root", help="directory to serve (default: the project's web/)")

@@ -44,16 +44,27 @@ def epoch_ms(text: str, what: str) -> int:
 
 
 def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
-    """-n / --namesrv-addr, and --master for the session a job builds itself."""
+    """-n / --namesrvAddr (mqadmin's spelling), and --master for the session a job builds."""
+    metavar = "HOST:PORT[;HOST:PORT]"
+    parser.add_argument("-n", "--namesrvAddr", dest="namesrv_addr", metavar=metavar,
+                        help="the registries (RocketMQ NameServers; required)")  # fmt: skip
+    # The spellings jobs took before, kept so old command lines work, hidden from --help; the
+    # flag is checked by check_cluster_arguments, as required=True would refuse these.
     parser.add_argument(
-        "-n", "--namesrv-addr", required=True, metavar="HOST:PORT[;HOST:PORT]",
-        help="the registries (RocketMQ NameServers)",
+        "--namesrv-addr", "--namesrv", dest="namesrv_addr", metavar=metavar,
+        default=argparse.SUPPRESS, help=argparse.SUPPRESS,
     )  # fmt: skip
     parser.add_argument(
         "--master", default=None,
         help=f"Spark master of the session the job builds (default {DEFAULT_MASTER}; under "
         "spark-submit, the one spark-submit was given)",
     )  # fmt: skip
+
+
+def check_cluster_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Exit with argparse's usage error when a job that takes -n was not given it."""
+    if getattr(args, "namesrv_addr", "") is None:
+        parser.error("the following arguments are required: -n/--namesrvAddr")
 
 
 def add_time_arguments(parser: argparse.ArgumentParser) -> None:
@@ -128,6 +139,7 @@ def run_main(
     )  # fmt: skip
     job = setup(parser)
     args = parser.parse_args(argv)
+    check_cluster_arguments(parser, args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     return guarded(job, args)
 

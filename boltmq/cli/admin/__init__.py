@@ -36,7 +36,7 @@ import argparse
 import os
 import sys
 
-from boltmq.cli._argtypes import positive_seconds
+from boltmq.cli._argtypes import add_namesrv_argument, positive_seconds
 from boltmq.cli._run import Runner
 
 # Importing a verb module registers its verbs (the order here is the order of --help).
@@ -87,10 +87,9 @@ def setup(parser: argparse.ArgumentParser) -> Runner:
 def _add_common(parser: argparse.ArgumentParser) -> None:
     default = os.environ.get("NAMESRV_ADDR") or DEFAULT_NAMESRV
     common = parser.add_argument_group("common flags")
-    common.add_argument(
-        "-n", "--namesrvAddr", dest="namesrv_addr", default=default,
-        help=f"registry address(es) host:port[;host:port] (default: $NAMESRV_ADDR or "
-        f"{DEFAULT_NAMESRV}; now {default})",
+    add_namesrv_argument(
+        common, dest="namesrv_addr", default=default, metavar="HOST:PORT[;HOST:PORT]",
+        help=f"registry address(es) (default: $NAMESRV_ADDR or {DEFAULT_NAMESRV}; now {default})",
     )  # fmt: skip
     common.add_argument("--json", action="store_true", help="print a JSON document for scripts")
     common.add_argument(

@@ -6,6 +6,7 @@ Rules: loopback only, ephemeral ports, real files in ``tmp_path``, a deadline on
 from __future__ import annotations
 
 import os
+import re
 import socket
 from pathlib import Path
 
@@ -265,6 +266,64 @@ async def test_missing_file_stops_the_start(tmp_path: Path) -> None:
         async with boltmq.embedded(tmp_path / "data", acl_enable=True, plain_acl_file=str(missing)):
             pass
     assert failed.group_contains(AclConfigError, match=f"{missing} does not exist")
+
+
+async def signed_send_is_checked(broker: str) -> None:
+    """A send is refused unsigned and taken signed: the broker runs on the ACL file."""
+    async with RemotingClient() as client:
+        send = RequestCode.SEND_MESSAGE_V2
+        answer = await call(client, broker, send, send_fields("AclTopic"))
+        assert answer.code == ResponseCode.NO_PERMISSION, answer.remark
+        answer = await call(client, broker, send, send_fields("AclTopic"), PRODUCER)
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+
+
+async def test_broker_reads_conf_plain_acl_under_rocketmq_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ROCKETMQ_HOME", raising=False)
+    home = tmp_path / "rocketmq"
+    (home / "conf").mkdir(parents=True)
+    write_acl(home / "conf" / "plain_acl.yml", ACL)
+    async with boltmq.embedded(tmp_path / "data", acl_enable=True, rocketmq_home=str(home)) as c:
+        assert c.broker.config.plain_acl_path == home / "conf" / "plain_acl.yml"
+        await signed_send_is_checked(c.broker_address)
+
+
+async def test_broker_reads_it_under_the_rocketmq_home_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "rocketmq"
+    (home / "conf").mkdir(parents=True)
+    write_acl(home / "conf" / "plain_acl.yml", ACL)
+    monkeypatch.setenv("ROCKETMQ_HOME", str(home))
+    async with boltmq.embedded(tmp_path / "data", acl_enable=True) as cluster:
+        assert cluster.broker.config.plain_acl_path == home / "conf" / "plain_acl.yml"
+        await signed_send_is_checked(cluster.broker_address)
+
+
+async def test_store_root_file_is_still_read_and_a_refusal_names_every_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "rocketmq"  # set, but without conf/plain_acl.yml
+    monkeypatch.setenv("ROCKETMQ_HOME", str(home))
+    store_file = tmp_path / "data" / "store" / "config" / "plain_acl.yml"
+    with pytest.raises(ExceptionGroup) as failed:
+        async with boltmq.embedded(tmp_path / "data", acl_enable=True):
+            pass
+    looked = f"looked at {home / 'conf' / 'plain_acl.yml'}, then {store_file}"
+    assert failed.group_contains(AclConfigError, match=re.escape(looked))
+    store_file.parent.mkdir(parents=True, exist_ok=True)
+    write_acl(store_file, ACL)
+    async with boltmq.embedded(tmp_path / "data", acl_enable=True) as cluster:
+        assert cluster.broker.config.plain_acl_path == store_file
+        await signed_send_is_checked(cluster.broker_address)
+    monkeypatch.delenv("ROCKETMQ_HOME")
+    store_file.unlink()
+    with pytest.raises(ExceptionGroup) as failed:
+        async with boltmq.embedded(tmp_path / "data", acl_enable=True):
+            pass
+    assert failed.group_contains(AclConfigError, match=re.escape(f"looked at {store_file};"))
 
 
 async def test_websocket_listener_is_checked_too(tmp_path: Path) -> None:
