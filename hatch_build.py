@@ -27,7 +27,7 @@ from typing import Any
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 
-class SpeedupsBuildHook(BuildHookInterface):  # type: ignore[type-arg,misc,unused-ignore]
+class SpeedupsBuildHook(BuildHookInterface):
     """Compiles the optional codec extension into the wheel, or in place for editable installs."""
 
     PLUGIN_NAME = "custom"
