@@ -19,8 +19,10 @@ sync:
         echo "$want" > "$stamp"
     fi
 
-# Start the embedded cluster (registry + broker in one process, data under ~/boltmq).
+# Start the embedded cluster (registry + broker in one process, data under ~/boltmq); first
+# rebuilds the compiled codecs if protocol/_speedups.pyx changed since the install built them.
 up *ARGS: sync
+    @{{py}} -m tools.build_ext --soft
     .venv/bin/boltmq cluster {{ARGS}}
 
 # Run the whole test suite (installs chromium and tmux for the browser and screen tests first when missing;

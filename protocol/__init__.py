@@ -14,8 +14,13 @@ Layers, bottom up (each usable without the ones above it):
 - `protocol.transport`, `protocol.websocket`: thin TCP and websocket transports.
 - `protocol.server`, `protocol.client`: `RemotingServer` over TCP and websocket, and the
   pooled `RemotingClient` (trio or asyncio).
+
+`codecs_status` says whether the compiled codecs (``protocol/_speedups.pyx``) or the pure-Python
+ones run, and why.
 """
 
+# First: it decides, before any codec imports it, whether the compiled module may load.
+from protocol._codecs import codecs_status
 from protocol.client import RemotingClient
 from protocol.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
 from protocol.command import (
@@ -46,4 +51,5 @@ __all__ = [
     "ResponseCode",
     "SerializeType",
     "ServerConfig",
+    "codecs_status",
 ]

@@ -76,6 +76,7 @@ from actors.broker.tables.groups import SubscriptionGroupManager
 from actors.broker.tables.locks import RebalanceLockManager
 from actors.broker.tables.offsets import ConsumerOffsetManager
 from actors.broker.tables.topics import TopicManager
+from protocol import codecs_status
 from protocol.acl import SessionCredentials
 from protocol.client import RemotingClient
 from protocol.codes import RequestCode
@@ -320,7 +321,8 @@ class Broker:
                 await nursery.start(supervisor.run)
                 settle_garbage_collector()
                 log.info(
-                    "broker %s (%s, %s) of cluster %s ready on %s%s%s%s; store %s; registries: %s",
+                    "broker %s (%s, %s) of cluster %s ready on %s%s%s%s; store %s; registries: %s"
+                    "; codecs: %s",
                     config.broker_name, config.broker_role, config.flush_disk_type,
                     config.broker_cluster_name, self.address,
                     f", fast port {self.fast_port}" if self.fast_port else "",
@@ -328,7 +330,7 @@ class Broker:
                     f", metrics at :{self.metrics_port}/metrics" if self.metrics_port else "",
                     "in memory (no files; no restart, no replication)" if config.in_memory
                     else config.store_root,
-                    ", ".join(config.namesrv_list) or "none",
+                    ", ".join(config.namesrv_list) or "none", codecs_status(),
                 )  # fmt: skip
                 task_status.started(self)
 

@@ -29,6 +29,7 @@ from boltmq.cli._run import (
     serve,
     version,
 )
+from protocol import codecs_status
 
 __all__ = [
     "COMMANDS",
@@ -79,7 +80,12 @@ def parser() -> argparse.ArgumentParser:
         epilog="example:\n  boltmq cluster          # a registry and a broker, data under ~/boltmq",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    top.add_argument("--version", action="version", version=f"boltmq {version()}")
+    top.add_argument(
+        "--version",
+        action="version",
+        version=f"boltmq {version()} (codecs: {codecs_status()})",
+        help="show the version and whether the compiled codecs run, then exit",
+    )
     _add_log_level(top, default=None)
     commands = top.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     for name, command in COMMANDS.items():

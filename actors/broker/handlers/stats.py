@@ -24,6 +24,7 @@ from actors.broker.services.stats import (
 from actors.broker.tables.clients import ClientManager
 from actors.broker.tables.offsets import ConsumerOffsetManager
 from actors.broker.tables.topics import TopicManager
+from protocol import codecs_status
 from protocol.bodies import (
     BrokerStatsData,
     BrokerStatsItem,
@@ -189,6 +190,8 @@ def runtime_info(parts: StatsParts) -> dict[str, str]:
         "getTransferedTps": stats.get_transfered_tps(),
         "commitLogMinOffset": str(store.commit_log_min_offset),
         "commitLogMaxOffset": str(store.commit_log_max_offset),
+        # BoltMQ's own: "compiled", or "pure (<why>)", the codec path this broker runs.
+        "codecs": codecs_status(),
     }
     if root.exists():
         usage = shutil.disk_usage(root)

@@ -41,6 +41,7 @@ from actors.broker.tables.clients import ClientManager
 from actors.broker.tables.groups import SubscriptionGroupManager
 from actors.broker.tables.offsets import ConsumerOffsetManager
 from actors.broker.tables.topics import TopicManager
+from protocol import codecs_status
 from protocol.bodies import ConsumeType, MessageModel
 from protocol.names import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
@@ -55,7 +56,7 @@ from protocol.names import (
 from protocol.rpc_metrics import rpc_latency_family
 from storage import MessageStore
 
-__all__ = ["BrokerMetricsCollector", "ConsumerLag", "MetricsParts"]
+__all__ = ["BrokerMetricsCollector", "ConsumerLag", "MetricsParts", "codecs_family"]
 
 #: RocketMQ's system consumer groups start with this (any case); system topics with
 #: `SYSTEM_TOPIC_PREFIX`, besides the ones named in `_SYSTEM_TOPICS`.
@@ -135,6 +136,7 @@ class BrokerMetricsCollector(Collector):
         yield from self._storage(base)
         yield from self._ha(base)
         yield from self._exporter(lags)
+        yield codecs_family(base)
 
     # -- RocketMQ 5 --------------------------------------------------------------------------
 
@@ -400,6 +402,18 @@ class BrokerMetricsCollector(Collector):
             latency = max(now_ms - oldest, 0) if oldest else 0
             lags.append(ConsumerLag(group, topic, lag_messages, latency, consumer_offset))
         return lags
+
+
+def codecs_family(base: dict[str, str]) -> GaugeMetricFamily:
+    """``boltmq_codecs_info``: 1, labelled with the codec path this broker runs and why."""
+    status = codecs_status()
+    path, _, reason = status.partition(" (")
+    return _gauge(
+        "boltmq_codecs_info",
+        "The codec path this broker runs: compiled (protocol._speedups) or pure Python",
+        {**base, "path": path, "reason": reason.removesuffix(")")},
+        1,
+    )
 
 
 def _gauge(name: str, text: str, labels: dict[str, str], value: float) -> GaugeMetricFamily:

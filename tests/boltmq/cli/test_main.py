@@ -15,6 +15,7 @@ import pytest
 import trio
 
 from boltmq import cli
+from protocol import codecs_status
 from supervisors import ChildSpec, Supervisor
 
 
@@ -58,7 +59,8 @@ def test_help_lists_the_sub_commands(capsys: pytest.CaptureFixture[str]) -> None
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["--version"]) == 0
-    assert capsys.readouterr().out.strip() == f"boltmq {cli.version()}"
+    status = codecs_status()
+    assert capsys.readouterr().out.strip() == f"boltmq {cli.version()} (codecs: {status})"
 
 
 def test_no_sub_command_prints_usage_and_returns_2(capsys: pytest.CaptureFixture[str]) -> None:
