@@ -152,6 +152,7 @@ def broker_row(
         role=role,
         cluster=broker.cluster,
         version=info.get("brokerVersionDesc"),
+        codecs=info.get("codecs"),
         uptime_s=max(now_ms - boot, 0) / 1000 if boot else None,
         in_tps=rates[0] if rates else None,
         out_tps=rates[1] if rates else None,

@@ -52,6 +52,8 @@ class BrokerRow:
     cluster: str = ""
     error: str | None = None
     version: str | None = None
+    #: The broker's codec path: "compiled", or "pure (why)" (GET_BROKER_RUNTIME_INFO's codecs).
+    codecs: str | None = None
     uptime_s: float | None = None
     in_tps: float | None = None
     out_tps: float | None = None

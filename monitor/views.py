@@ -119,12 +119,20 @@ def sparkline(points: Sequence[float], width: int = 20) -> str:
     return "".join(_SPARKS[min(int(p / top * (len(_SPARKS) - 1) + 0.5), 7)] for p in points)
 
 
+def _codecs(path: str | None) -> str:
+    # "compiled" or "pure"; the reason after "pure" is too long for a cell.
+    return "-" if not path else path.split(" ", 1)[0]
+
+
 BROKER_COLUMNS: list[Column[BrokerRow]] = [
     Column("broker", lambda r: r.broker_name, justify="left"),
     Column("id", lambda r: r.broker_id),
     Column("role", lambda r: r.role, justify="left"),
     Column("address", lambda r: r.address, justify="left"),
     Column("version", lambda r: r.version or "", justify="left"),
+    # "pure": the broker runs without its compiled hot paths (the reason is in its runtime
+    # info's codecs, `boltmq admin brokerStatus`, and in its start line).
+    Column("codecs", lambda r: r.codecs or "", lambda r: _codecs(r.codecs), justify="left"),
     Column("uptime", lambda r: r.uptime_s or 0, lambda r: seconds(r.uptime_s)),
     Column("in/s", lambda r: r.in_tps or 0, lambda r: rate(r.in_tps)),
     Column("out/s", lambda r: r.out_tps or 0, lambda r: rate(r.out_tps)),
@@ -172,6 +180,7 @@ BROKER_GIVE_WAY: tuple[Step, ...] = (
     (DROP, "put latency"),
     (DROP, "retention"),
     (DROP, "version"),
+    (DROP, "codecs"),
     (DROP, "uptime"),
     (DROP, "id"),  # the role says the same for a master
     (DROP, "disk"),

@@ -81,6 +81,7 @@ async def test_json_snapshot_after_known_traffic() -> None:
     brokers = snapshot["brokers"]
     assert len(brokers) == 1 and brokers[0]["error"] is None
     assert brokers[0]["role"] == "MASTER" and brokers[0]["version"]
+    assert brokers[0]["codecs"].split(" ")[0] in ("compiled", "pure")  # the broker's codec path
     assert brokers[0]["out_tps"] > 0
     header = snapshot["header"]
     assert list(header["registries"].values()) == [None]
