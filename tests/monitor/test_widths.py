@@ -85,7 +85,8 @@ def sample(n: int) -> Sample:
             continue
         runtime = {
             "msgPutTotalTodayNow": str(put), "msgGetTotalTodayNow": str(put // 2),
-            "bootTimestamp": str(T0 - 3 * 86400_000), "brokerVersionDesc": "V4_9_8", "codecs": "compiled",
+            "bootTimestamp": str(T0 - 3 * 86400_000), "brokerVersionDesc": "V4_9_8",
+            "codecs": "compiled",
             "commitLogDiskRatio": "0.42", "commitLogMinOffset": str(2 * GIB),
             "commitLogMaxOffset": str(14 * GIB + (537 << 20)),
             "earliestMessageTimeStamp": str(T0 - 50 * 3600_000),
