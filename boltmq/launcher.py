@@ -529,6 +529,10 @@ class _ProcessNode:
         self.exits: collections.deque[float] = collections.deque()
         self.ready = False
         self.ready_or_ended = trio.Event()
+        #: Why it failed to start, mostly: the message of its last ERROR or CRITICAL line,
+        #: else its last line that starts a line of its own (a traceback's exception line).
+        self.last_error = ""
+        self.last_line = ""
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Start the process, report ready once it says it is, and raise `NodeExited` when
@@ -539,6 +543,7 @@ class _ProcessNode:
             self.cluster._changed(state, "restarting", level=None)  # said when it ended
         self.runs += 1
         self.ready, self.ready_or_ended = False, trio.Event()
+        self.last_error = self.last_line = ""
         conf = node.data_dir / f"{node.kind}.conf"
         conf.write_text(format_properties(dict(node.properties)), encoding="utf-8")
         command = [sys.executable, "-m", "boltmq.cli", node.kind, "-c", str(conf)]
@@ -620,8 +625,11 @@ class _ProcessNode:
             )
         await process.wait()
         self.state.last_exit = _describe_exit(process.returncode)
+        last = self.last_error or self.last_line
+        said = f": {last}" if last else ""
         raise NodeExited(
-            f"node {node.name} {self.state.last_exit} before it was ready (see {node.log_file})"
+            f"node {node.name} {self.state.last_exit} before it was ready{said} "
+            f"(see {node.log_file})"
         )
 
     async def _copy_log(self, stdout: trio.abc.ReceiveStream) -> None:
@@ -640,6 +648,8 @@ class _ProcessNode:
                     if not self.ready and self._says_ready(ready_line, line):
                         self.ready = True
                         self.ready_or_ended.set()
+                    elif not self.ready:
+                        self._note(line)
                     if self.cluster.follow:
                         sys.stdout.buffer.write(prefix + line + b"\n")
                 if self.cluster.follow:
@@ -648,6 +658,14 @@ class _ProcessNode:
                 sys.stdout.buffer.write(prefix + pending + b"\n")
                 sys.stdout.buffer.flush()
         self.ready_or_ended.set()
+
+    def _note(self, line: bytes) -> None:
+        text = line.decode("utf-8", "replace").rstrip()[:300]
+        if " ERROR " in text or " CRITICAL " in text:
+            # The message, after "time level logger: " (the format of boltmq.cli's logging).
+            self.last_error = text.split(": ", 1)[-1]
+        elif text and not text[0].isspace():
+            self.last_line = text
 
     def _says_ready(self, ready_line: re.Pattern[bytes], line: bytes) -> bool:
         match = ready_line.search(line)

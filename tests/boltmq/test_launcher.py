@@ -461,3 +461,24 @@ async def test_the_launcher_says_each_event_in_one_line_and_holds_its_data_direc
     text = "\n".join(lines)
     assert code == 0, text[-3000:]
     assert "Traceback" not in text and "ExceptionGroup" not in text, text
+
+
+async def test_a_node_that_fails_to_start_is_given_up_with_its_reason(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path, _ports = write_small_spec(tmp_path)
+    (tmp_path / "not-a-directory").write_text("a file where the slave's store should be\n")
+    path.write_text(path.read_text() + 'storePathRootDir = "not-a-directory"\n')
+    caplog.set_level("INFO", logger="boltmq.launcher")
+    async with boltmq.launch(path) as cluster:
+        assert cluster.states["broker-a-1"].status == "given up"
+        assert cluster.states["broker-a-0"].status == "running"
+    [given_up] = [r.message for r in caplog.records if ") given up: " in r.message]
+    assert given_up.startswith("node broker-a-1 (SLAVE"), given_up
+    assert "exited with code 1 before it was ready: " in given_up, given_up
+    assert "not-a-directory" in given_up, given_up
+    assert not any("cluster of 3 nodes up" in r.message for r in caplog.records)
+    assert any(
+        "cluster of 3 nodes started incomplete: node broker-a-1 given up" in r.message
+        for r in caplog.records
+    )
