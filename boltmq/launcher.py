@@ -559,7 +559,12 @@ class _ProcessNode:
             async with trio.open_nursery() as nursery:
                 assert process.stdout is not None
                 nursery.start_soon(self._copy_log, process.stdout)
-                await self._wait_until_ready(process)
+                try:
+                    await self._wait_until_ready(process)
+                except NodeExited as exc:
+                    if self.runs == 1 or self.stopping:
+                        raise  # a first start that fails gives it up, and that line says why
+                    raise self._ended(str(exc).removeprefix(f"node {node.name} ")) from None
                 state.pid, state.started_at = process.pid, time.time()
                 self.cluster._changed(state, "running", f"pid {process.pid}")
                 task_status.started()
@@ -577,13 +582,18 @@ class _ProcessNode:
         state.last_exit = _describe_exit(code)
         if self.stopping:
             return
+        raise self._ended(state.last_exit)
+
+    def _ended(self, why: str) -> NodeExited:
+        """Say in one line that the node ended, why, and whether it is restarted; the error
+        its supervisor then acts on."""
         if self._will_restart():
             # One line for the whole event: its supervisor's own lines are quieted.
-            self.cluster._changed(state, "exited", f"{state.last_exit}; restarting it",
+            self.cluster._changed(self.state, "exited", f"{why}; restarting it",
                                   level=logging.WARNING)  # fmt: skip
         else:
-            self.cluster._changed(state, "exited", level=None)  # "given up" says it
-        raise NodeExited(f"node {node.name} {state.last_exit}")
+            self.cluster._changed(self.state, "exited", level=None)  # "given up" says it
+        return NodeExited(f"node {self.node.name} {why}")
 
     def _will_restart(self) -> bool:
         """Whether its supervisor restarts it (counted as `Supervisor` counts)."""
