@@ -1,5 +1,6 @@
-"""Clusters in one program: `embedded` (a registry and a broker in this process) and the
-pieces the `boltmq` commands start their servers with.
+"""Clusters in one program: `embedded` (a registry and a broker in this process), `launch`
+(a spec's whole cluster, a process per node: docs/launcher.md) and the pieces the `boltmq`
+commands start their servers with.
 
     async with embedded() as cluster:      # ephemeral loopback ports, temporary data
         print(cluster.registry_address)
@@ -34,7 +35,7 @@ import trio
 from actors.broker.broker import Broker
 from actors.broker.config import BrokerConfig, load_broker_config
 from actors.registry import Registry, RegistryConfig
-from boltmq.spec import REGISTRY, ClusterSpec, NodeSpec, load_spec
+from boltmq.spec import BROKER, REGISTRY, ClusterSpec, NodeSpec, load_spec
 from protocol.bodies import KVTable
 from protocol.client import RemotingClient
 from protocol.codes import RequestCode, ResponseCode
@@ -150,7 +151,7 @@ LOCK_FILE = "launcher.lock"
 #: the registry's (actors/registry/service.py) and the broker's (actors/broker/broker.py).
 READY_LINES = {
     REGISTRY: re.compile(rb"registry ready: tcp port (\d+)"),
-    "broker": re.compile(rb"broker \S+ \(.*\) of cluster \S+ ready on [^\s,;]*:(\d+)"),
+    BROKER: re.compile(rb"broker \S+ \(.*\) of cluster \S+ ready on [^\s,;]*:(\d+)"),
 }
 
 
@@ -300,30 +301,6 @@ def claim(spec: ClusterSpec | str | Path) -> Iterator[ClusterClaim]:
         yield ClusterClaim(spec)
 
 
-@asynccontextmanager
-async def _launch(
-    spec: ClusterSpec, follow: bool, restart_rules: RestartRules | None
-) -> AsyncIterator[RunningCluster]:
-    with _launcher_lines(spec):
-        cluster = RunningCluster(spec, follow=follow, restart_rules=restart_rules or RestartRules())
-        for node in spec.nodes:
-            node.data_dir.mkdir(parents=True, exist_ok=True)
-            node.log_file.parent.mkdir(parents=True, exist_ok=True)
-        supervisor = Supervisor(
-            "cluster", [_node_tree(cluster, node) for node in spec.nodes],
-            intensity=len(spec.nodes),
-        )  # fmt: skip
-        async with trio.open_nursery() as nursery:
-            await nursery.start(supervisor.run)
-            await _report_up(cluster)
-            try:
-                yield cluster
-            finally:
-                with trio.CancelScope(shield=True):
-                    await supervisor.aclose()
-                nursery.cancel_scope.cancel()
-
-
 @contextlib.contextmanager
 def lock_data_dir(spec: ClusterSpec) -> Iterator[None]:
     """Hold ``spec``'s data directory for one launcher (a lock file with its pid); raises
@@ -354,20 +331,23 @@ def check_ports(spec: ClusterSpec) -> None:
     raises `LaunchRefused` naming the node, the key and the port of each one taken."""
     taken = []
     for node in spec.nodes:
+        address = node.bind_address or "0.0.0.0"
+        family = socket.AF_INET6 if ":" in address else socket.AF_INET
         for key, port in node.listeners:
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            with socket.socket(family, socket.SOCK_STREAM) as probe:
                 # As the node's own listeners do: a closed connection's TIME_WAIT is no owner.
                 probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 try:
-                    probe.bind((node.bind_address or "0.0.0.0", port))
+                    probe.bind((address, port))
                     probe.listen()
                 except OSError as exc:
                     why = "in use" if exc.errno == errno.EADDRINUSE else exc.strerror
                     taken.append(f"node {node.name} {key} {port} ({why})")
     if taken:
+        them = "them" if len(taken) > 1 else "it"
         raise LaunchRefused(
-            f"port{'s' if len(taken) > 1 else ''} taken: {'; '.join(taken)}: stop what uses "
-            f"{'them' if len(taken) > 1 else 'it'} or change the key in {spec.path or 'the spec'}"
+            f"cannot listen on {'; '.join(taken)}: free {them} or change the key in "
+            f"{spec.path or 'the spec'}"
         )
 
 
@@ -380,6 +360,35 @@ def kill_left_over(cluster: RunningCluster) -> list[str]:
             process.kill()
             killed.append(name)
     return killed
+
+
+def read_state(spec: ClusterSpec) -> dict[str, Any]:
+    """The state file a launcher of ``spec`` keeps; FileNotFoundError when none ran."""
+    return dict(json.loads((spec.data_dir / STATE_FILE).read_bytes()))
+
+
+@asynccontextmanager
+async def _launch(
+    spec: ClusterSpec, follow: bool, restart_rules: RestartRules | None
+) -> AsyncIterator[RunningCluster]:
+    with _launcher_lines(spec):
+        cluster = RunningCluster(spec, follow=follow, restart_rules=restart_rules or RestartRules())
+        for node in spec.nodes:
+            node.data_dir.mkdir(parents=True, exist_ok=True)
+            node.log_file.parent.mkdir(parents=True, exist_ok=True)
+        supervisor = Supervisor(
+            "cluster", [_node_tree(cluster, node) for node in spec.nodes],
+            intensity=len(spec.nodes),
+        )  # fmt: skip
+        async with trio.open_nursery() as nursery:
+            await nursery.start(supervisor.run)
+            await _report_up(cluster)
+            try:
+                yield cluster
+            finally:
+                with trio.CancelScope(shield=True):
+                    await supervisor.aclose()
+                nursery.cancel_scope.cancel()
 
 
 async def _report_up(cluster: RunningCluster) -> None:
@@ -466,11 +475,6 @@ def _launcher_lines(spec: ClusterSpec) -> Iterator[None]:
         yield
     finally:
         supervisor_log.removeFilter(keep)
-
-
-def read_state(spec: ClusterSpec) -> dict[str, Any]:
-    """The state file a launcher of ``spec`` keeps; FileNotFoundError when none ran."""
-    return dict(json.loads((spec.data_dir / STATE_FILE).read_bytes()))
 
 
 def _node_tree(cluster: RunningCluster, node: NodeSpec) -> ChildSpec:
