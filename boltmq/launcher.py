@@ -503,7 +503,10 @@ def _node_tree(cluster: RunningCluster, node: NodeSpec) -> ChildSpec:
         try:
             await supervisor.run(task_status=status)
         except SupervisorEscalation as exc:
-            cause = str(exc.cause) if isinstance(exc.cause, NodeExited) else repr(exc.cause)
+            error = exc.cause
+            if isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+                error = error.exceptions[0]  # an in-process node's failure, in its nursery's
+            cause = str(error) if isinstance(error, NodeExited) else repr(error)
             if started:
                 cause += f" (more than {rules.intensity} restarts in {rules.period:g} s)"
             cluster._changed(state, "given up", f"{cause}; the other nodes keep running",
@@ -591,24 +594,8 @@ class _ProcessNode:
     def _ended(self, why: str) -> NodeExited:
         """Say in one line that the node ended, why, and whether it is restarted; the error
         its supervisor then acts on."""
-        if self._will_restart():
-            # One line for the whole event: its supervisor's own lines are quieted.
-            self.cluster._changed(self.state, "exited", f"{why}; restarting it",
-                                  level=logging.WARNING)  # fmt: skip
-        else:
-            self.cluster._changed(self.state, "exited", level=None)  # "given up" says it
+        _say_ended(self.cluster, self.state, self.exits, why)
         return NodeExited(f"node {self.node.name} {why}")
-
-    def _will_restart(self) -> bool:
-        """Whether its supervisor restarts it (counted as `Supervisor` counts)."""
-        rules = self.cluster.restart_rules
-        now = trio.current_time()
-        while self.exits and self.exits[0] <= now - rules.period:
-            self.exits.popleft()
-        if len(self.exits) + 1 > rules.intensity:
-            return False
-        self.exits.append(now)
-        return True
 
     async def stop(self) -> None:
         """SIGTERM (a clean stop: unregister, flush, persist), SIGKILL after the deadline."""
@@ -700,14 +687,18 @@ class _InProcessNode:
         self.state = cluster.states[node.name]
         self.server: Registry | Broker | None = None
         self.runs = 0
+        self.stopping = False
+        #: When it ended after being ready, for as long as its supervisor counts restarts.
+        self.exits: collections.deque[float] = collections.deque()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the registry or broker until stopped."""
         node, state = self.node, self.state
         if self.runs:
             state.restarts += 1
-            self.cluster._changed(state, "restarting")
+            self.cluster._changed(state, "restarting", level=None)  # said when it ended
         self.runs += 1
+        started = False
         properties: dict[str, object] = dict(node.properties)
         if node.kind == REGISTRY:
             registry = Registry(load_config(RegistryConfig, None, properties))
@@ -722,13 +713,41 @@ class _InProcessNode:
                 state.pid, state.started_at = os.getpid(), time.time()
                 self.cluster._changed(state, "running", "in process")
                 task_status.started()
+                started = True
+        except Exception as exc:
+            if started:  # a first start that fails gives it up, and that line says why
+                error = exc.exceptions[0] if isinstance(exc, ExceptionGroup) and len(
+                    exc.exceptions) == 1 else exc  # fmt: skip
+                _say_ended(self.cluster, state, self.exits, f"crashed: {error!r}")
+            raise
         finally:
             state.pid = None
+        if started and not self.stopping:
+            _say_ended(self.cluster, state, self.exits, "returned")
 
     async def stop(self) -> None:
         """Stop the broker's supervisor in order (a registry stops when cancelled)."""
+        self.stopping = True
         if isinstance(self.server, Broker) and self.server.supervisor is not None:
             await self.server.supervisor.aclose()
+
+
+def _say_ended(
+    cluster: RunningCluster, state: NodeState, exits: collections.deque[float], why: str
+) -> None:
+    """One line for a node that ended after it was ready: why, and that it is restarted; or
+    nothing when it is given up (the "given up" line then says it). ``exits`` are its recent
+    restarts, counted as its `Supervisor` counts them, so the line tells what it will do."""
+    rules = cluster.restart_rules
+    now = trio.current_time()
+    while exits and exits[0] <= now - rules.period:
+        exits.popleft()
+    if len(exits) + 1 > rules.intensity:
+        cluster._changed(state, "exited", level=None)
+        return
+    exits.append(now)
+    # One line for the whole event: its supervisor's own lines are quieted.
+    cluster._changed(state, "exited", f"{why}; restarting it", level=logging.WARNING)
 
 
 def _describe_exit(code: int | None) -> str:
