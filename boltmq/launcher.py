@@ -382,8 +382,9 @@ async def _launch(
         )  # fmt: skip
         async with trio.open_nursery() as nursery:
             await nursery.start(supervisor.run)
-            await _report_up(cluster)
             try:
+                # Inside: a Ctrl-C while the slaves link up still stops the nodes in order.
+                await _report_up(cluster)
                 yield cluster
             finally:
                 with trio.CancelScope(shield=True):
