@@ -1,5 +1,6 @@
-"""Clusters in one program: `embedded` (a registry and a broker in this process) and the
-pieces the `boltmq` commands start their servers with.
+"""Clusters in one program: `embedded` (a registry and a broker in this process), `launch`
+(a spec's whole cluster, a process per node: docs/launcher.md) and the pieces the `boltmq`
+commands start their servers with.
 
     async with embedded() as cluster:      # ephemeral loopback ports, temporary data
         print(cluster.registry_address)
@@ -7,17 +8,23 @@ pieces the `boltmq` commands start their servers with.
 
 from __future__ import annotations
 
+import collections
+import contextlib
+import errno
+import fcntl
 import json
 import logging
 import os
+import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 import types
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -28,7 +35,11 @@ import trio
 from actors.broker.broker import Broker
 from actors.broker.config import BrokerConfig, load_broker_config
 from actors.registry import Registry, RegistryConfig
-from boltmq.spec import REGISTRY, ClusterSpec, NodeSpec, load_spec
+from boltmq.spec import BROKER, REGISTRY, ClusterSpec, NodeSpec, load_spec
+from protocol.bodies import KVTable
+from protocol.client import RemotingClient
+from protocol.codes import RequestCode, ResponseCode
+from protocol.command import RemotingCommand, RemotingError
 from supervisors.config import format_properties, load_config
 from supervisors.config_file import save_json_config
 from supervisors.supervisor import ChildSpec, RestartPolicy, Supervisor, SupervisorEscalation
@@ -121,8 +132,10 @@ def broker_child(broker: Broker) -> ChildSpec:
 
 # -- the cluster launcher ------------------------------------------------------------------------
 
-#: Seconds a node may take to answer on its port after its process starts.
+#: Seconds a node may take to say it is ready after its process starts.
 NODE_START_TIMEOUT = 60.0
+#: Seconds every slave gets, once all nodes are ready, to connect to its master's HA port.
+SLAVE_LINK_TIMEOUT = 30.0
 #: Seconds a node gets to stop cleanly (SIGTERM) before it is killed.
 NODE_STOP_TIMEOUT = 20.0
 #: Per node: more than this many restarts within `NODE_RESTART_PERIOD` seconds gives it up.
@@ -130,10 +143,25 @@ NODE_RESTART_INTENSITY = 5
 NODE_RESTART_PERIOD = 60.0
 #: Where the launcher keeps its nodes' state for `boltmq cluster -f SPEC --status`.
 STATE_FILE = "cluster-state.json"
+#: Held (flock) by the launcher of a data directory for its whole life; holds its pid.
+LOCK_FILE = "launcher.lock"
+
+#: The line each kind of node logs once it serves, and the port it names: the node itself
+#: says it is ready (a TCP connect could reach another process on its port). The lines are
+#: the registry's (actors/registry/service.py) and the broker's (actors/broker/broker.py).
+READY_LINES = {
+    REGISTRY: re.compile(rb"registry ready: tcp port (\d+)"),
+    BROKER: re.compile(rb"broker \S+ \(.*\) of cluster \S+ ready on [^\s,;]*:(\d+)"),
+}
 
 
 class NodeExited(Exception):
     """A node's process ended while the launcher wanted it running."""
+
+
+class LaunchRefused(Exception):
+    """A cluster that must not start: its data directory is another launcher's, or a port a
+    node binds is taken. Raised before any node starts; the message is one line."""
 
 
 @attrs.define
@@ -195,11 +223,14 @@ class RunningCluster:
             raise RuntimeError(f"node {node.name} has no running process")
         process.send_signal(signum)
 
-    def _changed(self, state: NodeState, status: str, detail: str = "") -> None:
+    def _changed(
+        self, state: NodeState, status: str, detail: str = "", *, level: int | None = logging.INFO
+    ) -> None:
+        """Record ``state``'s new status and, unless ``level`` is None, say it in one line."""
         state.status = status
-        line = f"node {state.name} ({state.role} {state.address}) {status}"
-        log.log(logging.ERROR if status == "given up" else logging.INFO,
-                "%s%s", line, f": {detail}" if detail else "")  # fmt: skip
+        if level is not None:
+            line = f"node {state.name} ({state.role} {state.address}) {status}"
+            log.log(level, "%s%s", line, f": {detail}" if detail else "")
         self._write_state()
 
     def _write_state(self) -> None:
@@ -229,33 +260,95 @@ class RestartRules:
 
 @asynccontextmanager
 async def launch(
-    spec: ClusterSpec | str | Path,
+    spec: ClusterSpec | ClusterClaim | str | Path,
     *,
     follow: bool = False,
     restart_rules: RestartRules | None = None,
 ) -> AsyncIterator[RunningCluster]:
-    """Start every node of ``spec`` (a `ClusterSpec` or a spec file) in order, registries then
-    masters then slaves, each once it answers on its port; yield the running cluster; stop
-    the nodes in reverse order at the end. A node that dies is restarted on the same config
-    and store with backoff; one that keeps dying is given up while the others keep running."""
+    """Start every node of ``spec`` (a `ClusterSpec`, a spec file, or a `ClusterClaim` the
+    caller holds) in order, registries then masters then slaves, each once it says it is
+    ready; wait until every slave is linked to its master; yield the running cluster; stop
+    the nodes in reverse order at the end.
+
+    Raises `LaunchRefused` before anything starts when another launcher holds the data
+    directory or a port a node binds is taken (see `claim`). A node that dies is restarted
+    on the same config and store with backoff; one that keeps dying is given up while the
+    others run."""
+    if isinstance(spec, ClusterClaim):
+        async with _launch(spec.spec, follow, restart_rules) as cluster:
+            yield cluster
+        return
+    with claim(spec) as claimed:
+        async with _launch(claimed.spec, follow, restart_rules) as cluster:
+            yield cluster
+
+
+@attrs.frozen
+class ClusterClaim:
+    """A spec whose data directory this process holds and whose ports were free (`claim`)."""
+
+    spec: ClusterSpec
+
+
+@contextlib.contextmanager
+def claim(spec: ClusterSpec | str | Path) -> Iterator[ClusterClaim]:
+    """Hold ``spec``'s data directory (`lock_data_dir`) and check its ports (`check_ports`)
+    for the block; raises `LaunchRefused`. Outside trio, so that a refusal is one line."""
     if not isinstance(spec, ClusterSpec):
         spec = load_spec(spec)
-    cluster = RunningCluster(spec, follow=follow, restart_rules=restart_rules or RestartRules())
-    for node in spec.nodes:
-        node.data_dir.mkdir(parents=True, exist_ok=True)
-        node.log_file.parent.mkdir(parents=True, exist_ok=True)
-    supervisor = Supervisor(
-        "cluster", [_node_tree(cluster, node) for node in spec.nodes], intensity=len(spec.nodes)
-    )
-    async with trio.open_nursery() as nursery:
-        await nursery.start(supervisor.run)
-        log.info("cluster of %d nodes up; registries: %s", len(spec.nodes), spec.namesrv_addr)
+    with lock_data_dir(spec):
+        check_ports(spec)
+        yield ClusterClaim(spec)
+
+
+@contextlib.contextmanager
+def lock_data_dir(spec: ClusterSpec) -> Iterator[None]:
+    """Hold ``spec``'s data directory for one launcher (a lock file with its pid); raises
+    `LaunchRefused` naming the other launcher's pid when it holds the directory already."""
+    spec.data_dir.mkdir(parents=True, exist_ok=True)
+    path = spec.data_dir / LOCK_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
         try:
-            yield cluster
-        finally:
-            with trio.CancelScope(shield=True):
-                await supervisor.aclose()
-            nursery.cancel_scope.cancel()
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            raise LaunchRefused(
+                f"{spec.data_dir} is in use by the launcher with pid {holder}, whose cluster "
+                f"runs: `boltmq cluster -f {spec.path or 'SPEC'} --status` shows it"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        # Closing the descriptor releases the lock; the file stays (a lock on a removed file
+        # would let the next launcher lock a new one beside a running cluster).
+        os.close(fd)
+
+
+def check_ports(spec: ClusterSpec) -> None:
+    """Bind each port every node of ``spec`` will bind, on its bind address, and let it go;
+    raises `LaunchRefused` naming the node, the key and the port of each one taken."""
+    taken = []
+    for node in spec.nodes:
+        address = node.bind_address or "0.0.0.0"
+        family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        for key, port in node.listeners:
+            with socket.socket(family, socket.SOCK_STREAM) as probe:
+                # As the node's own listeners do: a closed connection's TIME_WAIT is no owner.
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    probe.bind((address, port))
+                    probe.listen()
+                except OSError as exc:
+                    why = "in use" if exc.errno == errno.EADDRINUSE else exc.strerror
+                    taken.append(f"node {node.name} {key} {port} ({why})")
+    if taken:
+        them = "them" if len(taken) > 1 else "it"
+        raise LaunchRefused(
+            f"cannot listen on {'; '.join(taken)}: free {them} or change the key in "
+            f"{spec.path or 'the spec'}"
+        )
 
 
 def kill_left_over(cluster: RunningCluster) -> list[str]:
@@ -272,6 +365,117 @@ def kill_left_over(cluster: RunningCluster) -> list[str]:
 def read_state(spec: ClusterSpec) -> dict[str, Any]:
     """The state file a launcher of ``spec`` keeps; FileNotFoundError when none ran."""
     return dict(json.loads((spec.data_dir / STATE_FILE).read_bytes()))
+
+
+@asynccontextmanager
+async def _launch(
+    spec: ClusterSpec, follow: bool, restart_rules: RestartRules | None
+) -> AsyncIterator[RunningCluster]:
+    with _launcher_lines(spec):
+        cluster = RunningCluster(spec, follow=follow, restart_rules=restart_rules or RestartRules())
+        for node in spec.nodes:
+            node.data_dir.mkdir(parents=True, exist_ok=True)
+            node.log_file.parent.mkdir(parents=True, exist_ok=True)
+        supervisor = Supervisor(
+            "cluster", [_node_tree(cluster, node) for node in spec.nodes],
+            intensity=len(spec.nodes),
+        )  # fmt: skip
+        async with trio.open_nursery() as nursery:
+            await nursery.start(supervisor.run)
+            try:
+                # Inside: a Ctrl-C while the slaves link up still stops the nodes in order.
+                await _report_up(cluster)
+                yield cluster
+            finally:
+                with trio.CancelScope(shield=True):
+                    await supervisor.aclose()
+                nursery.cancel_scope.cancel()
+
+
+async def _report_up(cluster: RunningCluster) -> None:
+    """Say "cluster up" once every node is ready and every slave is linked to its master (a
+    first send to a SYNC_MASTER then meets no SLAVE_NOT_AVAILABLE); else say what is not."""
+    spec = cluster.spec
+    given_up = [name for name, state in cluster.states.items() if state.status == "given up"]
+    missing = await _wait_for_slaves(cluster)
+    if given_up or missing:
+        log.error(
+            "cluster of %d nodes started incomplete: %s; registries: %s", len(spec.nodes),
+            "; ".join([*(f"node {name} given up" for name in given_up), *missing]),
+            spec.namesrv_addr,
+        )  # fmt: skip
+        return
+    log.info("cluster of %d nodes up; registries: %s", len(spec.nodes), spec.namesrv_addr)
+
+
+async def _wait_for_slaves(cluster: RunningCluster) -> list[str]:
+    """Wait until each running master counts its running slaves among its HA connections
+    (haConnectionCount in its runtime info), `SLAVE_LINK_TIMEOUT` seconds in all; what is
+    still missing then, one phrase per master."""
+    groups: dict[str, list[NodeSpec]] = collections.defaultdict(list)
+    for node in cluster.spec.brokers:
+        if cluster.states[node.name].status == "running":
+            groups[node.broker_name].append(node)
+    missing = []
+    deadline = trio.current_time() + SLAVE_LINK_TIMEOUT
+    async with RemotingClient() as client:
+        for nodes in groups.values():
+            masters = [node for node in nodes if node.rank == 1]
+            slaves = [node for node in nodes if node.rank == 2]
+            if not masters or not slaves:
+                continue
+            master = masters[0]
+            count = await _ha_connections(client, cluster.address(master.name), len(slaves),
+                                          deadline)  # fmt: skip
+            if count < len(slaves):
+                names = ", ".join(slave.name for slave in slaves)
+                missing.append(
+                    f"{'slave' if len(slaves) == 1 else 'one of the slaves'} {names} not "
+                    f"linked to master {master.name} within {SLAVE_LINK_TIMEOUT:g} s "
+                    f"(haConnectionCount {count} of {len(slaves)}; see {slaves[0].log_file})"
+                )
+    return missing
+
+
+async def _ha_connections(
+    client: RemotingClient, address: str, wanted: int, deadline: float
+) -> int:
+    """The master's haConnectionCount, asked every 0.1 s until it reaches ``wanted`` or the
+    deadline passes (then the last count seen)."""
+    count = 0
+    request = RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)
+    with trio.move_on_at(deadline):
+        while True:
+            try:
+                with trio.move_on_after(3.0):
+                    answer = await client.invoke(address, request, 3.0)
+                    if answer.code == ResponseCode.SUCCESS:
+                        table = KVTable.from_json(answer.body or b"{}").table
+                        count = int(table.get("haConnectionCount", "0"))
+            except (OSError, RemotingError):
+                pass  # a master restarting: ask again until the deadline
+            if count >= wanted:
+                break
+            await trio.sleep(0.1)
+    return count
+
+
+@contextlib.contextmanager
+def _launcher_lines(spec: ClusterSpec) -> Iterator[None]:
+    """Quiet the supervisor's own lines about the launcher's supervisors while it runs: the
+    launcher says each node event in one line, and a restart's traceback would bury it."""
+    names = {"cluster", *(f"node {node.name}" for node in spec.nodes)}
+
+    def keep(record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not any(isinstance(arg, str) and arg in names for arg in args[:2])
+
+    supervisor_log = logging.getLogger("boltmq.supervisor")
+    supervisor_log.addFilter(keep)
+    try:
+        yield
+    finally:
+        supervisor_log.removeFilter(keep)
 
 
 def _node_tree(cluster: RunningCluster, node: NodeSpec) -> ChildSpec:
@@ -300,7 +504,14 @@ def _node_tree(cluster: RunningCluster, node: NodeSpec) -> ChildSpec:
         try:
             await supervisor.run(task_status=status)
         except SupervisorEscalation as exc:
-            cluster._changed(state, "given up", f"{exc.cause!r}; the other nodes keep running")
+            error = exc.cause
+            if isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+                error = error.exceptions[0]  # an in-process node's failure, in its nursery's
+            cause = str(error) if isinstance(error, NodeExited) else repr(error)
+            if started:
+                cause += f" (more than {rules.intensity} restarts in {rules.period:g} s)"
+            cluster._changed(state, "given up", f"{cause}; the other nodes keep running",
+                             level=logging.ERROR)  # fmt: skip
             if not started:
                 task_status.started()
             return
@@ -321,15 +532,26 @@ class _ProcessNode:
         self.state = cluster.states[node.name]
         self.process: trio.Process | None = None
         self.runs = 0
+        self.stopping = False
+        #: When it ended after being ready, for as long as its supervisor counts restarts.
+        self.exits: collections.deque[float] = collections.deque()
+        self.ready = False
+        self.ready_or_ended = trio.Event()
+        #: Why it failed to start, mostly: the message of its last ERROR or CRITICAL line,
+        #: else its last line that starts a line of its own (a traceback's exception line).
+        self.last_error = ""
+        self.last_line = ""
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Start the process, report ready once it answers on its port, and raise
-        `NodeExited` when it ends."""
+        """Start the process, report ready once it says it is, and raise `NodeExited` when
+        it ends."""
         node, state = self.node, self.state
         if self.runs:
             state.restarts += 1
-            self.cluster._changed(state, "restarting")
+            self.cluster._changed(state, "restarting", level=None)  # said when it ended
         self.runs += 1
+        self.ready, self.ready_or_ended = False, trio.Event()
+        self.last_error = self.last_line = ""
         conf = node.data_dir / f"{node.kind}.conf"
         conf.write_text(format_properties(dict(node.properties)), encoding="utf-8")
         command = [sys.executable, "-m", "boltmq.cli", node.kind, "-c", str(conf)]
@@ -345,7 +567,12 @@ class _ProcessNode:
             async with trio.open_nursery() as nursery:
                 assert process.stdout is not None
                 nursery.start_soon(self._copy_log, process.stdout)
-                await self._wait_until_up(process)
+                try:
+                    await self._wait_until_ready(process)
+                except NodeExited as exc:
+                    if self.runs == 1 or self.stopping:
+                        raise  # a first start that fails gives it up, and that line says why
+                    raise self._ended(str(exc).removeprefix(f"node {node.name} ")) from None
                 state.pid, state.started_at = process.pid, time.time()
                 self.cluster._changed(state, "running", f"pid {process.pid}")
                 task_status.started()
@@ -361,11 +588,19 @@ class _ProcessNode:
                 await self._kill(process)
             state.pid = None
         state.last_exit = _describe_exit(code)
-        self.cluster._changed(state, "exited", state.last_exit)
-        raise NodeExited(f"node {node.name} {state.last_exit}")
+        if self.stopping:
+            return
+        raise self._ended(state.last_exit)
+
+    def _ended(self, why: str) -> NodeExited:
+        """Say in one line that the node ended, why, and whether it is restarted; the error
+        its supervisor then acts on."""
+        _say_ended(self.cluster, self.state, self.exits, why)
+        return NodeExited(f"node {self.node.name} {why}")
 
     async def stop(self) -> None:
         """SIGTERM (a clean stop: unregister, flush, persist), SIGKILL after the deadline."""
+        self.stopping = True
         process = self.process
         if process is None or process.returncode is not None:
             return
@@ -379,40 +614,64 @@ class _ProcessNode:
         process.kill()
         await process.wait()
 
-    async def _wait_until_up(self, process: trio.Process) -> None:
-        port = self.node.port
-        with trio.fail_after(NODE_START_TIMEOUT):
-            while True:
-                if process.returncode is not None or process.poll() is not None:
-                    self.state.last_exit = _describe_exit(process.returncode)
-                    raise NodeExited(
-                        f"node {self.node.name} {_describe_exit(process.returncode)} before it "
-                        f"answered on port {port} (see {self.node.log_file})"
-                    )
-                try:
-                    stream = await trio.open_tcp_stream("127.0.0.1", port)
-                except OSError:
-                    await trio.sleep(0.05)
-                    continue
-                await stream.aclose()
-                return
+    async def _wait_until_ready(self, process: trio.Process) -> None:
+        node = self.node
+        with trio.move_on_after(NODE_START_TIMEOUT):
+            await self.ready_or_ended.wait()
+        if self.ready:
+            return
+        if not self.ready_or_ended.is_set():
+            raise NodeExited(
+                f"node {node.name} did not say it was ready within {NODE_START_TIMEOUT:g} s, "
+                f"so it was stopped (see {node.log_file})"
+            )
+        await process.wait()
+        self.state.last_exit = _describe_exit(process.returncode)
+        last = self.last_error or self.last_line
+        said = f": {last}" if last else ""
+        raise NodeExited(
+            f"node {node.name} {self.state.last_exit} before it was ready{said} "
+            f"(see {node.log_file})"
+        )
 
     async def _copy_log(self, stdout: trio.abc.ReceiveStream) -> None:
+        """Copy the node's output to its log file (and, with follow, to stdout behind its
+        name), watching for its ready line."""
         prefix = f"{self.node.name} | ".encode()
+        ready_line = READY_LINES[self.node.kind]
         with self.node.log_file.open("ab") as log_file:
             pending = b""
             async for chunk in stdout:
                 log_file.write(chunk)
                 log_file.flush()
-                if self.cluster.follow:
-                    pending += chunk
-                    *lines, pending = pending.split(b"\n")
-                    for line in lines:
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    if not self.ready and self._says_ready(ready_line, line):
+                        self.ready = True
+                        self.ready_or_ended.set()
+                    elif not self.ready:
+                        self._note(line)
+                    if self.cluster.follow:
                         sys.stdout.buffer.write(prefix + line + b"\n")
+                if self.cluster.follow:
                     sys.stdout.buffer.flush()
             if self.cluster.follow and pending:  # a last line without its newline
                 sys.stdout.buffer.write(prefix + pending + b"\n")
                 sys.stdout.buffer.flush()
+        self.ready_or_ended.set()
+
+    def _note(self, line: bytes) -> None:
+        text = line.decode("utf-8", "replace").rstrip()[:300]
+        if " ERROR " in text or " CRITICAL " in text:
+            # The message, after "time level logger: " (the format of boltmq.cli's logging).
+            self.last_error = text.split(": ", 1)[-1]
+        elif text and not text[0].isspace():
+            self.last_line = text
+
+    def _says_ready(self, ready_line: re.Pattern[bytes], line: bytes) -> bool:
+        match = ready_line.search(line)
+        return match is not None and int(match.group(1)) == self.node.port
 
     async def _kill(self, process: trio.Process) -> None:
         if process.returncode is None:
@@ -429,14 +688,18 @@ class _InProcessNode:
         self.state = cluster.states[node.name]
         self.server: Registry | Broker | None = None
         self.runs = 0
+        self.stopping = False
+        #: When it ended after being ready, for as long as its supervisor counts restarts.
+        self.exits: collections.deque[float] = collections.deque()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the registry or broker until stopped."""
         node, state = self.node, self.state
         if self.runs:
             state.restarts += 1
-            self.cluster._changed(state, "restarting")
+            self.cluster._changed(state, "restarting", level=None)  # said when it ended
         self.runs += 1
+        started = False
         properties: dict[str, object] = dict(node.properties)
         if node.kind == REGISTRY:
             registry = Registry(load_config(RegistryConfig, None, properties))
@@ -451,13 +714,41 @@ class _InProcessNode:
                 state.pid, state.started_at = os.getpid(), time.time()
                 self.cluster._changed(state, "running", "in process")
                 task_status.started()
+                started = True
+        except Exception as exc:
+            if started:  # a first start that fails gives it up, and that line says why
+                error = exc.exceptions[0] if isinstance(exc, ExceptionGroup) and len(
+                    exc.exceptions) == 1 else exc  # fmt: skip
+                _say_ended(self.cluster, state, self.exits, f"crashed: {error!r}")
+            raise
         finally:
             state.pid = None
+        if started and not self.stopping:
+            _say_ended(self.cluster, state, self.exits, "returned")
 
     async def stop(self) -> None:
         """Stop the broker's supervisor in order (a registry stops when cancelled)."""
+        self.stopping = True
         if isinstance(self.server, Broker) and self.server.supervisor is not None:
             await self.server.supervisor.aclose()
+
+
+def _say_ended(
+    cluster: RunningCluster, state: NodeState, exits: collections.deque[float], why: str
+) -> None:
+    """One line for a node that ended after it was ready: why, and that it is restarted; or
+    nothing when it is given up (the "given up" line then says it). ``exits`` are its recent
+    restarts, counted as its `Supervisor` counts them, so the line tells what it will do."""
+    rules = cluster.restart_rules
+    now = trio.current_time()
+    while exits and exits[0] <= now - rules.period:
+        exits.popleft()
+    if len(exits) + 1 > rules.intensity:
+        cluster._changed(state, "exited", level=None)
+        return
+    exits.append(now)
+    # One line for the whole event: its supervisor's own lines are quieted.
+    cluster._changed(state, "exited", f"{why}; restarting it", level=logging.WARNING)
 
 
 def _describe_exit(code: int | None) -> str:

@@ -75,6 +75,10 @@ class NodeSpec:
     data_dir: Path
     log_file: Path
     in_process: bool = False
+    #: Every port the node binds, with the key that sets it: ``(("listenPort", 10911), ...)``.
+    listeners: tuple[tuple[str, int], ...] = ()
+    #: The address its listeners bind (bindAddress).
+    bind_address: str = "0.0.0.0"
 
     @property
     def broker_name(self) -> str:
@@ -157,6 +161,8 @@ class _Checker:
         self.base = base
         self.ports: dict[int, str] = {}
         self.stores: dict[Path, str] = {}
+        #: The current node's (key, port) pairs, gathered by `_claim` for its NodeSpec.
+        self.listeners: list[tuple[str, int]] = []
 
     def fail(self, key: str, why: str) -> SpecError:
         return SpecError(f"{self.where}: {key}: {why}")
@@ -209,15 +215,14 @@ class _Checker:
             )
             registry_config = self._valid(RegistryConfig, properties, key)
             port = int(properties["listenPort"])
-            self._claim(port, f"{key}.listenPort")
-            self._claim_optional(
-                properties.get("websocketListenPort"), f"{key}.websocketListenPort"
-            )
+            self._claim(port, key, "listenPort")
+            self._claim_optional(properties.get("websocketListenPort"), key, "websocketListenPort")
             self._claim_metrics(registry_config, key)
             nodes.append(NodeSpec(
                 name=name, kind=REGISTRY, properties=properties, port=port, role=REGISTRY,
                 rank=0, data_dir=node_dir, log_file=log_dir / f"{name}.log",
                 in_process=self._bool(table.get("inProcess", in_process), key + ".inProcess"),
+                listeners=self._take_listeners(), bind_address=registry_config.bind_address,
             ))  # fmt: skip
         return nodes
 
@@ -285,13 +290,13 @@ class _Checker:
                 self.stores[store] = key
                 properties["storePathRootDir"] = str(store)
                 properties.setdefault("listenPort", str(config.listen_port))
-                self._claim(config.listen_port, f"{key}.listenPort")
+                self._claim(config.listen_port, key, "listenPort")
                 if config.fast_port_enable:
-                    self._claim(config.listen_port - 2, f"{key}.listenPort - 2 (the fast port)")
+                    self._claim(config.listen_port - 2, key, "listenPort - 2 (the fast port)")
                 ha_port = config.ha_listen_port or config.listen_port + 1
-                self._claim(ha_port, f"{key}.haListenPort")
+                self._claim(ha_port, key, "haListenPort")
                 self._claim_optional(
-                    properties.get("websocketListenPort"), f"{key}.websocketListenPort"
+                    properties.get("websocketListenPort"), key, "websocketListenPort"
                 )
                 self._claim_metrics(config, key)
                 group_nodes.append(NodeSpec(
@@ -300,6 +305,7 @@ class _Checker:
                     rank=2 if config.broker_role is BrokerRole.SLAVE else 1,
                     data_dir=node_dir, log_file=log_dir / f"{name}.log",
                     in_process=self._bool(table.get("inProcess", in_process), key + ".inProcess"),
+                    listeners=self._take_listeners(), bind_address=config.bind_address,
                 ))  # fmt: skip
             if not masters:
                 raise self.fail(
@@ -373,7 +379,8 @@ class _Checker:
         path = Path(value).expanduser()
         return path if path.is_absolute() else self.base / path
 
-    def _claim(self, port: int, key: str) -> None:
+    def _claim(self, port: int, node_key: str, what: str) -> None:
+        key = f"{node_key}.{what}"
         if port == 0:
             # Registries are named to brokers by address, and a node is up when it answers
             # on its port: both must be known before it starts.
@@ -381,18 +388,23 @@ class _Checker:
         if port in self.ports:
             raise self.fail(key, f"port {port} is {self.ports[port]} already")
         self.ports[port] = key
+        self.listeners.append((what, port))
+
+    def _take_listeners(self) -> tuple[tuple[str, int], ...]:
+        taken, self.listeners = tuple(self.listeners), []
+        return taken
 
     def _claim_metrics(self, config: BrokerConfig | RegistryConfig, key: str) -> None:
         # metricsPromExporterPort has a default (5557 / 5558), so two nodes that turn metrics
         # on without a port of their own would collide: named here, before anything starts.
         if config.metrics_exporter_type == MetricsExporterType.PROM:
             self._claim_optional(
-                str(config.metrics_prom_exporter_port), f"{key}.metricsPromExporterPort"
+                str(config.metrics_prom_exporter_port), key, "metricsPromExporterPort"
             )
 
-    def _claim_optional(self, value: str | None, key: str) -> None:
+    def _claim_optional(self, value: str | None, node_key: str, what: str) -> None:
         if value is not None and value.isdigit() and int(value) != 0:  # 0: no listener
-            self._claim(int(value), key)
+            self._claim(int(value), node_key, what)
 
 
 def _alias(table: dict[str, Any]) -> None:

@@ -7,6 +7,7 @@ tables and flushes its store.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -25,8 +26,11 @@ from boltmq.cli.registry import load_registry, tls_problem
 from boltmq.launcher import (
     DEFAULT_HOME,
     STATE_FILE,
+    ClusterClaim,
+    LaunchRefused,
     RunningCluster,
     broker_child,
+    claim,
     kill_left_over,
     launch,
     read_state,
@@ -158,17 +162,26 @@ def run_spec(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
     running: list[RunningCluster] = []
 
-    async def run_cluster() -> None:
-        async with launch(spec, follow=args.follow) as cluster:
+    async def run_cluster(claimed: ClusterClaim) -> None:
+        async with launch(claimed, follow=args.follow) as cluster:
             running.append(cluster)
             await trio.sleep_forever()
 
-    code = run_until_signalled(run_cluster)
-    for cluster in running:
-        # A second Ctrl-C cut the orderly stop short: no node outlives the launcher.
-        killed = kill_left_over(cluster)
-        if killed:
-            print(f"{parser.prog}: killed nodes left running: {', '.join(killed)}", file=sys.stderr)
+    with contextlib.ExitStack() as held:
+        try:
+            claimed = held.enter_context(claim(spec))
+        except LaunchRefused as exc:
+            # Another launcher, or another program on a port: one line naming it, no trace.
+            print(f"{parser.prog}: {exc}; nothing started", file=sys.stderr)
+            return 1
+        code = run_until_signalled(run_cluster, claimed)
+        for cluster in running:
+            # A second Ctrl-C cut the orderly stop short: no node outlives the launcher (nor
+            # its hold on the data directory).
+            killed = kill_left_over(cluster)
+            if killed:
+                print(f"{parser.prog}: killed nodes left running: {', '.join(killed)}",
+                      file=sys.stderr)  # fmt: skip
     return code
 
 

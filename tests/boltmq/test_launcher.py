@@ -18,8 +18,8 @@ import pytest
 import trio
 
 import boltmq
-from boltmq.launcher import STATE_FILE, RestartRules
-from protocol.bodies import ClusterInfo, TopicRouteData
+from boltmq.launcher import STATE_FILE, LaunchRefused, RestartRules
+from protocol.bodies import ClusterInfo, KVTable, TopicRouteData
 from protocol.client import RemotingClient
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
@@ -244,17 +244,27 @@ async def test_a_killed_node_comes_back_alone_and_a_node_that_keeps_dying_is_giv
         assert {n["name"]: n["status"] for n in saved["nodes"]}["broker-b-0"] == "given up"
 
 
-async def test_a_node_that_cannot_start_is_given_up_and_the_rest_start(tmp_path: Path) -> None:
+async def test_a_port_in_use_is_refused_before_any_node_starts(tmp_path: Path) -> None:
     path, ports = write_spec(tmp_path)
-    with socket.socket() as squatter:  # broker-b-0's port is taken: it exits at once
-        # Bound, not listening: the broker's bind fails, and nothing answers on the port.
-        squatter.bind(("127.0.0.1", ports["broker-b-0"]))
-        async with boltmq.launch(path) as cluster, RemotingClient() as client:
-            assert cluster.states["broker-b-0"].status == "given up"
-            assert cluster.states["broker-b-0"].last_exit == "exited with code 1"
-            await send_ok(client, cluster.address("broker-a-0"))
-    log_text = (tmp_path / "logs" / "broker-b-0.log").read_text()
-    assert "Address already in use" in log_text or "address already in use" in log_text.lower()
+    ha_port = ports["broker-a-1"] + 1
+    with socket.socket() as foreign:  # another program listening on broker-a-1's HA port
+        foreign.bind(("127.0.0.1", ha_port))
+        foreign.listen()
+        result = subprocess.run(
+            [sys.executable, "-m", "boltmq.cli", "cluster", "-f", str(path)],
+            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+            text=True, timeout=60,
+        )  # fmt: skip
+        with pytest.raises(LaunchRefused, match=f"node broker-a-1 haListenPort {ha_port}"):
+            async with boltmq.launch(path):
+                pytest.fail("the cluster started beside a foreign listener")
+    assert result.returncode == 1
+    [line] = result.stderr.splitlines()
+    assert f"node broker-a-1 haListenPort {ha_port} (in use)" in line, line
+    assert line.endswith("nothing started"), line
+    # No node ever ran: none has a log file, none a state.
+    assert not (tmp_path / "logs").exists()
+    assert not (tmp_path / "data" / STATE_FILE).exists()
 
 
 async def test_sigterm_stops_every_node_cleanly_in_reverse_order(tmp_path: Path) -> None:
@@ -346,3 +356,129 @@ async def test_in_process_nodes_run_as_tasks_of_the_launcher(tmp_path: Path) -> 
         with pytest.raises(RuntimeError, match="no running process"):
             cluster.kill("broker-b-0")
     assert [cluster.states[name].status for name in cluster.spec.names()] == ["stopped"] * 5
+
+
+def write_small_spec(root: Path) -> tuple[Path, dict[str, int]]:
+    """A registry and group a's SYNC_MASTER and slave: the least that has a slave to wait on."""
+    ports = {
+        "registry-1": free_port(),
+        "broker-a-0": free_port_pair(),
+        "broker-a-1": free_port_pair(),
+    }
+    text = f"""
+[defaults]
+fastPortEnable = false
+mapedFileSizeCommitLog = {4 << 20}
+[[registry]]
+listenPort = {ports["registry-1"]}
+[[broker.broker-a.node]]
+brokerId = 0
+brokerRole = "SYNC_MASTER"
+listenPort = {ports["broker-a-0"]}
+haListenPort = {ports["broker-a-0"] + 1}
+[[broker.broker-a.node]]
+brokerId = 1
+brokerRole = "SLAVE"
+listenPort = {ports["broker-a-1"]}
+haListenPort = {ports["broker-a-1"] + 1}
+"""
+    path = root / "cluster.toml"
+    path.write_text(text)
+    return path, ports
+
+
+async def ha_connection_count(client: RemotingClient, master: str) -> int:
+    answer = await call(
+        client, master, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)
+    )
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    return int(KVTable.from_json(answer.body or b"{}").table["haConnectionCount"])
+
+
+async def test_the_launcher_says_each_event_in_one_line_and_holds_its_data_directory(
+    tmp_path: Path,
+) -> None:
+    path, ports = write_small_spec(tmp_path)
+    master = f"127.0.0.1:{ports['broker-a-0']}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    launcher = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "boltmq.cli", "cluster", "-f", str(path)],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    lines: list[str] = []
+    count_when_up: list[int] = []
+
+    async with trio.open_nursery() as nursery, RemotingClient() as client:
+
+        async def read_lines() -> None:
+            assert launcher.stderr is not None
+            pending = b""
+            async for chunk in launcher.stderr:
+                pending += chunk
+                *complete, pending = pending.split(b"\n")
+                for line in complete:
+                    lines.append(line.decode(errors="replace"))
+                    if "cluster of 3 nodes up" in lines[-1]:
+                        # Asked as soon as the line is out: the slave must be linked by then.
+                        count_when_up.append(await ha_connection_count(client, master))
+
+        nursery.start_soon(read_lines)
+        await wait_until(lambda: count_when_up, 60, "the cluster up")
+        assert count_when_up == [1], lines
+        # Every node said it was ready before the line ("running" is logged on its ready line).
+        up = next(i for i, line in enumerate(lines) if "cluster of 3 nodes up" in line)
+        assert sum(") running: pid " in line for line in lines[:up]) == 3, lines
+
+        # A second launcher on the same spec (so the same data directory) is refused at once.
+        second = await trio.run_process(
+            [sys.executable, "-m", "boltmq.cli", "cluster", "-f", str(path)],
+            cwd=ROOT, env=env, capture_stdout=True, capture_stderr=True, check=False,
+        )  # fmt: skip
+        assert second.returncode == 1
+        [refusal] = second.stderr.decode().splitlines()
+        assert f"in use by the launcher with pid {launcher.pid}" in refusal, refusal
+        state = json.loads((tmp_path / "data" / STATE_FILE).read_text())
+        assert state["pid"] == launcher.pid  # its state file untouched
+
+        # kill -9 of a node: one line on the launcher's stderr, then it is back.
+        pids = {node["name"]: node["pid"] for node in state["nodes"]}
+        seen = len(lines)
+        os.kill(pids["broker-a-1"], signal.SIGKILL)
+
+        def back() -> bool:
+            return any("node broker-a-1 " in line and ") running: pid" in line
+                       for line in lines[seen:])  # fmt: skip
+
+        await wait_until(back, 60, "broker-a-1 running again")
+        about_it = [line for line in lines[seen:] if "broker-a-1" in line]
+        assert len(about_it) == 2, about_it
+        assert "was killed by SIGKILL; restarting it" in about_it[0], about_it
+        assert alive(pids["broker-a-0"]) and alive(pids["registry-1"])
+        launcher.send_signal(signal.SIGTERM)
+        with trio.fail_after(60):
+            code = await launcher.wait()
+        nursery.cancel_scope.cancel()
+    text = "\n".join(lines)
+    assert code == 0, text[-3000:]
+    assert "Traceback" not in text and "ExceptionGroup" not in text, text
+
+
+async def test_a_node_that_fails_to_start_is_given_up_with_its_reason(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path, _ports = write_small_spec(tmp_path)
+    (tmp_path / "not-a-directory").write_text("a file where the slave's store should be\n")
+    path.write_text(path.read_text() + 'storePathRootDir = "not-a-directory"\n')
+    caplog.set_level("INFO", logger="boltmq.launcher")
+    async with boltmq.launch(path) as cluster:
+        assert cluster.states["broker-a-1"].status == "given up"
+        assert cluster.states["broker-a-0"].status == "running"
+    [given_up] = [r.message for r in caplog.records if ") given up: " in r.message]
+    assert given_up.startswith("node broker-a-1 (SLAVE"), given_up
+    assert "exited with code 1 before it was ready: " in given_up, given_up
+    assert "not-a-directory" in given_up, given_up
+    assert not any("cluster of 3 nodes up" in r.message for r in caplog.records)
+    assert any(
+        "cluster of 3 nodes started incomplete: node broker-a-1 given up" in r.message
+        for r in caplog.records
+    )
