@@ -320,6 +320,8 @@ class Broker:
             async with trio.open_nursery() as nursery:
                 await nursery.start(supervisor.run)
                 settle_garbage_collector()
+                # `boltmq cluster -f` waits for this line's start, up to "ready on <ip>:<port>":
+                # keep its words.
                 log.info(
                     "broker %s (%s, %s) of cluster %s ready on %s%s%s%s; store %s; registries: %s"
                     "; codecs: %s",

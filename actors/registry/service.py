@@ -131,6 +131,7 @@ class Registry:
                 )
             if self.config.metrics_exporter_type == MetricsExporterType.PROM:
                 await self._start_metrics(nursery)
+            # `boltmq cluster -f` waits for this line's start, up to the port: keep its words.
             log.info(
                 "registry ready: tcp port %d%s%s, KV config %s",
                 self.port,
