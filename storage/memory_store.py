@@ -16,7 +16,7 @@ import bisect
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Set
-from typing import Any
+from typing import Any, TypeVar
 
 import trio
 
@@ -41,6 +41,7 @@ from storage.results import (
     PUT_LATENCY_BUCKETS,
     GetMessageResult,
     GetMessageStatus,
+    Host,
     MessageBatch,
     MessageExtBrokerInner,
     PutMessageResult,
@@ -52,6 +53,7 @@ from storage.results import (
 from storage.store_api import (
     MAX_TRANSFER_BYTES_ON_MESSAGE_IN_MEMORY,
     MessageArrivingListener,
+    run_store,
 )
 from storage.store_config import BrokerRole, MessageStoreConfig, StoreUnsupportedError
 
@@ -60,6 +62,7 @@ log = logging.getLogger("boltmq.storage")
 __all__ = ["MemoryMessageStore", "open_memory_store"]
 
 _HOUR_MS = 3600 * 1000
+T = TypeVar("T", MessageExtBrokerInner, MessageBatch)
 
 
 def _only_this_record(_physical_offset: int) -> int:
@@ -357,21 +360,18 @@ class MemoryMessageStore:
     # -- helpers --------------------------------------------------------------------------
 
     def _encode_message(self, msg: MessageExtBrokerInner) -> EncodedPut | PutMessageResult:
-        refused = self._refuse_put()
-        if refused is not None:
-            return refused
-        config = self.config
-        encoded = encode_message(msg, config.store_host, config.max_message_size)
-        if isinstance(encoded, PutMessageResult):
-            self._put_failures += 1
-        return encoded
+        return self._encode(encode_message, msg)
 
     def _encode_batch(self, batch: MessageBatch) -> EncodedPut | PutMessageResult:
+        return self._encode(encode_batch, batch)
+
+    def _encode(
+        self, encoder: Callable[[T, Host, int], EncodedPut | PutMessageResult], item: T
+    ) -> EncodedPut | PutMessageResult:
         refused = self._refuse_put()
         if refused is not None:
             return refused
-        config = self.config
-        encoded = encode_batch(batch, config.store_host, config.max_message_size)
+        encoded = encoder(item, self.config.store_host, self.config.max_message_size)
         if isinstance(encoded, PutMessageResult):
             self._put_failures += 1
         return encoded
@@ -535,10 +535,5 @@ async def open_memory_store(
     config: MessageStoreConfig, **kwargs: Any
 ) -> AsyncIterator[MemoryMessageStore]:
     """Run a `MemoryMessageStore` for the duration of the block, closing it after."""
-    store = MemoryMessageStore(config, **kwargs)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(store.run)
-        try:
-            yield store
-        finally:
-            await store.aclose()
+    async with run_store(MemoryMessageStore(config, **kwargs)) as store:
+        yield store

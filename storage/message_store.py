@@ -41,6 +41,7 @@ from storage.store_api import (
     MAX_TRANSFER_BYTES_ON_MESSAGE_IN_MEMORY,
     MessageArrivingListener,
     MessageStore,
+    run_store,
 )
 from storage.store_config import BrokerRole, MessageStoreConfig
 from storage.store_writer import StoreWriter
@@ -544,10 +545,5 @@ async def open_message_store(
     config: MessageStoreConfig, **kwargs: Any
 ) -> AsyncIterator[FileMessageStore]:
     """Run a `FileMessageStore` for the duration of the block, closing it cleanly after."""
-    store = FileMessageStore(config, **kwargs)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(store.run)
-        try:
-            yield store
-        finally:
-            await store.aclose()
+    async with run_store(FileMessageStore(config, **kwargs)) as store:
+        yield store

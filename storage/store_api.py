@@ -7,8 +7,9 @@ Two implementations: the file store (`storage.message_store`) and the memory sto
 
 from __future__ import annotations
 
-from collections.abc import Callable, Set
-from typing import Protocol
+from collections.abc import AsyncIterator, Callable, Set
+from contextlib import asynccontextmanager
+from typing import Protocol, TypeVar
 
 import trio
 
@@ -135,3 +136,17 @@ class MessageStore(Protocol):
     def statistics(self) -> StoreStatistics:
         """Counters at one moment."""
         ...
+
+
+S = TypeVar("S", bound=MessageStore)
+
+
+@asynccontextmanager
+async def run_store(store: S) -> AsyncIterator[S]:
+    """Run ``store`` (either implementation) for the duration of the block, closing it after."""
+    async with trio.open_nursery() as nursery:
+        await nursery.start(store.run)
+        try:
+            yield store
+        finally:
+            await store.aclose()
