@@ -15,7 +15,14 @@ take RocketMQ's setting names in snake case. The client (trio or asyncio, see do
 from actors.broker.broker import Broker, open_broker
 from actors.broker.config import BrokerConfig
 from actors.registry import Registry, RegistryConfig, open_registry
-from boltmq.launcher import EmbeddedCluster, RunningCluster, embedded, launch
+from boltmq.launcher import (
+    EmbeddedCluster,
+    LaunchRefused,
+    RestartRules,
+    RunningCluster,
+    embedded,
+    launch,
+)
 from boltmq.spec import ClusterSpec, SpecError, load_spec, parse_spec
 from client import (
     Admin,
@@ -63,6 +70,7 @@ __all__ = [
     "EmbeddedCluster",
     "FlushDiskType",
     "GroupConsumeStats",
+    "LaunchRefused",
     "LocalTransactionState",
     "MQClientError",
     "MQFaultStrategy",
@@ -77,6 +85,7 @@ __all__ = [
     "PushConsumer",
     "Registry",
     "RegistryConfig",
+    "RestartRules",
     "RunningCluster",
     "SendHandle",
     "SendResult",
