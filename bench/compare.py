@@ -45,8 +45,18 @@ import attrs
 
 from bench.peers import SYSTEMS, client_class, client_for, install, workloads
 from bench.peers.base import Server
-from bench.peers.report import Cell, Row, docs_section, ratio_lines, table_lines
+from bench.peers.report import (
+    Cell,
+    Row,
+    docs_section,
+    incomplete,
+    ratio_lines,
+    summary_block,
+    table_lines,
+    write_docs,
+)
 from bench.peers.workloads import NAMES, WORKLOADS, Result
+from protocol import codecs_status
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Other processes may use this many cores during a run before it is taken again.
@@ -269,7 +279,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--write-docs",
         action="store_true",
-        help="append the table to docs/PERFORMANCE.md (section Side by side)",
+        help="append the run to docs/performance-journal.md (section Side by side) and, for a "
+        "complete run, make it the summary in docs/PERFORMANCE.md",
     )
     parser.add_argument(
         "--quick",
@@ -342,14 +353,22 @@ def main(argv: list[str] | None = None) -> int:
             a if a != str(args.rocketmq_home) else "DIR" for a in (argv if argv is not None
                                                                       else sys.argv[1:])
         )  # fmt: skip
+        on, date = machine(), datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
         section = docs_section(
-            rows, lines, notes, command=command.strip(), machine=machine(),
-            date=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            rows, lines, notes, command=command.strip(), machine=on, date=date,
             load=(load_before, load_after), minutes=took / 60, args=vars(args),
+            codecs=codecs_status(),
         )  # fmt: skip
-        with (ROOT / "docs" / "PERFORMANCE.md").open("a") as out:
-            out.write(section)
-        _progress("appended to docs/PERFORMANCE.md")
+        # Only a run of every row and workload replaces the page's figures; any run is recorded.
+        why_not = incomplete(rows, args.workloads, quick=args.quick)
+        summary = None if why_not else summary_block(
+            rows, lines, command=command.strip(), machine=on, date=date, args=vars(args),
+            codecs=codecs_status(),
+        )  # fmt: skip
+        for done in write_docs(section, summary):
+            _progress(done)
+        if why_not:
+            _progress(f"docs/PERFORMANCE.md keeps its summary: {why_not}")
     return 1 if any(row.error for row in rows) else 0
 
 

@@ -284,7 +284,7 @@ class MappedFile:
             # The page cache filled by readahead first, then mapped: a new stretch of the
             # file faulted in at 2.3-3.3 GB/s where the fault path alone managed 0.45-0.6
             # (each call's stall under 1 ms against up to 24), though the writer's first
-            # write to such a page costs about 2.6 us against 1 (docs/PERFORMANCE.md).
+            # write to such a page costs about 2.6 us against 1 (docs/performance-journal.md).
             with contextlib.suppress(OSError):  # advice: a spare dropped meanwhile is closed
                 _fadvise(self._fd, start, end - start, _FADV_WILLNEED)
         _libc.madvise(self._address + start, end - start, _MADV_POPULATE_READ)

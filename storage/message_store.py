@@ -258,7 +258,7 @@ class FileMessageStore:
                     # Idle: further ahead, and only until the next append. Faulting in a new
                     # stretch of the log costs cpu the writers then lack (and a group
                     # commit's fdatasync was measured to wait 10-40 ms behind it); done while
-                    # idle, the next burst of sends meets none of it (docs/PERFORMANCE.md).
+                    # idle, the next burst of sends meets none of it (docs/performance-journal.md).
                     target, until_append = last.wrote_position + idle_ahead, True
             if last is not None and target:
                 # The file being written, then the spare, each up to its share of the target.

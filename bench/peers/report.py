@@ -1,4 +1,6 @@
-"""The comparison's table, its ratios against the issue's targets, and its docs section."""
+"""The comparison's table, its ratios against the issue's targets, and what it writes into the
+docs: its dated section, appended to docs/performance-journal.md, and, for a complete run, the
+summary between the markers of docs/PERFORMANCE.md."""
 
 from __future__ import annotations
 
@@ -9,10 +11,20 @@ from typing import Any
 
 import attrs
 
-from bench.peers.workloads import Result
+from bench.peers.workloads import WORKLOADS, Result
 
 ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+#: Today's figures (the summary between the markers is rewritten by each complete run) and the
+#: dated record every run is appended to.
+PAGE, JOURNAL = "PERFORMANCE.md", "performance-journal.md"
+SUMMARY_START, SUMMARY_END = "<!-- compare:summary:start -->", "<!-- compare:summary:end -->"
 SECTION = "## Side by side"
+#: The rows a run needs, each with every workload, to stand as the page's summary.
+COMPLETE_ROWS = (
+    "BoltMQ ASYNC_FLUSH", "BoltMQ SYNC_FLUSH", "RocketMQ ASYNC_FLUSH", "RocketMQ SYNC_FLUSH",
+    "NATS JetStream", "RabbitMQ", "Redis Streams everysec", "Redis Streams always",
+)  # fmt: skip
 
 
 @attrs.define
@@ -173,11 +185,12 @@ def _p99_lines(mine: Row, w: str, what: str, peers: list[Row]) -> list[str]:
 def docs_section(
     rows: list[Row], lines: list[str], notes: list[str], *, command: str, machine: str,
     date: str, load: tuple[tuple[float, ...], tuple[float, ...]], minutes: float,
-    args: dict[str, Any],
+    args: dict[str, Any], codecs: str, docs: Path = DOCS,
 ) -> str:  # fmt: skip
-    """The text appended to docs/PERFORMANCE.md: the section's heading the first time, then
-    this run's figures with what they were taken on."""
-    text = (ROOT / "docs" / "PERFORMANCE.md").read_text()
+    """The text appended to the journal in ``docs``: the section's heading the first time, then
+    this run's figures with what they were taken on (``codecs``: `codecs_status` of the run)."""
+    path = docs / JOURNAL
+    text = path.read_text() if path.exists() else ""
     out: list[str] = []
     if SECTION not in text:
         out += ["", SECTION, ""]
@@ -195,10 +208,7 @@ def docs_section(
             width=95,
         )  # fmt: skip
     out += ["", f"### {date}", ""]
-    out.append(f"- Command: `{command}` ({minutes:.1f} min; {args['seconds']:g} s runs, "
-               f"backlog {args['backlog']:,}, {args['runs']} runs per cell, up to "
-               f"{args['tries']} tries per run)")  # fmt: skip
-    out.append(f"- Machine: {machine}")
+    out += _run_lines(command, machine, args, codecs, minutes)
     busy = [row.label for row in rows for cell in row.cells.values() if not cell.clean]
     out.append(
         f"- Load average (1/5/15 min): {'/'.join(f'{v:.1f}' for v in load[0])} before, "
@@ -214,3 +224,78 @@ def docs_section(
     out += [f"- {row.label} ({w}) failed: {why}" for row in rows for w, why in row.failures.items()]
     out += ["", *lines, ""]
     return "\n".join(out) + "\n"
+
+
+def incomplete(rows: list[Row], workloads: list[str], *, quick: bool) -> str:
+    """Why this run may not stand as the page's summary, or "" when it may: every row of
+    `COMPLETE_ROWS` with a cell for every workload, none failed, and not a smoke run."""
+    if quick:
+        return "a --quick run"
+    missing = [w for w in WORKLOADS if w not in workloads]
+    if missing:
+        return f"workloads {', '.join(missing)} not run"
+    by_label = {row.label: row for row in rows}
+    for label in COMPLETE_ROWS:
+        row = by_label.get(label)
+        if row is None:
+            return f"no {label} row"
+        if row.error:
+            return f"{label} failed"
+        lacking = [w for w in workloads if w not in row.cells]
+        if lacking:
+            return f"{label} has no ({lacking[0]})"
+    return ""
+
+
+def summary_block(
+    rows: list[Row], lines: list[str], *, command: str, machine: str, date: str,
+    args: dict[str, Any], codecs: str,
+) -> str:  # fmt: skip
+    """The page's summary of this run, to stand between `SUMMARY_START` and `SUMMARY_END`:
+    its date, command, machine, codec path and versions, the table and the ratios."""
+    out = [f"Latest complete run: **{date}**.", ""]
+    out += _run_lines(command, machine, args, codecs, None)
+    out += [f"- {row.label}: {row.version}; {row.settings}" for row in rows]
+    out += ["", *lines, ""]
+    out.append(f"The run's load, notes and reading are under {date} in [{JOURNAL}]({JOURNAL}).")
+    return "\n".join(out)
+
+
+def write_docs(section: str, summary: str | None, docs: Path = DOCS) -> list[str]:
+    """Append ``section`` to the journal in ``docs`` and, given a ``summary``, put it between the
+    page's markers in place of the one there; a line per file for the progress output. A page
+    without both markers, in order, is left alone and the line says so."""
+    done = []
+    page = docs / PAGE
+    text = page.read_text() if summary is not None and page.exists() else ""
+    begin, end = text.find(SUMMARY_START), text.find(SUMMARY_END)
+    with (docs / JOURNAL).open("a") as out:
+        out.write(section)
+    done.append(f"appended to docs/{JOURNAL}")
+    if summary is None:
+        return done
+    if begin < 0 or end < begin:
+        done.append(f"docs/{PAGE} left alone: it lacks the {SUMMARY_START} and {SUMMARY_END} lines")
+        return done
+    head, tail = text[: begin + len(SUMMARY_START)], text[end:]
+    page.write_text(f"{head}\n{summary.strip()}\n{tail}")
+    done.append(f"summary replaced in docs/{PAGE}")
+    return done
+
+
+def codecs_text(status: str) -> str:
+    """The codec path as the docs name it: compiled, with its source, or pure and why."""
+    return "compiled (`protocol/_speedups.pyx`)" if status == "compiled" else status
+
+
+def _run_lines(
+    command: str, machine: str, args: dict[str, Any], codecs: str, minutes: float | None
+) -> list[str]:
+    took = "" if minutes is None else f"{minutes:.1f} min; "
+    return [
+        f"- Command: `{command}` ({took}{args['seconds']:g} s runs, backlog "
+        f"{args['backlog']:,}, {args['runs']} runs per cell, up to {args['tries']} tries per "
+        f"run)",
+        f"- Machine: {machine}",
+        f"- BoltMQ's codecs: {codecs_text(codecs)}",
+    ]  # fmt: skip
