@@ -184,6 +184,7 @@ class Producer:
         #: Per topic: the route its queues come from, the writable queues, and when to ask the
         #: registry again. A topic no registry knows yet has no route: its queues are TBW102's.
         self._publish: dict[str, tuple[TopicRouteData | None, list[MessageQueue], float]] = {}
+        self._load_locks: dict[str, anyio.Lock] = {}
         self._counter = itertools.count()
         self._task_group: anyio.abc.TaskGroup | None = None
         self._async_room: anyio.Semaphore | None = None
@@ -529,6 +530,20 @@ class Producer:
         return cached[1]
 
     async def _load_publish_queues(self, topic: str) -> list[MessageQueue]:
+        seen = self._publish.get(topic)
+        lock = self._load_locks.get(topic)
+        if lock is None:
+            lock = self._load_locks[topic] = anyio.Lock()
+        async with lock:
+            current = self._publish.get(topic)
+            if current is not None and current is not seen:
+                # Another sender loaded the queues while this one waited: one lookup serves
+                # all. A second lookup of a new topic could find the route the first broker
+                # to store a message registered, naming that broker alone.
+                return current[1]
+            return await self._load_publish_queues_now(topic)
+
+    async def _load_publish_queues_now(self, topic: str) -> list[MessageQueue]:
         route = await self.instance.update_route(topic)
         if route is not None:
             queues = publish_queues(topic, route)
