@@ -10,7 +10,9 @@ Every message gets a client id (UNIQ_KEY); bodies of 4 KiB or more are zlib-comp
 header keys. A failed sync or async send is retried ``retry_times_when_send_failed`` times
 (default 2) on a queue of another broker when the topic has one; with
 ``send_latency_fault_enable`` slow and failing brokers are avoided for a while (fault.py).
-Unknown topics are sent with TBW102's route so the broker auto-creates them (sheet 8.4).
+Unknown topics are sent with TBW102's route so the broker auto-creates them (sheet 8.4); those
+queues serve until the next route poll, so every broker offering TBW102 gets sends and creates
+the topic, not only the first one to register it.
 The transactional producer builds on this class (transaction.py).
 """
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import time
 from collections.abc import Callable, Generator, Sequence
 from types import TracebackType
@@ -178,7 +181,10 @@ class Producer:
         self.max_async_in_flight = max_async_in_flight
         #: Queue choice and broker avoidance (RocketMQ's MQFaultStrategy); see fault.py.
         self.fault_strategy = MQFaultStrategy(enabled=send_latency_fault_enable)
-        self._publish: dict[str, tuple[TopicRouteData | None, list[MessageQueue]]] = {}
+        #: Per topic: the route its queues come from, the writable queues, and when to ask the
+        #: registry again. A topic no registry knows yet has no route: its queues are TBW102's.
+        self._publish: dict[str, tuple[TopicRouteData | None, list[MessageQueue], float]] = {}
+        self._load_locks: dict[str, anyio.Lock] = {}
         self._counter = itertools.count()
         self._task_group: anyio.abc.TaskGroup | None = None
         self._async_room: anyio.Semaphore | None = None
@@ -515,13 +521,29 @@ class Producer:
             # The instance refreshed the route (every 30 s or after an error): rebuild.
             queues = publish_queues(topic, route)
             if queues:
-                self._publish[topic] = (route, queues)
+                self._publish[topic] = (route, queues, math.inf)
                 return queues
+        if route is None and cached is not None and time.monotonic() < cached[2]:
+            return cached[1]  # TBW102's queues, until the registry is asked again
         if cached is None or route is None:
             return await self._load_publish_queues(topic)
         return cached[1]
 
     async def _load_publish_queues(self, topic: str) -> list[MessageQueue]:
+        seen = self._publish.get(topic)
+        lock = self._load_locks.get(topic)
+        if lock is None:
+            lock = self._load_locks[topic] = anyio.Lock()
+        async with lock:
+            current = self._publish.get(topic)
+            if current is not None and current is not seen:
+                # Another sender loaded the queues while this one waited: one lookup serves
+                # all. A second lookup of a new topic could find the route the first broker
+                # to store a message registered, naming that broker alone.
+                return current[1]
+            return await self._load_publish_queues_now(topic)
+
+    async def _load_publish_queues_now(self, topic: str) -> list[MessageQueue]:
         route = await self.instance.update_route(topic)
         if route is not None:
             queues = publish_queues(topic, route)
@@ -538,7 +560,16 @@ class Producer:
             raise MQClientError(
                 ResponseCode.TOPIC_NOT_EXIST, f"topic {topic} has no writable queue"
             )
-        self._publish[topic] = (self.instance.routes.get(topic), queues)
+        if route is None:
+            # Keep TBW102's queues until the next route poll, as the Java producer keeps them
+            # until its periodic refresh. The first broker to store a message of the new topic
+            # registers it at once; taking the registry's route then would name that broker
+            # alone, the others would never get a send, so never create the topic, and every
+            # later send would go to that one broker.
+            renew_at = time.monotonic() + self.instance.poll_name_server_interval
+            self._publish[topic] = (None, queues, renew_at)
+        else:
+            self._publish[topic] = (route, queues, math.inf)
         return queues
 
     async def _refresh_after_error(self, topic: str) -> None:

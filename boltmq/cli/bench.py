@@ -4,6 +4,11 @@ producer.sh and consumer.sh, built on the Python client.
     boltmq bench produce -n 127.0.0.1:9876 -t BenchTopic -s 1024 -b 32 -w 8 -d 10
     boltmq bench consume -n 127.0.0.1:9876 -t BenchTopic -g bench_cg -d 10 --from-first
 
+A produce run first says where it sends, per broker, and whether latency fault avoidance
+(``--latency-fault``) is on::
+
+    producing to 8 queue(s) of BenchTopic on 2 brokers (broker-a: 4, broker-b: 4)
+
 Every second a progress line goes to stderr (msgs/s, MB/s and the p50/p99 latency of that
 second); at the end exactly one summary line goes to stdout::
 
@@ -29,6 +34,7 @@ import sys
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from typing import Any, TextIO
 
@@ -37,6 +43,7 @@ import trio
 
 from boltmq.cli._argtypes import add_namesrv_argument, non_negative_seconds, positive_int
 from client.admin import Admin
+from client.instance import MASTER_ID
 from client.message import Message
 from client.producer import Producer
 from client.pull_consumer import PullConsumer
@@ -48,6 +55,8 @@ from protocol.message import MessageFormatError
 log = logging.getLogger("boltmq.bench")
 
 EXIT_FAILED = 1
+#: Seconds `--queues` waits for the registries to route the topic on every master.
+ROUTE_WAIT = 10.0
 
 # -- latency histogram ------------------------------------------------------------------------
 
@@ -243,24 +252,32 @@ async def run_produce(args: argparse.Namespace, meter: Meter, control: Control) 
     body = os.urandom(args.size)
     batch: int = args.batch
     remaining: list[int] = [args.message_count or -1]
-    async with Producer(args.group or "bench_producer", namesrv_addr=args.namesrv) as producer:
+    async with Producer(
+        args.group or "bench_producer", namesrv_addr=args.namesrv,
+        send_latency_fault_enable=args.latency_fault,
+    ) as producer:  # fmt: skip
         # A batch body adds 22 bytes and the properties to every message.
         if args.batch * (args.size + 200) > producer.max_message_size:
             raise BenchFailed(
                 f"{args.batch} x {args.size} bytes exceeds a request's "
                 f"{producer.max_message_size} bytes: use a smaller --batch or --size"
             )
+        admin = Admin(instance=producer.instance)
         if args.queues:
-            admin = Admin(instance=producer.instance)
             try:
-                await admin.create_topic(args.topic, cluster=args.cluster, queue_nums=args.queues)
+                masters = await admin.create_topic(
+                    args.topic, cluster=args.cluster, queue_nums=args.queues
+                )
             except RemotingError as exc:
                 raise BenchFailed(f"cannot create topic {args.topic}: {exc}") from exc
+            await _wait_for_route(producer, args.topic, len(masters), args.queues)
         try:
             queues = await producer.queues(args.topic)
         except RemotingError as exc:
             raise BenchFailed(f"no route to send {args.topic}: {exc}") from exc
-        log.info("producing to %d queue(s) of %s", len(queues), args.topic)
+        log.info("%s", start_line(args.topic, queues, latency_fault=args.latency_fault))
+        await _say_what_the_route_leaves_out(admin, args.topic, queues, args.cluster)
+        sent_to: Counter[str] = Counter()
 
         def take() -> int:
             # Claim up to one batch of the message-count budget (-1: no budget).
@@ -294,9 +311,9 @@ async def run_produce(args: argparse.Namespace, meter: Meter, control: Control) 
                 started = time.perf_counter_ns()
                 try:
                     if n == 1:
-                        await producer.send(messages[0])
+                        result = await producer.send(messages[0])
                     else:
-                        await producer.send_batch(messages)
+                        result = await producer.send_batch(messages)
                 except (RemotingError, MessageFormatError) as exc:
                     meter.second.errors += 1
                     if remaining[0] >= 0:
@@ -310,6 +327,7 @@ async def run_produce(args: argparse.Namespace, meter: Meter, control: Control) 
                 figures.messages += n
                 figures.body_bytes += n * len(body)
                 figures.latency.record((time.perf_counter_ns() - started) // 1000, n)
+                sent_to[result.queue.broker_name] += n
 
         meter.start()
         async with trio.open_nursery() as nursery:
@@ -318,6 +336,75 @@ async def run_produce(args: argparse.Namespace, meter: Meter, control: Control) 
                 for _ in range(args.workers):
                     workers.start_soon(worker)
             nursery.cancel_scope.cancel()
+        if sent_to:
+            log.info("sent per broker: %s", ", ".join(
+                f"{name} {count}" for name, count in sorted(sent_to.items())
+            ))  # fmt: skip
+
+
+def start_line(topic: str, queues: list[MessageQueue], *, latency_fault: bool) -> str:
+    """The produce run's first line: the queues it sends to, per broker, and whether slow
+    brokers are avoided (so a skew between brokers has its reason in sight)."""
+    per_broker = Counter(queue.broker_name for queue in queues)
+    brokers = ", ".join(f"{name}: {count}" for name, count in sorted(per_broker.items()))
+    line = (
+        f"producing to {len(queues)} queue(s) of {topic} on {len(per_broker)} "
+        f"broker{'' if len(per_broker) == 1 else 's'} ({brokers})"
+    )
+    if latency_fault:
+        line += ", latency fault avoidance: on"
+    return line
+
+
+async def _wait_for_route(producer: Producer, topic: str, brokers: int, queues: int) -> None:
+    # A broker registers a topic an admin made a moment after answering: a route read at once
+    # could name some of the masters, and the producer would keep to those until its next poll.
+    with trio.move_on_after(ROUTE_WAIT):
+        while True:
+            route = await producer.instance.update_route(topic)
+            if route is not None and brokers == sum(
+                1 for data in route.queue_datas if data.write_queue_nums == queues
+            ):
+                return
+            await trio.sleep(0.05)
+    log.warning(
+        "the registries do not route %s's %d queue(s) on all %d master(s) after %g s: "
+        "producing to the queues they route", topic, queues, brokers, ROUTE_WAIT,
+    )  # fmt: skip
+
+
+async def _say_what_the_route_leaves_out(
+    admin: Admin, topic: str, queues: list[MessageQueue], cluster: str | None
+) -> None:
+    """Log whether the topic is new, or which masters of its cluster it has no queue on."""
+    if admin.instance.routes.get(topic) is None:
+        log.info(
+            "topic %s is new: each of those brokers creates it from %s at its first send",
+            topic, names.AUTO_CREATE_TOPIC_KEY_TOPIC,
+        )  # fmt: skip
+        return
+    try:
+        info = await admin.cluster_info()
+    except RemotingError:
+        return  # only a hint: the run does not need it
+    used = {queue.broker_name for queue in queues}
+    clusters = [cluster] if cluster else [
+        name for name, members in info.cluster_addr_table.items() if used & set(members)
+    ]  # fmt: skip
+    left_out = sorted(
+        name
+        for each in clusters
+        for name in info.cluster_addr_table.get(each, ())
+        if name not in used
+        and name in info.broker_addr_table
+        and MASTER_ID in info.broker_addr_table[name].broker_addrs
+    )
+    if left_out:
+        log.warning(
+            "topic %s has no writable queue on %s of cluster %s, so no message goes there: "
+            "--queues N creates the topic with N queues on every master",
+            topic, ", ".join(left_out), ", ".join(clusters),
+        )  # fmt: skip
 
 
 async def run_consume(args: argparse.Namespace, meter: Meter, control: Control) -> None:
@@ -459,6 +546,7 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
 HELP = "load tool: produce or consume as fast as allowed, with msgs/s, MB/s and latency"
 EXAMPLE = """examples:
   boltmq bench produce -n 127.0.0.1:9876 -t BenchTopic -s 1024 -b 32 -w 8 -d 10
+  boltmq bench produce -n 127.0.0.1:9876 -t BenchTopic --queues 8 --latency-fault -d 30
   boltmq bench consume -n 127.0.0.1:9876 -t BenchTopic -g bench_cg -d 10 --from-first"""
 
 
@@ -524,6 +612,12 @@ def command(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], i
         help="first create or update the topic with N queues on every master",
     )
     produce.add_argument("--cluster", default=None, help="the cluster --queues creates it in")
+    produce.add_argument(
+        "--latency-fault",
+        action="store_true",
+        help="avoid slow or failing brokers for a while (RocketMQ's sendLatencyFaultEnable; "
+        "off by default, as there: every writable queue of the topic gets its turn)",
+    )
     consume = modes.add_parser(
         "consume", parents=[common], help="pull every queue of a topic",
         epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -184,6 +184,7 @@ async def test_a_message_can_be_found_by_key_and_by_offset_id(
         wanted = await producer.send(Message(topic, b"needle", keys="order-42 extra"))
         await producer.send(Message(topic, b"hay", keys="order-43"))
     async with Admin(namesrv_addr=cluster.namesrv) as admin:
+        await wait_for_route(admin.instance, topic)
         with anyio.fail_after(10):
             found = await admin.query_message(topic, "order-42")
         assert [m.body for m in found] == [b"needle"]

@@ -2,7 +2,8 @@
 
 A produce run stopped by Ctrl-C still prints its summary, and a consume run from the first
 offset reads back exactly the messages the produce run counted; a registry that does not
-answer ends the run at once with a clear error and a non-zero exit code.
+answer ends the run at once with a clear error and a non-zero exit code. On two broker groups
+a produce run spreads over both (counted by the brokers) and says where it sends.
 """
 
 from __future__ import annotations
@@ -20,11 +21,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+import trio
 
 from boltmq.cli.bench import LatencyHistogram
+from client import Admin
+from tests.client.two_groups import routes_to, stored_per_broker
+from tests.support.waiting import poll_until_sync
 
 if TYPE_CHECKING:
     from tests.client.helpers import RunningCluster
+    from tests.client.two_groups import TwoBrokerGroups
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -159,3 +165,63 @@ def test_latency_histogram_percentiles_are_within_a_bucket() -> None:
         assert found is not None
         assert found == pytest.approx(exact, rel=0.07, abs=1)
     assert LatencyHistogram().percentile(0.5) is None
+
+
+def test_produce_spreads_a_new_topic_over_both_broker_groups(
+    two_groups: TwoBrokerGroups, unique: Callable[[str], str]
+) -> None:
+    # As a new user's first run: a topic no broker has yet, single sends, 16 in flight.
+    topic = unique("BenchSpread")
+    code, out, err = run_bench(
+        "produce", "-n", two_groups.namesrv, "-t", topic, "-s", "100", "--message-count", "2000",
+        "-d", "120", timeout=150,
+    )  # fmt: skip
+    assert code == 0, err
+    assert int(summary_of(out).group(2)) == 2000
+    assert f"producing to 8 queue(s) of {topic} on 2 brokers (broker-a: 4, broker-b: 4)" in err
+    assert "latency fault avoidance" not in err
+    stored = poll_until_sync(
+        lambda: trio.run(stored_per_broker, two_groups.namesrv, topic),
+        lambda counts: sum(counts.values()) == 2000, 30, "2000 messages stored",
+    )  # fmt: skip
+    a, b = stored["broker-a"], stored["broker-b"]
+    assert abs(a - b) <= 0.1 * max(a, b), stored
+
+
+def test_produce_says_when_latency_fault_avoidance_is_on(
+    two_groups: TwoBrokerGroups, unique: Callable[[str], str]
+) -> None:
+    topic = unique("BenchFault")
+    code, out, err = run_bench(
+        "produce", "-n", two_groups.namesrv, "-t", topic, "--message-count", "50",
+        "--latency-fault", "-d", "60", timeout=90,
+    )  # fmt: skip
+    assert code == 0, err
+    assert int(summary_of(out).group(2)) == 50
+    start = next(line for line in err.splitlines() if "producing to" in line)
+    assert start.endswith(
+        f"producing to 8 queue(s) of {topic} on 2 brokers (broker-a: 4, broker-b: 4), "
+        "latency fault avoidance: on"
+    ), start
+
+
+def test_produce_names_the_masters_a_topic_leaves_out(
+    two_groups: TwoBrokerGroups, unique: Callable[[str], str]
+) -> None:
+    topic = unique("BenchOneBroker")
+
+    async def create_on_broker_a() -> None:
+        async with Admin(namesrv_addr=two_groups.namesrv) as admin:
+            await admin.create_topic(topic, broker_addr=two_groups.a.broker, queue_nums=3)
+
+    trio.run(create_on_broker_a)
+    trio.run(routes_to, two_groups.namesrv, topic, ("broker-a",))
+    code, out, err = run_bench(
+        "produce", "-n", two_groups.namesrv, "-t", topic, "--message-count", "30", "-d", "60",
+        timeout=90,
+    )  # fmt: skip
+    assert code == 0, err
+    assert int(summary_of(out).group(2)) == 30
+    assert f"producing to 3 queue(s) of {topic} on 1 broker (broker-a: 3)" in err
+    assert f"topic {topic} has no writable queue on broker-b of cluster DefaultCluster" in err
+    assert "--queues N creates the topic" in err
