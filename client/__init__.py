@@ -43,6 +43,7 @@ from client.push_consumer import (
     ConsumeOrderlyStatus,
     PushConsumer,
 )
+from client.request_reply import RequestTimeout, create_reply_message
 from client.subscription import Subscription
 from client.transaction import (
     LocalTransactionState,
@@ -68,12 +69,14 @@ __all__ = [
     "ProducerStatistics",
     "PullConsumer",
     "PushConsumer",
+    "RequestTimeout",
     "SendHandle",
     "SendResult",
     "SendStatus",
     "Subscription",
     "TransactionProducer",
     "TransactionSendResult",
+    "create_reply_message",
     "parse_tags",
     "select_by_hash",
 ]

@@ -87,6 +87,11 @@ class BlockingProducer(_Blocking):
         result: SendResult = self._call(self.producer.send, message, **kwargs)
         return result
 
+    def request(self, message: Message, timeout: float = 3.0) -> MessageExt:
+        """`Producer.request`, blocking until the reply (or `RequestTimeout`)."""
+        reply: MessageExt = self._call(self.producer.request, message, timeout)
+        return reply
+
     def send_oneway(self, message: Message, **kwargs: Any) -> None:
         """`Producer.send_oneway`, blocking until written."""
         self._call(self.producer.send_oneway, message, **kwargs)

@@ -25,6 +25,7 @@ import anyio.abc
 
 from client.message import MQClientError
 from client.options import ConnectionOptions, connection_options
+from client.request_reply import ReplyTable
 from protocol import names
 from protocol.bodies import (
     PERM_READ,
@@ -222,6 +223,9 @@ class ClientInstance:
         dispatcher.register(RequestCode.GET_CONSUMER_RUNNING_INFO, self._get_running_info)
         dispatcher.register(RequestCode.CONSUME_MESSAGE_DIRECTLY, self._consume_directly)
         dispatcher.register(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._reset_offset)
+        #: Requests of this client's producers waiting for their reply (request_reply.py).
+        self.replies = ReplyTable(self.client_id)
+        dispatcher.register(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, self.replies.receive)
         self._registry_index = 0
         self._task_group: anyio.abc.TaskGroup | None = None
         self._route_locks: dict[str, anyio.Lock] = {}

@@ -34,6 +34,7 @@ from client.fault import MQFaultStrategy
 from client.instance import DEFAULT_TOPIC, ClientInstance, publish_queues
 from client.message import Message, MQClientError, SendResult, SendStatus
 from client.options import ConnectionOptions, connection_options
+from client.request_reply import is_reply
 from protocol.bodies import MessageQueue, TopicRouteData
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand, RemotingError
@@ -46,6 +47,7 @@ from protocol.headers import (
 from protocol.message import (
     MAX_TOPIC_BYTES,
     MessageConst,
+    MessageExt,
     MessageSysFlag,
     compress_body,
     create_uniq_id,
@@ -246,6 +248,29 @@ class Producer:
         result, _ = await self._send_message(message, client_id(message), 0, queue, timeout)
         return result
 
+    async def request(self, message: Message, timeout: float = 3.0) -> MessageExt:
+        """Send ``message`` as a request and return its reply (request-reply, RocketMQ 4.6+).
+
+        A responder consuming the topic answers with `create_reply_message(request, body)`
+        and an ordinary send; the broker pushes that reply to this client. Raises
+        `RequestTimeout` when no reply comes within ``timeout`` seconds (the send included),
+        or the send's error."""
+        deadline = anyio.current_time() + timeout
+        replies = self.instance.replies
+        request, correlation_id = replies.prepare(message, timeout)
+        if request.topic not in self.instance.routes:
+            # The brokers push replies to clients they have a heartbeat from: the topic's
+            # brokers must have this producer's before the first reply comes.
+            await self._publish_queues(request.topic)
+            await self.instance.send_heartbeat_to_all_brokers()
+        waiter = replies.expect(correlation_id)
+        try:
+            await self.send(request, timeout=max(0.001, deadline - anyio.current_time()))
+        except BaseException:
+            replies.forget(correlation_id)
+            raise
+        return await replies.wait(correlation_id, waiter, deadline)
+
     async def send_async(
         self,
         message: Message,
@@ -384,8 +409,13 @@ class Producer:
         """One message with client id ``uniq_id``: (result, the broker's transactionId)."""
         self._check(message)
         body, sys_flag = self._body(message)
+        # A reply (create_reply_message) goes to the broker's reply handler, which pushes it to
+        # its requester.
+        code = RequestCode.SEND_MESSAGE_V2
+        if is_reply(message):
+            code = RequestCode.SEND_REPLY_MESSAGE_V2
         return await self._send_with_retries(
-            RequestCode.SEND_MESSAGE_V2, message.topic, message.flag, body,
+            code, message.topic, message.flag, body,
             sys_flag | extra_sys_flag, properties_with_id(message, uniq_id), uniq_id, queue,
             timeout,
         )  # fmt: skip

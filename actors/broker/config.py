@@ -91,6 +91,9 @@ class BrokerConfig:
     max_message_size: int = attrs.field(default=4 * 1024 * 1024, validator=_positive)
     region_id: str = "DefaultRegion"
     trace_on: bool = True
+    # Request-reply: a reply is also stored in its reply topic after it is pushed to the
+    # requester (handlers/reply.py); off, it is only pushed.
+    store_reply_message_enable: bool = True
     register_broker_timeout_mills: int = attrs.field(default=6000, validator=_positive)
     register_name_server_period: int = attrs.field(default=30_000, validator=_positive)
     flush_consumer_offset_interval: int = attrs.field(default=5000, validator=_positive)

@@ -216,6 +216,13 @@ class SendHandler:
         except ConnectionClosedError:
             pass  # the producer went away; it will not read the answer
 
+    def check(
+        self, header: SendFields, request: RemotingCommand
+    ) -> tuple[TopicConfig, int, str, int]:
+        """A send's checks (sheet 3.12): (topic config, queue id, topic to store in,
+        reconsume times); raises `SendRefused`, or `TopicMissing` for a topic to create."""
+        return self._check(header, request)
+
     def _check(
         self, header: SendFields, request: RemotingCommand
     ) -> tuple[TopicConfig, int, str, int]:

@@ -4,11 +4,12 @@ Plain functions are answered inline by the connection's reader (queries, and cha
 no waiting); ``async`` handlers run in a task of their own (a pull that may be held, calls
 relayed to a consumer). Each handler is built here from exactly the parts it uses, taken from
 `HandlerParts`, which the composition root (`actors.broker.broker`) fills in: sends in send.py,
-pulls in pull.py, retries in send_back.py, orderly locks in locks.py, the clients' other
-requests in client.py, the operator's in config_admin.py (settings, topics, groups),
-consumer_admin.py (connections, offsets, progress, relayed calls) and stats.py, what a slave's
-config sync reads in replication.py; END_TRANSACTION is the transaction service's
-(`actors.broker.services.transaction`), whose counters and op puts it shares.
+request-reply's replies in reply.py, pulls in pull.py, retries in send_back.py, orderly locks in
+locks.py, the clients' other requests in client.py, the operator's in config_admin.py
+(settings, topics, groups), consumer_admin.py (connections, offsets, progress, relayed calls)
+and stats.py, what a slave's config sync reads in replication.py; END_TRANSACTION is the
+transaction service's (`actors.broker.services.transaction`), whose counters and op puts it
+shares.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from actors.broker.handlers.consumer_admin import ConsumerAdmin, ConsumerAdminPa
 from actors.broker.handlers.locks import LockHandlers
 from actors.broker.handlers.pull import PullHandler, PullParts
 from actors.broker.handlers.replication import ReplicationQueries
+from actors.broker.handlers.reply import ReplyHandler, ReplyParts
 from actors.broker.handlers.send import SendHandler, SendParts
 from actors.broker.handlers.send_back import SendBackHandler, SendBackParts
 from actors.broker.handlers.stats import StatsHandlers, StatsParts
@@ -71,10 +73,12 @@ class HandlerParts:
 def request_table(parts: HandlerParts) -> dict[RequestCode, Handler]:
     """Every request code the broker serves, with its handler."""
     p = parts
-    send = SendHandler(
+    send_handler = SendHandler(
         SendParts(p.config, p.topics, p.groups, p.store, p.schedule, p.dedup, p.stats,
                   p.request_stats, p.ha.service)
-    ).__call__  # fmt: skip
+    )  # fmt: skip
+    send = send_handler.__call__
+    reply = ReplyHandler(ReplyParts(p.config, send_handler, p.clients, p.store, p.stats)).__call__
     pull = PullHandler(
         PullParts(p.config, p.store, p.topics, p.groups, p.offsets, p.clients, p.stats,
                   p.pull_hold)
@@ -98,6 +102,8 @@ def request_table(parts: HandlerParts) -> dict[RequestCode, Handler]:
         RequestCode.PULL_MESSAGE: pull,
         RequestCode.CONSUMER_SEND_MSG_BACK: send_back,
         RequestCode.END_TRANSACTION: p.transactions.end_transaction,
+        RequestCode.SEND_REPLY_MESSAGE: reply,
+        RequestCode.SEND_REPLY_MESSAGE_V2: reply,
         # -- clients: heartbeats, group members, offsets, queue queries, lookups
         RequestCode.HEART_BEAT: clients.heart_beat,
         RequestCode.UNREGISTER_CLIENT: clients.unregister_client,
