@@ -186,6 +186,8 @@ class Producer:
         #: Per topic: the route its queues come from, the writable queues, and when to ask the
         #: registry again. A topic no registry knows yet has no route: its queues are TBW102's.
         self._publish: dict[str, tuple[TopicRouteData | None, list[MessageQueue], float]] = {}
+        #: Topics this producer has sent requests to (its heartbeat has reached their brokers).
+        self._requested_topics: set[str] = set()
         self._load_locks: dict[str, anyio.Lock] = {}
         self._counter = itertools.count()
         self._task_group: anyio.abc.TaskGroup | None = None
@@ -258,11 +260,12 @@ class Producer:
         deadline = anyio.current_time() + timeout
         replies = self.instance.replies
         request, correlation_id = replies.prepare(message, timeout)
-        if request.topic not in self.instance.routes:
+        if request.topic not in self._requested_topics:
             # The brokers push replies to clients they have a heartbeat from: the topic's
             # brokers must have this producer's before the first reply comes.
             await self._publish_queues(request.topic)
             await self.instance.send_heartbeat_to_all_brokers()
+            self._requested_topics.add(request.topic)
         waiter = replies.expect(correlation_id)
         try:
             await self.send(request, timeout=max(0.001, deadline - anyio.current_time()))
