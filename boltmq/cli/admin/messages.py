@@ -1,5 +1,5 @@
-"""Verbs about messages: queryMsgById, queryMsgByKey, queryMsgByUniqueKey, queryMsgByOffset,
-printMsg, printMsgByQueue, sendMessage, consumeMessage.
+"""Verbs about messages: queryMsgById, queryMsgByKey, queryMsgTraceById, queryMsgByUniqueKey,
+queryMsgByOffset, printMsg, printMsgByQueue, sendMessage, consumeMessage.
 
 Reading verbs pull with the tools group and commit nothing, so they never move a consumer
 group's offsets. How a message reads, in full or in a list, is ``_message_view``'s, shared
@@ -20,7 +20,7 @@ from boltmq.cli.admin._message_view import (
     message_row,
     time_arg,
 )
-from boltmq.cli.admin._output import Column, Result, Table, number
+from boltmq.cli.admin._output import Column, Result, Table, number, timestamp
 from boltmq.cli.admin._verbs import (
     AdminError,
     Arg,
@@ -30,8 +30,9 @@ from boltmq.cli.admin._verbs import (
     topic_arg,
     verb,
 )
-from client import Admin, Message, Producer
+from client import Admin, Message, MQClientError, Producer
 from client.browse import TOOLS_CONSUMER_GROUP, QueueBrowser
+from client.trace import TRACE_TOPIC, decode_trace_data
 from protocol.bodies import MessageQueue
 from protocol.message import MessageExt, MessageFormatError
 
@@ -135,6 +136,85 @@ async def query_msg_by_key(admin: Admin, args: argparse.Namespace) -> Result:
         args.topic, args.key, max_num=args.max_num, begin_ms=args.begin, end_ms=args.end
     )
     return _listing(await _with_brokers(admin, args.topic, found), f"key {args.key}")
+
+
+@verb(
+    "queryMsgTraceById",
+    "the trace of a message (enableMsgTrace clients): its send, then each consumer group's "
+    "consumes, read from the trace topic",
+    "boltmq admin queryMsgTraceById -i 7F0000010F2A18B4AAC2166E0C2A0000 "
+    "[-t RMQ_SYS_TRACE_TOPIC -b 1700000000000 -e ... -c 64]",
+    [
+        arg("-i", "--msgId", dest="msg_id", metavar="MSGID", required=True,
+            help="the client msgId (UNIQ_KEY) whose trace to show"),
+        arg("-t", "--traceTopic", dest="trace_topic", default=TRACE_TOPIC,
+            help=f"the trace topic the clients write to (default: {TRACE_TOPIC})"),
+        arg("-b", "--beginTimestamp", dest="begin", type=time_arg, default=0,
+            help=f"traces stored at or after this time: {TIME_HELP}"),
+        arg("-e", "--endTimestamp", dest="end", type=time_arg, default=None,
+            help=f"traces stored at or before this time (default: now): {TIME_HELP}"),
+        arg("-c", "--maxNum", dest="max_num", type=int, default=64,
+            help="at most this many trace messages per broker (default: 64)"),
+    ],
+)  # fmt: skip
+async def query_msg_trace_by_id(admin: Admin, args: argparse.Namespace) -> Result:
+    """queryMsgTraceById: QUERY_MESSAGE on the trace topic by msgId (trace messages are keyed
+    by every msgId they trace), the records of that msgId decoded; the send first, then one
+    table per consumer group, as mqadmin prints them."""
+    if args.max_num <= 0:
+        raise UsageError(f"-c {args.max_num}: give a positive number of messages")
+    try:
+        found = await admin.query_message(
+            args.trace_topic, args.msg_id, max_num=args.max_num, begin_ms=args.begin,
+            end_ms=args.end,
+        )  # fmt: skip
+    except MQClientError as exc:
+        raise AdminError(
+            f"cannot read the trace topic {args.trace_topic}: {exc} (do the clients run with "
+            "message trace on, and to this topic?)"
+        ) from None
+    rows: list[dict[str, Any]] = []
+    for message in sorted(found, key=lambda m: (m.store_timestamp, m.commit_log_offset)):
+        text = message.decompressed_body().decode("utf-8", "replace")
+        for record in decode_trace_data(text):
+            if record.msg_id != args.msg_id or record.type not in ("Pub", "SubAfter"):
+                continue
+            rows.append({
+                "type": "Pub" if record.type == "Pub" else "Sub",
+                "group": record.group,
+                "clientHost": record.client_host or host_text(message.born_host),
+                "time": record.timestamp,
+                "costTimes": f"{record.cost_ms}ms",
+                "status": "success" if record.success else "failed",
+                "topic": record.topic,
+                "tags": record.tags,
+                "keys": record.keys,
+                "storeHost": record.store_host,
+            })  # fmt: skip
+    sends = [row for row in rows if row["type"] == "Pub"]
+    tables = [Table(_trace_columns("ProducerGroup", "SendTime"), sends)] if sends else []
+    consumes: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        if row["type"] == "Sub":
+            consumes.setdefault(row["group"], []).append(row)
+    for group_rows in consumes.values():
+        tables.append(Table(_trace_columns("ConsumerGroup", "ConsumerTime"), group_rows))
+    notes = () if rows else (
+        f"no trace of msgId {args.msg_id} in {args.trace_topic} (is message trace on in the "
+        "producer and consumers?)",
+    )  # fmt: skip
+    return Result(rows, tuple(tables), notes)
+
+
+def _trace_columns(group_title: str, time_title: str) -> tuple[Column, ...]:
+    return (
+        Column("type", "Type"),
+        Column("group", group_title),
+        Column("clientHost", "ClientHost"),
+        timestamp("time", time_title),
+        number("costTimes", "CostTimes"),
+        Column("status", "Status"),
+    )
 
 
 @verb(
