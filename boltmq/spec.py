@@ -51,6 +51,8 @@ _BROKER_NAME = re.compile(r"[A-Za-z0-9_-]{1,127}")
 
 REGISTRY = "registry"
 BROKER = "broker"
+#: Where a launched cluster's listeners bind unless told otherwise (bindAddress).
+LOOPBACK = "127.0.0.1"
 
 
 class SpecError(ValueError):
@@ -78,7 +80,7 @@ class NodeSpec:
     #: Every port the node binds, with the key that sets it: ``(("listenPort", 10911), ...)``.
     listeners: tuple[tuple[str, int], ...] = ()
     #: The address its listeners bind (bindAddress).
-    bind_address: str = "0.0.0.0"
+    bind_address: str = "127.0.0.1"
 
     @property
     def broker_name(self) -> str:
@@ -210,6 +212,9 @@ class _Checker:
             node_dir = data_dir / name
             properties = self._strings(table, NODE_KEYS, key + ".")
             properties.setdefault("listenPort", str(9876 + 10 * (index - 1)))
+            # A spec's cluster is reached on loopback (its namesrvAddr is 127.0.0.1): its
+            # listeners stay there unless the spec opens them.
+            properties.setdefault("bindAddress", LOOPBACK)
             properties["kvConfigPath"] = str(
                 self._path(properties.get("kvConfigPath"), node_dir / "kvConfig.json")
             )
@@ -258,6 +263,7 @@ class _Checker:
                 }
                 properties["brokerName"] = broker_name
                 properties["namesrvAddr"] = namesrv
+                properties.setdefault("bindAddress", LOOPBACK)
                 config = self._valid(BrokerConfig, properties, key)
                 if config.broker_role is BrokerRole.SLAVE:
                     if config.broker_id == 0:

@@ -35,8 +35,8 @@ from boltmq.launcher import (
     launch,
     read_state,
 )
-from boltmq.spec import EXAMPLE_SPEC, ClusterSpec, SpecError, load_spec
-from supervisors.config import property_key
+from boltmq.spec import EXAMPLE_SPEC, LOOPBACK, ClusterSpec, SpecError, load_spec
+from supervisors.config import load_properties, property_key
 from supervisors.supervisor import ChildSpec
 
 BROKER_KEYS = [property_key(field) for field in attrs.fields(BrokerConfig)]
@@ -109,6 +109,10 @@ def setup_cluster(parser: argparse.ArgumentParser) -> Runner:
             args.websocketListenPort = str(broker_ws)
         if args.storePathRootDir is None:
             args.storePathRootDir = str(home / "store")
+        if args.bindAddress is None and not _sets(args.config, "bindAddress"):
+            # The first command of a new user: reachable from this machine only, unless the
+            # flag or the config file opens it (RocketMQ's own default is every address).
+            args.bindAddress = LOOPBACK
         own_registry = args.namesrvAddr is None
         config = _broker_config(parser, args)
         if config is None:
@@ -139,6 +143,17 @@ def setup_cluster(parser: argparse.ArgumentParser) -> Runner:
         return serve("cluster", [ChildSpec.instance("registry", registry), broker_child(broker)])
 
     return run
+
+
+def _sets(config_file: str | None, key: str) -> bool:
+    """Whether the broker.conf ``config_file`` sets ``key`` (an unreadable one is reported
+    where it is loaded)."""
+    if config_file is None:
+        return False
+    try:
+        return key in load_properties(config_file)
+    except (OSError, ValueError):
+        return False
 
 
 def default_websocket_ports(registry_port: int, listen_port: str | None) -> tuple[int, int]:

@@ -85,10 +85,12 @@ def test_example_registry_properties(tmp_path: Path) -> None:
     assert dict(first.properties) == {
         "listenPort": "9876",
         "websocketListenPort": "9877",
+        "bindAddress": "127.0.0.1",
         "kvConfigPath": str(data / "registry-1" / "kvConfig.json"),
     }
     assert dict(second.properties) == {
         "listenPort": "9886",
+        "bindAddress": "127.0.0.1",
         "kvConfigPath": str(data / "registry-2" / "kvConfig.json"),
     }
     assert first.broker_name == ""
@@ -109,6 +111,7 @@ def test_example_broker_properties(tmp_path: Path) -> None:
         "websocketListenPort": "10913",
         "brokerName": "broker-a",
         "namesrvAddr": "127.0.0.1:9876;127.0.0.1:9886",
+        "bindAddress": "127.0.0.1",
         "storePathRootDir": str(data / "broker-a-0" / "store"),
     }
     slave_a = spec.node("broker-a-1")
@@ -619,3 +622,17 @@ def test_node_spec_is_frozen(tmp_path: Path) -> None:
     node: NodeSpec = example(tmp_path).nodes[0]
     with pytest.raises(AttributeError):
         node.port = 1  # type: ignore[misc]
+
+
+def test_nodes_listen_on_loopback_unless_the_spec_says_otherwise() -> None:
+    spec = parse(ONE_REGISTRY + broker("listenPort = 10911"))
+    for node in spec.nodes:
+        assert node.bind_address == "127.0.0.1"
+        assert node.properties["bindAddress"] == "127.0.0.1"  # what the node is started with
+    opened = parse(
+        "[defaults]\nbindAddress = '0.0.0.0'\n"
+        "[[registry]]\nlistenPort = 9876\nbindAddress = '0.0.0.0'\n"
+        + broker("listenPort = 10911")
+        + broker("listenPort = 10921\nbindAddress = '10.1.2.3'", "broker-b")
+    )
+    assert [node.bind_address for node in opened.nodes] == ["0.0.0.0", "0.0.0.0", "10.1.2.3"]

@@ -122,3 +122,27 @@ def test_the_default_cluster_turns_the_websocket_listeners_on() -> None:
     assert default_websocket_ports(9876, None) == (9877, 10913)
     assert default_websocket_ports(0, "0") == (0, 0)  # chosen ports choose their websockets
     assert default_websocket_ports(9876, "10921") == (9877, 0)
+
+
+def listening_hosts(port: int) -> set[str]:
+    """The IPv4 addresses a socket listens on at ``port``, from the kernel's table."""
+    hosts = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, state = line.split()[1], line.split()[3]
+        address, _, hex_port = local.partition(":")
+        if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
+            hosts.add(".".join(str(b) for b in reversed(bytes.fromhex(address))))
+    return hosts
+
+
+async def test_the_cluster_command_listens_on_loopback_unless_told(tmp_path: Path) -> None:
+    for extra, expected in (([], "127.0.0.1"), (["--bindAddress", "0.0.0.0"], "0.0.0.0")):
+        home = tmp_path / (expected or "default")
+        proc, lines, found = await start(
+            ["cluster", "--registryPort", "0", "--listenPort", "0", *extra], home
+        )
+        try:
+            for address in (found["registry"], found["broker"]):
+                assert listening_hosts(int(address.rpartition(":")[2])) == {expected}, address
+        finally:
+            assert await stop(proc, lines, signal.SIGINT) == 0, lines
