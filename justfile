@@ -7,9 +7,9 @@ py := ".venv/bin/python"
 default:
     @just --list
 
-# Install the project alone (what the registry and broker need) into .venv, or with the extras
-# named (`just sync test,lint,build`). One stamp per extra set holds the hash of pyproject.toml,
-# so an unchanged set is skipped and a set not installed yet (up, then test) is installed.
+# One stamp per extra set holds the hash of pyproject.toml, so an unchanged set is skipped and
+# a set not installed yet (up, then test) is installed.
+# Install the project into .venv, alone or with the extras named: ./dev sync test,lint,build.
 sync EXTRAS="":
     #!/usr/bin/env bash
     set -euo pipefail
@@ -22,9 +22,9 @@ sync EXTRAS="":
         echo "$want" > "$stamp"
     fi
 
-# Start the embedded cluster (registry + broker in one process, data under ~/boltmq). Installs
-# the project alone: the build hook compiles the codecs in an isolated build environment, and
-# reinstalling the project rebuilds them when protocol/_speedups.pyx changed since.
+# Installs the project alone: the build hook compiles the codecs in an isolated build
+# environment, and reinstalling the project rebuilds them when protocol/_speedups.pyx changed.
+# Start the embedded cluster (registry + broker in one process, data under ~/boltmq).
 up *ARGS: sync
     #!/usr/bin/env bash
     set -euo pipefail
@@ -35,9 +35,10 @@ up *ARGS: sync
     fi
     exec .venv/bin/boltmq cluster {{ARGS}}
 
-# Run the whole test suite with the test, lint and build extras (as root, installs chromium and
-# tmux for the browser and screen tests first when missing; builds the optional compiled
-# codecs, and on a failed build says so and tests the pure code).
+# With the test, lint and build extras; as root, installs chromium and tmux for the browser and
+# screen tests first when missing; builds the optional compiled codecs, and on a failed build
+# says so and tests the pure code.
+# Run the whole test suite (or the tests named: ./dev test tests/docs).
 test *ARGS: (sync "test,lint,build")
     @bash tests/ensure_packages.sh
     @{{py}} -m tools.build_ext --soft
@@ -47,13 +48,15 @@ test *ARGS: (sync "test,lint,build")
 build-ext *ARGS: (sync "build")
     {{py}} -m tools.build_ext {{ARGS}}
 
-# Lint (ruff) and type-check (mypy) the packages. The same extras as test (mypy reads the
-# pipeline's pyspark and the tests' libraries), so CI's test-then-lint installs once.
+# The same extras as test (mypy reads the pipeline's pyspark), so CI's test-then-lint
+# installs once.
+# Lint (ruff), type-check (mypy) and check the layers (import-linter).
 lint: (sync "test,lint,build")
     .venv/bin/ruff check protocol supervisors storage actors client monitor pipeline boltmq tests bench tools
     .venv/bin/mypy
     .venv/bin/lint-imports
 
+# With the pipeline, build and bench extras (Spark, Cython, the comparison's peer clients).
 # Run the benchmarks and print their figures.
-bench *ARGS: (sync "test,build,bench")
+bench *ARGS: (sync "pipeline,build,bench")
     {{py}} -m bench {{ARGS}}
