@@ -9,8 +9,8 @@ The rules a page's Python blocks follow (README.md, "The two commands", points h
 - Before a block runs, the registry address ``127.0.0.1:9876`` in it becomes that registry's
   real address, ``ws://127.0.0.1:9877/`` its real websocket address and ``127.0.0.1:10911``
   the broker's real address. The blocks run with the working directory and ``HOME`` in a
-  temporary directory, so ``~/store`` or ``cluster.toml`` land there, and an example path
-  ``"/data/...`` becomes the relative ``"data/...``.
+  temporary directory, so ``~/store`` or ``cluster.toml`` land there; an example path
+  ``"/data/...`` is moved under that directory too.
 - Top-level ``await`` and ``async with`` are allowed (compiled with
   ``ast.PyCF_ALLOW_TOP_LEVEL_AWAIT``): such a block runs under trio in the test's event loop,
   as the BoltMQ APIs the pages show expect. A block with neither (blocking code: the Apache
@@ -134,14 +134,15 @@ class PageCluster:
     registry_websocket: str
     broker_address: str
 
-    def localise(self, code: str) -> str:
-        """``code`` with the documented default addresses replaced by this cluster's."""
+    def localise(self, code: str, work: Path) -> str:
+        """``code`` with the documented default addresses replaced by this cluster's, and the
+        example directory ``/data/`` by one under ``work`` (absolute: Spark's JVM resolves
+        paths against the directory it started in)."""
         return (
             code.replace("ws://127.0.0.1:9877/", self.registry_websocket)
             .replace("127.0.0.1:9876", self.registry_address)
             .replace("127.0.0.1:10911", self.broker_address)
-            # Absolute example paths become relative ones, under the page's working directory.
-            .replace('"/data/', '"data/')
+            .replace('"/data/', f'"{work}/data/')
         )
 
 
@@ -378,7 +379,7 @@ async def test_page_blocks_run(
                         if block.not_run is None:
                             where = f"the block at {block.page}:{block.line}"
                             started = trio.current_time()
-                            await run_block(block, cluster.localise(block.code), ns)
+                            await run_block(block, cluster.localise(block.code, work), ns)
                             took = trio.current_time() - started
                             print(f"{block.page}:{block.line} ran in {took:.1f} s")
                     where = "its check"
