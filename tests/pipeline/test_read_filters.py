@@ -9,6 +9,7 @@ over is read from their statistics (GROUP_GET_NUMS of topic@boltmq-spark-reader)
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,7 +24,9 @@ from pipeline.options import read_options
 from pipeline.planning import QueueRange, plan_ranges
 from pipeline.pulls import READER_GROUP
 from pipeline.queue_reader import QueueRangeReader
-from pipeline.reader import BoltMQPushdownReader
+from pipeline.reader import BoltMQPushdownReader, BoltMQReader
+from pipeline.schema import SCHEMA
+from pipeline.source import _READ_PLANNER, BoltMQDataSource
 from protocol.bodies import MessageQueue
 from protocol.message import tag_hash_code
 
@@ -361,3 +364,15 @@ def test_push_filters_takes_only_what_a_tag_expression_can_carry() -> None:
     assert list(reader.pushFilters([EqualTo(("tags",), "X"), EqualTo(("tags",), "Y")])) == []
     assert reader.tags == frozenset()  # X and Y at once: nothing, and no pull is made
     assert [type(p).__name__ for p in reader.partitions()] == ["InputPartition"]
+
+
+def test_the_read_planner_gets_the_reader_without_push_filters() -> None:
+    # The module Spark's read planner runs as; a PySpark that moved it fails here by name.
+    assert importlib.util.find_spec(_READ_PLANNER) is not None
+    source = BoltMQDataSource({"namesrvAddr": "h:1", "topic": "T"})
+    assert type(source.reader(SCHEMA)) is BoltMQPushdownReader
+    # Called from a function of the planner's module (the reads above with pushdown off go
+    # through the real one).
+    planner: dict[str, Any] = {"__name__": _READ_PLANNER, "source": source, "SCHEMA": SCHEMA}
+    exec("def plan():\n    return source.reader(SCHEMA)\n", planner)
+    assert type(planner["plan"]()) is BoltMQReader
