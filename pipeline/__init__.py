@@ -1,7 +1,7 @@
 """BoltMQ on Spark: the ``boltmq`` data source (PySpark 4's Python Data Source API).
 
-    import pipeline
-    pipeline.register(spark)
+    from pipeline import BoltMQDataSource
+    spark.dataSource.register(BoltMQDataSource)
     df = (spark.read.format("boltmq").option("namesrvAddr", "127.0.0.1:9876")
           .option("topic", "Orders").load())
     df.write.format("boltmq").mode("append").option("namesrvAddr", "127.0.0.1:9876").save()
@@ -10,7 +10,8 @@
 
 Modules, one concern each:
 
-- ``source``: `BoltMQDataSource` (the format), `register`, `use_current_python`.
+- ``source``: `BoltMQDataSource` (the format), `register` (the registration, with filter
+  pushdown turned on), `use_current_python`.
 - ``options``: the options, checked and typed (`ReadOptions`, `StreamOptions`,
   `WriteOptions`).
 - ``schema``: the row schema (`SCHEMA`) and one message as one row.

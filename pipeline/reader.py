@@ -1,4 +1,11 @@
-"""The batch reader: partitions planned on the driver, rows pulled on the executors.
+"""The batch readers: partitions planned on the driver, rows pulled on the executors.
+
+Two classes, because Spark checks the reader class against its filter-pushdown switch
+(``spark.sql.python.filterPushdown.enabled``, off by default): a reader that defines
+``pushFilters`` fails every read planned while the switch is off. `BoltMQReader` has no
+``pushFilters`` and keeps the tags of its options only (Spark applies filters on ``tags``
+itself, on the executors); `BoltMQPushdownReader` takes filters on ``tags`` too, so the broker
+skips the other messages. `pipeline.source.BoltMQDataSource.reader` picks one.
 
 Spark calls a Python data source's reader from plain threads: `partitions` once on the
 driver, `read` once per partition in an executor's Python worker. The client is async, so each
@@ -31,23 +38,12 @@ ARROW_BATCH_BYTES = 16 << 20
 
 class BoltMQReader(DataSourceReader):
     """Reads the queues of ``options.topics`` between startingOffsets and endingOffsets (or
-    the timestamps), keeping the messages of subExpression's and pushed-down filters' tags."""
+    the timestamps), keeping the messages of subExpression's tags."""
 
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
-        #: The tags the read keeps: subExpression's, narrowed by each pushed filter.
+        #: The tags the read keeps: subExpression's (narrowed by pushed filters, below).
         self.tags: frozenset[str] | None = options.tags
-
-    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
-        """Take ``tags = 'T'`` and ``tags IN (...)``: the broker filters by tag (its consume
-        queue keeps each message's tag hash code) and `read` checks each tag again. Every
-        other filter is left to Spark."""
-        for condition in filters:
-            wanted = _tags_of(condition)
-            if wanted is None:
-                yield condition
-            else:
-                self.tags = wanted if self.tags is None else self.tags & wanted
 
     def partitions(self) -> Sequence[InputPartition]:
         """One `QueueRange` per queue with messages in range (more with minPartitions)."""
@@ -67,6 +63,28 @@ class BoltMQReader(DataSourceReader):
             pull_batch_size=options.pull_batch_size,
             fail_on_data_loss=options.fail_on_data_loss, tags=self.tags,
         )  # fmt: skip
+
+
+class BoltMQPushdownReader(BoltMQReader):
+    """`BoltMQReader` that also takes Spark's filters on ``tags``; for a read planned with
+    filter pushdown on."""
+
+    def __init__(self, options: ReadOptions) -> None:
+        super().__init__(options)
+        #: The filters taken from Spark, in the order given.
+        self.pushed: list[Filter] = []
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        """Take ``tags = 'T'`` and ``tags IN (...)``: the broker filters by tag (its consume
+        queue keeps each message's tag hash code) and `read` checks each tag again. Every
+        other filter is left to Spark."""
+        for condition in filters:
+            wanted = _tags_of(condition)
+            if wanted is None:
+                yield condition
+            else:
+                self.pushed.append(condition)
+                self.tags = wanted if self.tags is None else self.tags & wanted
 
 
 def _tags_of(condition: Filter) -> frozenset[str] | None:

@@ -1,8 +1,8 @@
 """The data source Spark sees: ``spark.read.format("boltmq")``,
 ``spark.readStream.format("boltmq")`` and ``df.write.format("boltmq")``.
 
-    import pipeline
-    pipeline.register(spark)
+    from pipeline import BoltMQDataSource
+    spark.dataSource.register(BoltMQDataSource)
     df = spark.read.format("boltmq").option("namesrvAddr", "127.0.0.1:9876") \\
         .option("topic", "Orders").load()
 
@@ -22,7 +22,7 @@ from pyspark.sql.types import StructType
 
 from pipeline.errors import OptionError
 from pipeline.options import check_read_options, read_options, stream_options, write_options
-from pipeline.reader import BoltMQReader
+from pipeline.reader import BoltMQPushdownReader, BoltMQReader
 from pipeline.schema import SCHEMA, same_columns
 from pipeline.stream_reader import BoltMQStreamReader
 from pipeline.stream_writer import BoltMQStreamWriter
@@ -33,8 +33,9 @@ class BoltMQDataSource(DataSource):
     """BoltMQ (and RocketMQ 4.x) topics as a Spark data source: batch and streaming read,
     batch and streaming write.
 
-    Options and the row schema: docs/pipeline.md. Register with `register` (or
-    ``spark.dataSource.register(BoltMQDataSource)``).
+    Options and the row schema: docs/pipeline.md. Register with
+    ``spark.dataSource.register(BoltMQDataSource)`` (or `register`, which also turns filter
+    pushdown on).
     """
 
     @classmethod
@@ -54,9 +55,17 @@ class BoltMQDataSource(DataSource):
         return SCHEMA
 
     def reader(self, schema: StructType) -> BoltMQReader:
-        """A batch reader; OptionError names a bad option."""
+        """A batch reader; OptionError names a bad option.
+
+        A `BoltMQPushdownReader` (filters on ``tags`` go to the broker) unless PySpark's read
+        planner asks: that one plans the reads Spark pushes no filters into, and refuses a
+        reader with ``pushFilters`` while filter pushdown is off (`PUSHDOWN_CONF`).
+        """
         _check_schema(schema)
-        return BoltMQReader(read_options(self.options))
+        options = read_options(self.options)
+        if _asked_by(_READ_PLANNER):
+            return BoltMQReader(options)
+        return BoltMQPushdownReader(options)
 
     def streamReader(self, schema: StructType) -> BoltMQStreamReader:
         """A streaming reader; OptionError names a bad option."""
@@ -87,6 +96,28 @@ class BoltMQDataSource(DataSource):
 
 
 _SPARK_STREAM_OPTIONS = frozenset({"checkpointlocation"})
+
+# PySpark asks for a batch reader from one of two worker modules: the filter-pushdown worker,
+# which calls pushFilters (only while the switch is on, and only for a query with filters
+# Spark can hand over), or the read planner, which never does and, with the switch off,
+# fails the read if the reader's class defines pushFilters. Neither tells the data source the
+# switch, and its Python workers cannot see the session, so the caller is the one thing to go
+# by. Any other caller (a newer PySpark, a test) gets the reader that takes filters.
+_READ_PLANNER = "pyspark.sql.worker.plan_data_source_read"
+
+
+def _asked_by(module: str) -> bool:
+    """Whether a function of ``module`` is among the callers of the current call."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_globals.get("__name__")
+        if name == "__main__":  # a worker started as ``python -m module``
+            spec = frame.f_globals.get("__spec__")
+            name = getattr(spec, "name", name)
+        if name == module:
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
 
 
 def _check_schema(schema: StructType) -> None:
@@ -121,14 +152,14 @@ def use_current_python(spark: SparkSession | None = None) -> None:
 
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
-"""Spark's switch for Python data sources' pushFilters; a batch read needs it on."""
+"""Spark's switch for filter pushdown into Python data sources (off by default). Reads work
+either way; on, a filter on ``tags`` is handed to the broker instead of applied by Spark."""
 
 
 def register(spark: SparkSession) -> None:
-    """Register the ``boltmq`` format with ``spark`` (and `use_current_python`), and turn on
-    filter pushdown to Python data sources unless the session says otherwise: the batch
-    reader takes filters on ``tags`` (Spark refuses a reader with pushFilters while the
-    switch is off)."""
+    """A convenience: `use_current_python`, filter pushdown on (`PUSHDOWN_CONF`) unless the
+    session already sets it, then the standard registration,
+    ``spark.dataSource.register(BoltMQDataSource)``."""
     use_current_python(spark)
     if spark.conf.get(PUSHDOWN_CONF, None) in (None, ""):
         spark.conf.set(PUSHDOWN_CONF, "true")

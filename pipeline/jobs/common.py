@@ -1,4 +1,5 @@
-"""What the jobs share: parsing times, a local SparkSession, and progress lines.
+"""What the jobs share: parsing times, a local SparkSession, shuffles sized to the read, and
+progress lines.
 
 Times on the command line are ISO-8601 (``2026-11-24T09:00``, UTC unless it names a zone) or
 milliseconds since the epoch, the unit of the read options startingTimestamp / endingTimestamp.
@@ -10,12 +11,16 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
+import trio
 from pyspark.sql import SparkSession
 
 import pipeline
+from pipeline.options import read_options
+from pipeline.planning import plan_ranges
 
 log = logging.getLogger("boltmq.pipeline.jobs")
 
@@ -104,6 +109,33 @@ def time_options(start: str | None, end: str | None) -> dict[str, str]:
     if len(options) == 2 and int(options["startingTimestamp"]) > int(options["endingTimestamp"]):
         raise JobError(f"--from {start} is after --to {end}")
     return options
+
+
+SHUFFLE_PARTITIONS_CONF = "spark.sql.shuffle.partitions"
+
+
+def read_partitions(options: Mapping[str, str]) -> int:
+    """How many partitions a boltmq read with ``options`` has: one per queue range, planned
+    here as the data source plans it (the route and the queues' offsets), at least one.
+
+    Asking Spark instead (``df.rdd.getNumPartitions()``) starts a Python worker to plan the
+    read once more, which took seconds on a loaded machine.
+    """
+    # In a thread of its own: the caller may run in an event loop already (a notebook).
+    with ThreadPoolExecutor(1) as pool:
+        ranges = pool.submit(trio.run, plan_ranges, read_options(options)).result()
+    return max(1, len(ranges))
+
+
+def shuffle_partitions(spark: SparkSession, read_partitions: int) -> int:
+    """How many partitions a job's shuffle of a read with ``read_partitions`` partitions gets:
+    as many, at most ``spark.sql.shuffle.partitions``.
+
+    Spark's default of 200 makes a job over a few queues run 200 nearly empty tasks in every
+    stage after a shuffle, which is most of its time on a small topic.
+    """
+    configured = int(spark.conf.get(SHUFFLE_PARTITIONS_CONF) or 200)
+    return max(1, min(read_partitions, configured))
 
 
 def session(app: str, master: str | None) -> SparkSession:

@@ -26,8 +26,10 @@ from pipeline.jobs.common import (
     add_cluster_arguments,
     add_output_arguments,
     add_time_arguments,
+    read_partitions,
     run_main,
     session,
+    shuffle_partitions,
     time_options,
     topic_list,
 )
@@ -51,18 +53,24 @@ COLUMNS = ("topic", "tag", "hour", "messages", "bytes", "latencyAvgMs", "latency
 """The output's columns (``topic`` is the Parquet partition column)."""
 
 
-def stats_frame(messages: DataFrame) -> DataFrame:
-    """The figures of ``messages`` (rows of the boltmq schema) per (topic, tag, hour)."""
+def stats_frame(messages: DataFrame, partitions: int | None = None) -> DataFrame:
+    """The figures of ``messages`` (rows of the boltmq schema) per (topic, tag, hour), in
+    ``partitions`` partitions (None: spark.sql.shuffle.partitions)."""
     stored = F.unix_millis(F.col("storeTimestamp"))
     latency: Column = stored - F.unix_millis(F.col("bornTimestamp"))
     # The hour from the epoch in ms: the same hour whatever the session's time zone.
     hour = F.timestamp_millis(F.floor(stored / HOUR_MS) * HOUR_MS)
+    keys = ("topic", "tag", "hour")
+    rows = messages.select(
+        "topic", F.col("tags").alias("tag"), hour.alias("hour"),
+        F.length("body").alias("size"), latency.alias("latency"),
+    )  # fmt: skip
+    if partitions is not None:
+        # Partitioned by the grouping keys, the aggregation needs no shuffle of its own: this
+        # one is the job's only shuffle, with the number of partitions given here.
+        rows = rows.repartition(partitions, *keys)
     return (
-        messages.select(
-            "topic", F.col("tags").alias("tag"), hour.alias("hour"),
-            F.length("body").alias("size"), latency.alias("latency"),
-        )
-        .groupBy("topic", "tag", "hour")
+        rows.groupBy(*keys)
         .agg(
             F.count(F.lit(1)).alias("messages"),
             F.sum("size").alias("bytes"),
@@ -92,14 +100,19 @@ def stats(
     log.info("stats: reading %s from %s, store times %s to %s", ", ".join(topics),
              namesrv_addr, start or "the oldest message", end or "the newest")  # fmt: skip
     messages = spark.read.format("boltmq").options(**options).load()
-    figures = stats_frame(messages).cache()
+    read = read_partitions(options)
+    partitions = shuffle_partitions(spark, read)
+    log.info("stats: %d partitions read, %d after the shuffle by (topic, tag, hour)", read,
+             partitions)  # fmt: skip
+    figures = stats_frame(messages, partitions).cache()
     try:
         figures.write.mode(mode).partitionBy("topic").parquet(output)
-        rows = figures.count()
-        total = figures.agg(F.sum("messages")).first()
+        # Both totals in one job over the cached figures.
+        totals = figures.agg(F.count(F.lit(1)), F.sum("messages")).first()
     finally:
         figures.unpersist()
-    counted = 0 if total is None or total[0] is None else int(total[0])
+    rows = 0 if totals is None else int(totals[0])
+    counted = 0 if totals is None or totals[1] is None else int(totals[1])
     log.info("stats: wrote %d rows (topic, tag, hour) for %d messages to %s", rows, counted,
              output)  # fmt: skip
     return rows

@@ -16,7 +16,7 @@ import os
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -29,6 +29,7 @@ import boltmq
 import pipeline
 from boltmq.launcher import RunningCluster
 from client import Admin, Message, Producer
+from pipeline.source import PUSHDOWN_CONF
 from protocol.bodies import MessageQueue
 from tests.actors.broker.ha.helpers import free_port_pair
 from tests.client.helpers import free_port
@@ -257,7 +258,9 @@ async def queue_offsets(namesrv: str, topic: str) -> dict[tuple[str, int], tuple
 
 
 def spark_session() -> SparkSession:
-    """The run's one session: local[2], no UI, two shuffle partitions, quiet logs."""
+    """The run's one session: local[2] on loopback, no UI, two shuffle partitions, quiet logs,
+    the boltmq format registered the standard way (filter pushdown left at Spark's default,
+    off; the tests that need it on say so with `filter_pushdown`)."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     pipeline.use_current_python()
     session = (
@@ -269,8 +272,27 @@ def spark_session() -> SparkSession:
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
-    pipeline.register(session)
+    session.dataSource.register(pipeline.BoltMQDataSource)
     return session
+
+
+@contextmanager
+def session_conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
+    """``key`` set to ``value`` in ``spark`` for the block, then as it was (or unset)."""
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
+
+
+def filter_pushdown(spark: SparkSession, enabled: bool) -> AbstractContextManager[None]:
+    """Spark's filter pushdown into Python data sources on or off for the block."""
+    return session_conf(spark, PUSHDOWN_CONF, "true" if enabled else "false")
 
 
 def read(spark: SparkSession, namesrv: str, **options: str) -> DataFrame:

@@ -18,11 +18,21 @@ import pytest
 from pyspark.sql import SparkSession
 
 from client import Message, Producer
+from pipeline.jobs.common import SHUFFLE_PARTITIONS_CONF, shuffle_partitions
 from pipeline.jobs.export import export
 from pipeline.jobs.replay import default_write_id, replay
-from pipeline.jobs.stats import COLUMNS, HOUR_MS, stats
+from pipeline.jobs.stats import COLUMNS, HOUR_MS, stats, stats_frame
 
-from .helpers import ClusterData, create_topic, queue_offsets, read, rows_by_key, run
+from .helpers import (
+    ClusterData,
+    create_topic,
+    queue_offsets,
+    read,
+    rows_by_key,
+    run,
+    send_layout,
+    session_conf,
+)
 
 # Room for the run's first Spark job and cluster start on a busy machine.
 pytestmark = pytest.mark.timeout(300)
@@ -102,6 +112,49 @@ def test_stats_counts_the_traffic_exactly(
     empty = stats(spark, namesrv_addr=data.namesrv, topics=list(TRAFFIC),
                   output=str(tmp_path / "none"), start="2999-01-01T00:00")  # fmt: skip
     assert empty == 0
+
+
+def stage_tasks(spark: SparkSession, group: str) -> list[int]:
+    """The number of tasks of every stage of the jobs run under job group ``group``."""
+    tracker = spark.sparkContext.statusTracker()
+    tasks = []
+    for job_id in tracker.getJobIdsForGroup(group):
+        job = tracker.getJobInfo(job_id)
+        assert job is not None, f"job {job_id} of {group} is no longer tracked"
+        for stage_id in job.stageIds:
+            stage = tracker.getStageInfo(stage_id)
+            assert stage is not None, f"stage {stage_id} of {group} is no longer tracked"
+            tasks.append(stage.numTasks)
+    return tasks
+
+
+def test_stats_shuffles_into_as_many_partitions_as_the_read_has(
+    spark: SparkSession, data: ClusterData, tmp_path: Path
+) -> None:
+    topic = "JobsSized"
+    run(create_topic, data.namesrv, topic, {"broker-a": 2, "broker-b": 1})
+    run(send_layout, data.namesrv, topic, {("broker-a", 0): 4, ("broker-a", 1): 3,
+                                           ("broker-b", 0): 3})  # fmt: skip
+    context = spark.sparkContext
+    # Spark's default, which the run's session lowers to 2.
+    with session_conf(spark, SHUFFLE_PARTITIONS_CONF, "200"):
+        context.setJobGroup("stats-sized", "the stats job over three queues")
+        try:
+            rows = stats(spark, namesrv_addr=data.namesrv, topics=[topic],
+                         output=str(tmp_path / "stats"))  # fmt: skip
+        finally:
+            context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+        # One partition per queue read, and no stage of the job had more tasks.
+        tasks = stage_tasks(spark, "stats-sized")
+        assert tasks and max(tasks) == 3, tasks
+        assert rows == spark.read.parquet(str(tmp_path / "stats")).count() > 0
+        # The same sizing, as the job computes it, on the figures themselves.
+        messages = read(spark, data.namesrv, topic=topic)
+        assert messages.rdd.getNumPartitions() == 3
+        sized = stats_frame(messages, shuffle_partitions(spark, 3))
+        assert sized.rdd.getNumPartitions() == 3
+        # Never more than the session allows.
+        assert shuffle_partitions(spark, 500) == 200
 
 
 def test_export_then_replay_exactly_once_brings_the_same_messages_back(

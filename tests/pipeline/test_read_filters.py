@@ -1,12 +1,16 @@
 """Batch reads that pick messages by store time (startingTimestamp / endingTimestamp) and by
-tag (subExpression, and filters on ``tags`` Spark pushes down), against the real cluster.
+tag (subExpression, and filters on ``tags``: applied by Spark with filter pushdown off, pushed
+down to the broker with it on), against the real cluster.
 
 Each test has topics of its own. The expected rows come from what the tests sent and from a
-plain read of the whole topic (for the store times the brokers gave).
+plain read of the whole topic (for the store times the brokers gave). What the brokers handed
+over is read from their statistics (GROUP_GET_NUMS of topic@boltmq-spark-reader).
 """
 
 from __future__ import annotations
 
+import importlib.util
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,15 +19,27 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.datasource import EqualTo, In, IsNull
 
-from client import Admin, Message, Producer
+from client import Admin, Message, MQClientError, Producer
 from pipeline.options import read_options
 from pipeline.planning import QueueRange, plan_ranges
+from pipeline.pulls import READER_GROUP
 from pipeline.queue_reader import QueueRangeReader
-from pipeline.reader import BoltMQReader
+from pipeline.reader import BoltMQPushdownReader, BoltMQReader
+from pipeline.schema import SCHEMA
+from pipeline.source import _READ_PLANNER, BoltMQDataSource
 from protocol.bodies import MessageQueue
 from protocol.message import tag_hash_code
 
-from .helpers import ClusterData, create_topic, read, rows_by_key, run, send_layout
+from .helpers import (
+    ClusterData,
+    create_topic,
+    filter_pushdown,
+    read,
+    rows_by_key,
+    run,
+    send_layout,
+    wait_for,
+)
 
 # Room for the run's first Spark job and cluster start on a busy machine.
 pytestmark = pytest.mark.timeout(300)
@@ -119,18 +135,20 @@ def test_timestamps_and_offsets_for_one_end_are_refused_by_name(
 # -- tags ---------------------------------------------------------------------------------------
 
 
-async def send_tagged(namesrv: str) -> dict[Key, str | None]:
-    """TAGGED_PER_QUEUE messages into each queue, tags going round TAG_CYCLE: key -> tag."""
+async def send_tagged(
+    namesrv: str, topic: str = TAGGED, cycle: tuple[str | None, ...] = TAG_CYCLE
+) -> dict[Key, str | None]:
+    """TAGGED_PER_QUEUE messages into each queue, tags going round ``cycle``: key -> tag."""
     sent: dict[Key, str | None] = {}
     async with Producer("pipeline-test-producer", namesrv_addr=namesrv) as producer:
         for broker, queue_id in TAGGED_QUEUES:
-            queue = MessageQueue(topic=TAGGED, broker_name=broker, queue_id=queue_id)
-            tags = [TAG_CYCLE[i % len(TAG_CYCLE)] for i in range(TAGGED_PER_QUEUE)]
-            batch = [Message(TAGGED, f"{broker}/{queue_id}/{i}".encode(), tags=tag)
+            queue = MessageQueue(topic=topic, broker_name=broker, queue_id=queue_id)
+            tags = [cycle[i % len(cycle)] for i in range(TAGGED_PER_QUEUE)]
+            batch = [Message(topic, f"{broker}/{queue_id}/{i}".encode(), tags=tag)
                      for i, tag in enumerate(tags)]  # fmt: skip
             result = await producer.send_batch(batch, queue=queue)
             for i, tag in enumerate(tags):
-                sent[(TAGGED, broker, queue_id, result.queue_offset + i)] = tag
+                sent[(topic, broker, queue_id, result.queue_offset + i)] = tag
     return sent
 
 
@@ -139,6 +157,60 @@ def tagged(data: ClusterData) -> dict[Key, str | None]:
     """PipeTagged's messages: key -> tag."""
     run(create_topic, data.namesrv, TAGGED, {"broker-a": 1, "broker-b": 1})
     return run(send_tagged, data.namesrv)
+
+
+# Topics read once each with a filter on tags, so that their brokers' statistics count that
+# one read: with pushdown off (Spark filters) and on (the broker filters). No two tags of
+# FILTER_CYCLE share a hash code, so the broker hands over exactly the tags asked for.
+SPARK_FILTERS = "PipeTagsSparkFilters"
+BROKER_FILTERS = "PipeTagsBrokerFilters"
+FILTER_CYCLE = ("TagA", "TagB", None)
+
+
+@pytest.fixture(scope="module")
+def filtered(data: ClusterData) -> dict[str, dict[Key, str | None]]:
+    """SPARK_FILTERS' and BROKER_FILTERS' messages: topic -> key -> tag."""
+    sent = {}
+    for topic in (SPARK_FILTERS, BROKER_FILTERS):
+        run(create_topic, data.namesrv, topic, {"broker-a": 1, "broker-b": 1})
+        sent[topic] = run(send_tagged, data.namesrv, topic, FILTER_CYCLE)
+    return sent
+
+
+async def handed_over(namesrv: str, topic: str) -> int:
+    """Messages of ``topic`` the brokers handed to the data source's pulls in the last minute
+    (their GROUP_GET_NUMS, sampled every 10 s; 0 before a broker's first sample)."""
+    total = 0
+    async with Admin(namesrv_addr=namesrv) as admin:
+        for address in (await admin.masters()).values():
+            try:
+                stats = await admin.broker_stats(address, "GROUP_GET_NUMS",
+                                                 f"{topic}@{READER_GROUP}")  # fmt: skip
+            except MQClientError:  # not counted (or not sampled) yet
+                continue
+            total += stats.stats_minute.sum
+    return total
+
+
+def wait_for_handed_over(namesrv: str, topic: str, at_least: int) -> int:
+    """What the brokers handed over of ``topic``, once their statistics show ``at_least``:
+    the count only grows for a minute after the read, so a larger one is final too."""
+    seen: list[int] = []
+
+    def counted() -> bool:
+        seen.append(run(handed_over, namesrv, topic))
+        return seen[-1] >= at_least
+
+    wait_for(counted, f"the brokers' statistics to count {at_least} messages of {topic} "
+             f"(seen: {seen[-1:]})", timeout=45)  # fmt: skip
+    return seen[-1]
+
+
+@pytest.fixture
+def with_pushdown(spark: SparkSession) -> Iterator[None]:
+    """Filter pushdown on for the test."""
+    with filter_pushdown(spark, True):
+        yield
 
 
 def with_tags(sent: dict[Key, str | None], *tags: str) -> list[Key]:
@@ -160,6 +232,46 @@ def test_sub_expression_keeps_its_tags_even_against_a_hash_collision(
         read(spark, data.namesrv, topic=TAGGED, subExpression="TagA ||")
 
 
+def test_with_pushdown_off_spark_filters_the_tags_on_the_executors(
+    spark: SparkSession, data: ClusterData, filtered: dict[str, dict[Key, str | None]]
+) -> None:
+    sent = filtered[SPARK_FILTERS]
+    with filter_pushdown(spark, False):
+        df = read(spark, data.namesrv, topic=SPARK_FILTERS).filter(F.col("tags") == "TagA")
+        # Spark kept the filter above the scan...
+        assert "TagA" in df._jdf.queryExecution().executedPlan().toString()
+        assert sorted(rows_by_key(df)) == with_tags(sent, "TagA")
+    # ... and the broker handed over every message of the topic.
+    assert wait_for_handed_over(data.namesrv, SPARK_FILTERS, len(sent)) == len(sent)
+
+
+def test_with_pushdown_on_the_broker_filters_the_tags(
+    spark: SparkSession, data: ClusterData, filtered: dict[str, dict[Key, str | None]]
+) -> None:
+    sent = filtered[BROKER_FILTERS]
+    with filter_pushdown(spark, True):
+        df = read(spark, data.namesrv, topic=BROKER_FILTERS).filter(F.col("tags") == "TagA")
+        assert sorted(rows_by_key(df)) == with_tags(sent, "TagA")
+    # Only the messages with the tag left the broker.
+    wanted = len(with_tags(sent, "TagA"))
+    assert 0 < wanted < len(sent)
+    assert wait_for_handed_over(data.namesrv, BROKER_FILTERS, wanted) == wanted
+
+
+def test_filters_on_tags_give_the_same_rows_with_pushdown_off_and_on(
+    spark: SparkSession, data: ClusterData, tagged: dict[Key, str | None]
+) -> None:
+    for enabled in (False, True):
+        with filter_pushdown(spark, enabled):
+            df = read(spark, data.namesrv, topic=TAGGED).filter(F.col("tags").isin("Aa", "TagC"))
+            assert sorted(rows_by_key(df)) == with_tags(tagged, "Aa", "TagC"), enabled
+            # The option still goes to the broker, and the filter narrows it.
+            df = read(spark, data.namesrv, topic=TAGGED, subExpression="Aa || TagA") \
+                .filter(F.col("tags").isin("Aa", "TagC"))  # fmt: skip
+            assert sorted(rows_by_key(df)) == with_tags(tagged, "Aa"), enabled
+
+
+@pytest.mark.usefixtures("with_pushdown")
 def test_a_filter_on_tags_is_pushed_down_and_stays_exact(
     spark: SparkSession, data: ClusterData, tagged: dict[Key, str | None]
 ) -> None:
@@ -234,7 +346,7 @@ async def pull_all(
 
 
 def test_push_filters_takes_only_what_a_tag_expression_can_carry() -> None:
-    reader = BoltMQReader(read_options({"namesrvAddr": "h:1", "topic": "T",
+    reader = BoltMQPushdownReader(read_options({"namesrvAddr": "h:1", "topic": "T",
                                         "subExpression": "A || B || C"}))  # fmt: skip
     kept = [
         EqualTo(("tags",), "A"),
@@ -247,7 +359,20 @@ def test_push_filters_takes_only_what_a_tag_expression_can_carry() -> None:
     left = list(reader.pushFilters(kept))
     assert left == kept[2:] and all(a is b for a, b in zip(left, kept[2:], strict=True))
     assert reader.tags == frozenset({"A"})
-    reader = BoltMQReader(read_options({"namesrvAddr": "h:1", "topic": "T"}))
+    assert reader.pushed == [kept[0], kept[1]]
+    reader = BoltMQPushdownReader(read_options({"namesrvAddr": "h:1", "topic": "T"}))
     assert list(reader.pushFilters([EqualTo(("tags",), "X"), EqualTo(("tags",), "Y")])) == []
     assert reader.tags == frozenset()  # X and Y at once: nothing, and no pull is made
     assert [type(p).__name__ for p in reader.partitions()] == ["InputPartition"]
+
+
+def test_the_read_planner_gets_the_reader_without_push_filters() -> None:
+    # The module Spark's read planner runs as; a PySpark that moved it fails here by name.
+    assert importlib.util.find_spec(_READ_PLANNER) is not None
+    source = BoltMQDataSource({"namesrvAddr": "h:1", "topic": "T"})
+    assert type(source.reader(SCHEMA)) is BoltMQPushdownReader
+    # Called from a function of the planner's module (the reads above with pushdown off go
+    # through the real one).
+    planner: dict[str, Any] = {"__name__": _READ_PLANNER, "source": source, "SCHEMA": SCHEMA}
+    exec("def plan():\n    return source.reader(SCHEMA)\n", planner)
+    assert type(planner["plan"]()) is BoltMQReader
