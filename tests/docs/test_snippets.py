@@ -16,8 +16,7 @@ The rules a page's Python blocks follow (README.md, "The two commands", points h
   as the BoltMQ APIs the pages show expect. A block with neither (blocking code: the Apache
   C++ client, Spark, ``trio.run``) runs in a worker thread, so the cluster goes on serving.
 - docs/pipeline.md's namespace starts with ``spark``: the suite's local[2] Spark session (the
-  pipeline tests' own), and its topic ``Orders`` holds messages tagged ``created`` and ``paid``
-  before its first block runs.
+  pipeline tests' own); the page writes its own messages before it reads them.
 - ``print`` in a block writes to the page's output, which the page's check below reads with
   the namespace: a block that prints a result is checked on what it printed or kept.
 - A block that cannot run here is preceded by ``<!-- snippet: not run (REASON) -->``; the
@@ -179,17 +178,8 @@ Namespace = dict[str, Any]
 Check = Callable[[Namespace, str, "PageCluster"], Awaitable[None] | None]
 
 
-SEEDED_BODIES = [f'{{"id": {40 + n}}}'.encode() for n in range(6)]
-
-
-async def seed_orders(cluster: PageCluster) -> None:
-    """Topic Orders with `SEEDED_BODIES` tagged created and paid, for pages that read it."""
-    async with Producer("docs-seed", namesrv_addr=cluster.registry_address) as producer:
-        for n, body in enumerate(SEEDED_BODIES):
-            tags = "created" if n % 2 == 0 else "paid"
-            message = Message("Orders", body, tags=tags, keys=f"order-{40 + n}")
-            result = await producer.send(message)
-            assert result.status is SendStatus.SEND_OK
+#: The bodies docs/pipeline.md's first block writes to Orders (and its second copies).
+ORDER_BODIES = {f'{{"id": {i}}}'.encode() for i in range(10)}
 
 
 def check_readme(ns: Namespace, out: str, cluster: PageCluster) -> None:
@@ -266,10 +256,12 @@ def check_pipeline(ns: Namespace, out: str, cluster: PageCluster) -> None:
         .option("topic", "OrdersCopy")
         .load()
     )
-    # The batch write copied every seeded message (the streaming write may have added more).
-    bodies = [row.body for row in copied.select("body").collect()]
-    assert len(bodies) >= len(SEEDED_BODIES), bodies
-    assert set(SEEDED_BODIES) <= set(map(bytes, bodies)), bodies
+    # The batch write copied every message the page wrote (the streaming write adds more).
+    bodies = {bytes(row.body) for row in copied.select("body").collect()}
+    assert bodies == ORDER_BODIES, bodies
+    printed = out.split()
+    assert "5" in printed, out  # the tag filter Spark applied: 5 of the 10 are paid
+    assert "10" in printed, out  # the streaming query copied all 10 to the lake
 
 
 CHECKS: dict[str, Check] = {
@@ -287,8 +279,6 @@ CHECKS: dict[str, Check] = {
 CLUSTER_SETTINGS: dict[str, Callable[[Path], dict[str, Any]]] = {
     "docs/security.md": acl_settings,
 }
-#: Pages whose topic Orders must hold messages before their first block.
-SEEDED = {"docs/pipeline.md"}
 
 
 # -- running a page -----------------------------------------------------------------------------
@@ -369,8 +359,6 @@ async def test_page_blocks_run(
     settings = CLUSTER_SETTINGS.get(page, lambda _: {})(home)
     async with page_cluster(home, **settings) as cluster:
         try:
-            if page in SEEDED:
-                await seed_orders(cluster)
             where = "its check"
             deadline = PAGE_DEADLINES.get(page, PAGE_DEADLINE)
             try:
