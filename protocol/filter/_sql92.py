@@ -53,6 +53,9 @@ TOKEN_ERROR = "org.apache.rocketmq.filter.parser.TokenMgrError"
 RUNTIME_EXCEPTION = "java.lang.RuntimeException"
 NUMBER_FORMAT_EXCEPTION = "java.lang.NumberFormatException"
 _TAB_SIZE = 8  # JavaCC counts a tab to the next multiple of 8 in error columns
+#: Deepest expression BoltMQ takes (RocketMQ's limit is the JVM's stack); far beyond any
+#: selector written by hand.
+MAX_DEPTH = 200
 
 
 class FilterParseError(ValueError):
@@ -66,7 +69,7 @@ class FilterParseError(ValueError):
     @property
     def remark(self) -> str:
         """``<Java exception class>: <message>``, as RocketMQ's CHECK_CLIENT_CONFIG answers."""
-        return f"{self.java_class}: {self.message}"
+        return f"{self.java_class}: {self.message}" if self.message else self.java_class
 
 
 class _SyntaxError(FilterParseError):
@@ -142,8 +145,13 @@ class Token:
 
 
 def parse(expression: str) -> Evaluator:
-    """Parse a SQL92 selector into its evaluator; `FilterParseError` when RocketMQ refuses it."""
-    return _Parser(expression).selector()
+    """Parse a SQL92 selector into its evaluator; `FilterParseError` when RocketMQ refuses it
+    (or when it nests deeper than `MAX_DEPTH`)."""
+    try:
+        return _Parser(expression).selector()
+    except RecursionError:
+        # Parentheses nest the parser's own calls; RocketMQ's parser fails the same way.
+        raise FilterParseError("java.lang.StackOverflowError", "") from None
 
 
 # -- nodes -----------------------------------------------------------------------------------
@@ -164,6 +172,7 @@ class _Node:
     shape: _Shape
     text: str  # the expression as RocketMQ prints it in its messages
     value: object = None  # a constant's value
+    depth: int = 1  # nodes on the longest path down: evaluation recurses this deep
 
     @property
     def is_boolean(self) -> bool:
@@ -172,6 +181,16 @@ class _Node:
     @property
     def is_constant(self) -> bool:
         return self.shape in (_Shape.CONSTANT, _Shape.BOOLEAN_CONSTANT)
+
+
+def _depth(*children: _Node) -> int:
+    depth = 1 + max(child.depth for child in children)
+    if depth > MAX_DEPTH:
+        # Evaluation recurses once per level; refuse rather than run out of stack per message.
+        raise FilterParseError(
+            RUNTIME_EXCEPTION, f"Expression nests deeper than {MAX_DEPTH} levels"
+        )
+    return depth
 
 
 def _constant(value: object, shape: _Shape = _Shape.CONSTANT) -> _Node:
@@ -194,7 +213,7 @@ def _negate(operand: _Node) -> _Node:
             return None  # a string or a boolean has no negation: unknown
         return -value  # type: ignore[operator]
 
-    return _Node(evaluate, _Shape.VALUE, f"(- {operand.text})")
+    return _Node(evaluate, _Shape.VALUE, f"(- {operand.text})", depth=_depth(operand))
 
 
 def _not(operand: _Node) -> _Node:
@@ -204,7 +223,7 @@ def _not(operand: _Node) -> _Node:
         value = inner(properties)
         return None if value is None else not value
 
-    return _Node(evaluate, _Shape.BOOLEAN, f"(NOT {operand.text})")
+    return _Node(evaluate, _Shape.BOOLEAN, f"(NOT {operand.text})", depth=_depth(operand))
 
 
 def _boolean_cast(operand: _Node) -> _Node:
@@ -218,7 +237,7 @@ def _boolean_cast(operand: _Node) -> _Node:
             return None
         return value if isinstance(value, bool) else False
 
-    return _Node(evaluate, _Shape.BOOLEAN, operand.text)
+    return _Node(evaluate, _Shape.BOOLEAN, operand.text, depth=_depth(operand))
 
 
 def _and(left: _Node, right: _Node) -> _Node:
@@ -233,7 +252,9 @@ def _and(left: _Node, right: _Node) -> _Node:
             return False
         return None if lv is None or rv is None else True
 
-    return _Node(evaluate, _Shape.BOOLEAN, f"({left.text} && {right.text})")
+    return _Node(
+        evaluate, _Shape.BOOLEAN, f"({left.text} && {right.text})", depth=_depth(left, right)
+    )
 
 
 def _or(left: _Node, right: _Node) -> _Node:
@@ -248,7 +269,9 @@ def _or(left: _Node, right: _Node) -> _Node:
             return True
         return None if lv is None or rv is None else False
 
-    return _Node(evaluate, _Shape.BOOLEAN, f"({left.text} || {right.text})")
+    return _Node(
+        evaluate, _Shape.BOOLEAN, f"({left.text} || {right.text})", depth=_depth(left, right)
+    )
 
 
 def _equal(left: _Node, right: _Node) -> _Node:
@@ -263,7 +286,9 @@ def _equal(left: _Node, right: _Node) -> _Node:
             return None if lv is None else False
         return compare(lv, rv) == 0
 
-    return _Node(evaluate, _Shape.BOOLEAN, f"({left.text} == {right.text})")
+    return _Node(
+        evaluate, _Shape.BOOLEAN, f"({left.text} == {right.text})", depth=_depth(left, right)
+    )
 
 
 _RELATIONS: dict[str, Callable[[int], bool]] = {
@@ -294,7 +319,8 @@ def _relation(symbol: str, left: _Node, right: _Node) -> _Node:
             return holds(compare(parse_double(lv), parse_double(rv)))
         return holds(compare(lv, rv))
 
-    return _Node(evaluate, _Shape.BOOLEAN, f"({left.text} {symbol} {right.text})")
+    text = f"({left.text} {symbol} {right.text})"
+    return _Node(evaluate, _Shape.BOOLEAN, text, depth=_depth(left, right))
 
 
 def _in(left: _Node, items: list[str], negated: bool) -> _Node:
@@ -312,7 +338,8 @@ def _in(left: _Node, items: list[str], negated: bool) -> _Node:
         return (value in members) != negated
 
     symbol = "NOT IN" if negated else "IN"
-    return _Node(evaluate, _Shape.BOOLEAN, f"{left.text} {symbol} ( {', '.join(items)} )")
+    text = f"{left.text} {symbol} ( {', '.join(items)} )"
+    return _Node(evaluate, _Shape.BOOLEAN, text, depth=_depth(left))
 
 
 def _is_null(left: _Node) -> _Node:
@@ -321,7 +348,7 @@ def _is_null(left: _Node) -> _Node:
     def evaluate(properties: Mapping[str, str]) -> object:
         return inner(properties) is None
 
-    return _Node(evaluate, _Shape.BOOLEAN, f"({left.text} == NULL)")
+    return _Node(evaluate, _Shape.BOOLEAN, f"({left.text} == NULL)", depth=_depth(left))
 
 
 def _equality(left: _Node, right: _Node) -> _Node:

@@ -267,3 +267,24 @@ def test_fuzz_parser_raises_only_its_parse_error(text: str, properties: dict[str
         return
     assert isinstance(selector, Sql92Filter)
     assert selector.matches(properties) in (True, False)
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "(" * 3000 + "a = 1",
+        "NOT " * 500 + "(a = 1)",
+        " AND ".join(["a = 1"] * 300),
+        "- " * 5000 + "5 = a",
+    ],
+    ids=["parentheses", "nots", "ands", "negations"],
+)
+def test_nesting_too_deep_is_a_parse_error(expression: str) -> None:
+    with pytest.raises(FilterParseError) as caught:
+        compile_sql92(expression)
+    assert caught.value.remark.startswith(("java.lang.RuntimeException", "java.lang.Stack"))
+
+
+def test_a_long_but_bounded_chain_evaluates() -> None:
+    selector = compile_sql92(" OR ".join(f"a = {i}" for i in range(150)))
+    assert selector.matches({"a": "149"}) and not selector.matches({"a": "150"})
