@@ -147,6 +147,9 @@ class Token:
 def parse(expression: str) -> Evaluator:
     """Parse a SQL92 selector into its evaluator; `FilterParseError` when RocketMQ refuses it
     (or when it nests deeper than `MAX_DEPTH`)."""
+    if not expression:
+        # RocketMQ's token manager fails on an empty input before it makes any token.
+        raise FilterParseError("java.lang.ArrayIndexOutOfBoundsException", "-1")
     try:
         return _Parser(expression).selector()
     except RecursionError:
@@ -650,7 +653,11 @@ class _Parser:
                 self._take()
                 left = _is_null(left)
             else:
-                self._expect(Kind.NOT)
+                token = self.tokens.peek()
+                if token.kind is not Kind.NOT:
+                    # JavaCC names both ways on: IS NOT NULL and (its look-ahead) IS NULL.
+                    self._fail(token, (Kind.NOT, Kind.NULL))
+                self._take()
                 self._expect(Kind.NULL)
                 left = _not(_is_null(left))
         return left
@@ -761,7 +768,8 @@ class _Parser:
         return self._take()
 
     def _fail(self, token: Token, expected: tuple[Kind, ...]) -> NoReturn:
-        kinds = sorted(set(expected) | self._passed)
+        # "+" is only ever expected through RocketMQ's look-ahead, which JavaCC lists last.
+        kinds = sorted(set(expected) | self._passed, key=lambda kind: (kind is Kind.PLUS, kind))
         if token.kind is Kind.EOF:
             encountered = _IMAGES[Kind.EOF]
         else:

@@ -171,7 +171,20 @@ PARSE_ERRORS: list[tuple[str, str]] = [
     (
         "a IS 5",
         'org.apache.rocketmq.filter.parser.ParseException: Encountered " <DECIMAL_LITERAL> '
-        '"5 "" at line 1, column 6.\nWas expecting:\n    "NOT" ...\n',
+        '"5 "" at line 1, column 6.\nWas expecting one of:\n    "NOT" ...\n    "NULL" ...\n',
+    ),
+    (
+        "a >  ",
+        'org.apache.rocketmq.filter.parser.ParseException: Encountered "<EOF>" at line 1, '
+        'column 5.\nWas expecting one of:\n    "NOT" ...\n    "TRUE" ...\n    "FALSE" ...\n'
+        '    "NULL" ...\n    <DECIMAL_LITERAL> ...\n    <FLOATING_POINT_LITERAL> ...\n'
+        '    <STRING_LITERAL> ...\n    <ID> ...\n    "(" ...\n    "-" ...\n    "+" ...\n    ',
+    ),
+    ("", "java.lang.ArrayIndexOutOfBoundsException: -1"),
+    (
+        "a = 1\tAND #",
+        "org.apache.rocketmq.filter.parser.TokenMgrError: Lexical error at line 1, "
+        'column 13.  Encountered: "#" (35), after : ""',
     ),
     (
         "a\n  in (5)",
