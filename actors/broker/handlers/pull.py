@@ -94,9 +94,6 @@ class PullFilter:
         return self.tag_codes is None and self.record_filter is None
 
 
-TAKE_ALL = PullFilter(None)
-
-
 @functools.lru_cache(maxsize=1024)
 def sql92_pull_filter(expression: str) -> PullFilter | FilterParseError:
     """The pull filter of a SQL92 expression (cached by its text), or why it does not parse."""
