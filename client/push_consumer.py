@@ -254,7 +254,11 @@ class PushConsumer(PullMessageService):
 
     async def _check_running(self, topic: str) -> None:
         if self._outer is not None:
-            await self._check_in_broker(topic)
+            try:
+                await self._check_in_broker(topic)
+            except MQClientError:
+                self.unsubscribe(topic)  # refused: not pulled with an expression that fails
+                raise
 
     async def _check_in_broker(self, topic: str) -> None:
         for data in self._subscription_data():

@@ -125,6 +125,16 @@ async def test_a_bad_selector_fails_the_subscription_with_the_brokers_answer(
             pass
     assert caught.value.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
     assert "ParseException" in str(caught.value)
+    # Running: awaiting the subscription asks the broker, and a refusal drops it again.
+    push = PushConsumer(unique("CG"), lambda messages: None, namesrv_addr=cluster.namesrv)
+    push.subscribe(topic)
+    async with push:
+        with pytest.raises(MQClientError) as caught:
+            await push.subscribe(topic, MessageSelector.by_sql("b IN (1)"))
+        assert caught.value.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
+        assert topic not in push.subscriptions and push.expression_types == {}
+        await push.subscribe(topic, MessageSelector.by_sql("b IN ('1')"))
+        assert push.expression_types == {topic: "SQL92"}
 
 
 async def test_selectors() -> None:
