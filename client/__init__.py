@@ -13,6 +13,8 @@ Layers, bottom up:
 - `PullConsumer` (pull_consumer.py): lite-pull style assign/subscribe, poll, seek, commit.
 - `Subscription` (subscription.py): what both consumers' ``subscribe`` return: applied at
   once, and awaitable (the pull consumer's await takes the topic's queues).
+- `MessageSelector` (selector.py): what both consumers may subscribe with besides a tag
+  expression: ``MessageSelector.by_sql("a > 5")`` (filtered by the broker) or ``by_tag``.
 - `PushConsumer` (push_consumer.py): RocketMQ's push consumer: settings, life and services
   over its parts: rebalance (rebalance.py), the listener run concurrently or orderly with
   retries (consume_service.py), long-polling pulls (pull_service.py) into each queue's
@@ -44,6 +46,7 @@ from client.push_consumer import (
     PushConsumer,
 )
 from client.request_reply import RequestTimeout, create_reply_message
+from client.selector import MessageSelector
 from client.subscription import Subscription
 from client.transaction import (
     LocalTransactionState,
@@ -65,6 +68,7 @@ __all__ = [
     "MQClientError",
     "Message",
     "MessageQueueSelector",
+    "MessageSelector",
     "Producer",
     "ProducerStatistics",
     "PullConsumer",

@@ -21,6 +21,7 @@ from client.message import Message, SendResult
 from client.producer import Producer
 from client.pull_consumer import PullConsumer
 from client.push_consumer import Listener, PushConsumer, PushConsumerStatistics
+from client.selector import MessageSelector
 from protocol.bodies import MessageQueue
 from protocol.message import MessageExt
 
@@ -118,7 +119,9 @@ class BlockingPullConsumer(_Blocking):
         """Start the loop thread and the consumer."""
         self._open(self.consumer)
 
-    def subscribe(self, topic: str, expression: str = "*") -> list[MessageQueue]:
+    def subscribe(
+        self, topic: str, expression: str | MessageSelector = "*"
+    ) -> list[MessageQueue]:
         """`PullConsumer.subscribe`, blocking."""
         queues: list[MessageQueue] = self._call(self.consumer.subscribe, topic, expression)
         return queues
@@ -163,7 +166,7 @@ class BlockingPushConsumer(_Blocking):
         """Start the loop thread and the consumer (first rebalance done when this returns)."""
         self._open(self.consumer)
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
         """`PushConsumer.subscribe` (before or after start)."""
         if self._portal is None:
             self.consumer.subscribe(topic, expression)  # applied at once; nothing to await

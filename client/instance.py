@@ -31,6 +31,7 @@ from protocol.bodies import (
     PERM_READ,
     PERM_WRITE,
     BodyError,
+    CheckClientRequestBody,
     ConsumeMessageDirectlyResult,
     ConsumerData,
     ConsumerRunningInfo,
@@ -38,12 +39,14 @@ from protocol.bodies import (
     MessageQueue,
     ProducerData,
     ResetOffsetBody,
+    SubscriptionData,
     TopicRouteData,
 )
 from protocol.client import RemotingClient
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand, RemotingError
 from protocol.connection import Connection
+from protocol.filter import is_tag_type
 from protocol.headers import (
     ConsumeMessageDirectlyResultRequestHeader,
     GetConsumerRunningInfoRequestHeader,
@@ -431,6 +434,36 @@ class ClientInstance:
     ) -> RemotingCommand:
         """Send ``request`` to the broker at ``address`` and return its response."""
         return await self.remoting.invoke(address, request, timeout or self.timeout)
+
+    async def check_client_in_broker(self, group: str, subscription: SubscriptionData) -> None:
+        """CHECK_CLIENT_CONFIG of a subscription not by tag at a broker of its topic, as Java's
+        consumers ask before they start: `MQClientError` with the broker's code and remark
+        when it refuses (its filter is off, or the expression does not parse). Tag
+        subscriptions, and topics without a route yet, are not asked about."""
+        if is_tag_type(subscription.expression_type):
+            return
+        route = await self.route(subscription.topic)
+        addresses = [
+            broker.broker_addrs.get(MASTER_ID) or next(iter(broker.broker_addrs.values()))
+            for broker in (route.broker_datas if route is not None else [])
+            if broker.broker_addrs
+        ]
+        if not addresses:
+            return
+        # One broker of the topic speaks for its cluster, as in Java.
+        address = addresses[0]
+        body = CheckClientRequestBody(
+            client_id=self.client_id, group=group, subscription_data=subscription
+        )
+        request = RemotingCommand.request(RequestCode.CHECK_CLIENT_CONFIG, body=body.to_json())
+        response = await self.invoke_broker(address, request)
+        if response.code != ResponseCode.SUCCESS:
+            raise MQClientError(
+                response.code,
+                f"broker {address} refuses the {subscription.expression_type} subscription "
+                f"{subscription.sub_string!r} of {group} to {subscription.topic}: "
+                f"{response.remark}",
+            )
 
     # -- heartbeats ---------------------------------------------------------------------------
 

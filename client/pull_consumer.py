@@ -32,6 +32,7 @@ import anyio.abc
 from client.instance import MASTER_ID, ClientInstance, subscribe_queues
 from client.message import MQClientError
 from client.options import ConnectionOptions, connection_options
+from client.selector import MessageSelector, selector_of
 from client.subscription import Subscription
 from protocol.bodies import (
     ConsumeFromWhere,
@@ -43,6 +44,7 @@ from protocol.bodies import (
 )
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand, RemotingError
+from protocol.filter import TAG
 from protocol.headers import (
     PullMessageRequestHeader,
     PullMessageResponseHeader,
@@ -130,6 +132,8 @@ class PullConsumer:
         self.timeout = timeout
         #: Topic -> subscription expression (``*`` for assigned queues).
         self.subscriptions: dict[str, str] = {}
+        #: Topic -> expression type of a subscription not by tag (SQL92); absent = TAG.
+        self.expression_types: dict[str, str] = {}
         self._tags: dict[str, frozenset[str] | None] = {}
         #: Topics subscribed whose queues are not taken yet (`subscribe` not awaited yet).
         self._unrouted: set[str] = set()
@@ -197,27 +201,44 @@ class PullConsumer:
 
     # -- assignment ---------------------------------------------------------------------------
 
-    def subscribe(self, topic: str, expression: str = "*") -> Subscription[list[MessageQueue]]:
-        """Take every readable queue of ``topic``, filtered by a tag expression.
+    def subscribe(
+        self, topic: str, expression: str | MessageSelector = "*"
+    ) -> Subscription[list[MessageQueue]]:
+        """Take every readable queue of ``topic``, filtered by a tag expression or a
+        `MessageSelector` (``MessageSelector.by_sql("a > 5")``: the broker filters).
 
-        Recorded at once; awaiting fetches the route and gives the queues taken. Not awaited,
-        the next `poll` does that (and raises what the await would have).
+        Recorded at once; awaiting fetches the route (and has a broker check a SQL92
+        selector, CHECK_CLIENT_CONFIG) and gives the queues taken. Not awaited, the next
+        `poll` does that (and raises what the await would have).
         """
         if not topic:
             raise ValueError("subscribe needs a topic name")
-        self.subscriptions[topic] = expression
-        self._tags[topic] = parse_tags(expression)
+        selector = selector_of(expression)
+        self.subscriptions[topic] = selector.expression
+        # SQL92 is filtered by the broker alone: no tags to check again here (as in Java).
+        self._tags[topic] = parse_tags(selector.expression) if selector.is_tag else None
+        if selector.is_tag:
+            self.expression_types.pop(topic, None)
+        else:
+            self.expression_types[topic] = selector.expression_type
         self._unrouted.add(topic)
-        return Subscription(topic, expression, lambda: self._take_queues(topic))
+        return Subscription(topic, selector.expression, lambda: self._take_queues(topic))
 
     async def _take_queues(self, topic: str) -> list[MessageQueue]:
         route = await self.instance.update_route(topic)
-        if route is None:
+        try:
+            if route is None:
+                raise MQClientError(ResponseCode.TOPIC_NOT_EXIST, f"topic {topic} has no route")
+            for data in self._consumer_data().subscription_data_set:
+                if data.topic == topic:
+                    await self.instance.check_client_in_broker(self.group, data)
+        except MQClientError:
             # As if never subscribed, awaited or found at poll: a later poll does not retry.
             self._unrouted.discard(topic)
             self.subscriptions.pop(topic, None)
+            self.expression_types.pop(topic, None)
             self._tags.pop(topic, None)
-            raise MQClientError(ResponseCode.TOPIC_NOT_EXIST, f"topic {topic} has no route")
+            raise
         queues = subscribe_queues(topic, route)
         self._unrouted.discard(topic)
         self._assign([*(q for q in self._assigned if q.topic != topic), *queues])
@@ -466,7 +487,7 @@ class PullConsumer:
             queue_offset=offset, max_msg_nums=self.pull_batch_size, sys_flag=int(sys_flag),
             commit_offset=0, suspend_timeout_millis=int(suspend * 1000),
             subscription=self.subscriptions.get(queue.topic, "*"), sub_version=0,
-            expression_type="TAG",
+            expression_type=self.expression_types.get(queue.topic, TAG),
         )  # fmt: skip
         response = await self._invoke(
             queue, RequestCode.PULL_MESSAGE, header, timeout=suspend + self.timeout,
@@ -504,7 +525,10 @@ class PullConsumer:
             consume_from_where=self.consume_from_where,
             subscription_data_set=[
                 SubscriptionData(
-                    topic=topic, sub_string=expression, tags_set=sorted(self._tags.get(topic) or ())
+                    topic=topic,
+                    sub_string=expression,
+                    tags_set=sorted(self._tags.get(topic) or ()),
+                    expression_type=self.expression_types.get(topic, TAG),
                 )
                 for topic, expression in sorted(self.subscriptions.items())
             ],

@@ -27,6 +27,7 @@ from client.process_queue import ProcessQueue, now_ms
 from protocol.bodies import MessageModel
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand, RemotingError
+from protocol.filter import TAG
 from protocol.headers import (
     PullMessageRequestHeader,
     PullMessageResponseHeader,
@@ -61,6 +62,8 @@ class PullMessageService(ConsumeMessageService):
     pull_threshold_size_for_queue: int
     consume_concurrently_max_span: int
     timeout: float
+    #: Topic -> expression type of a subscription not by tag (SQL92); absent = TAG.
+    expression_types: dict[str, str]
 
     async def _pull_loop(self, pq: ProcessQueue) -> None:
         with anyio.CancelScope() as scope:
@@ -113,7 +116,8 @@ class PullMessageService(ConsumeMessageService):
             consumer_group=self.group, topic=queue.topic, queue_id=queue.queue_id,
             queue_offset=offset, max_msg_nums=self.pull_batch_size, sys_flag=int(sys_flag),
             commit_offset=commit_offset, suspend_timeout_millis=int(_BROKER_SUSPEND * 1000),
-            subscription=expression, sub_version=sub_version, expression_type="TAG",
+            subscription=expression, sub_version=sub_version,
+            expression_type=self.expression_types.get(queue.topic, TAG),
         )  # fmt: skip
         request = RemotingCommand.request(RequestCode.PULL_MESSAGE, encode_header(header))
         started = time.perf_counter()

@@ -54,6 +54,7 @@ from client.process_queue import ProcessQueue, now_ms
 from client.pull_consumer import parse_tags
 from client.pull_service import PullMessageService
 from client.rebalance import RETRY_PREFIX
+from client.selector import MessageSelector, selector_of
 from client.subscription import Subscription
 from protocol.bodies import (
     ConsumeFromWhere,
@@ -67,6 +68,7 @@ from protocol.bodies import (
 )
 from protocol.codes import ResponseCode
 from protocol.command import RemotingError
+from protocol.filter import TAG
 from protocol.message import MessageExt, tag_hash_code
 
 __all__ = [
@@ -191,6 +193,8 @@ class PushConsumer(PullMessageService):
             self.offset_store = RemoteOffsetStore(self.instance, group)
         #: Topic -> (expression, tags or None for all, subVersion).
         self.subscriptions: dict[str, tuple[str, frozenset[str] | None, int]] = {}
+        #: Topic -> expression type of a subscription not by tag (SQL92); absent = TAG.
+        self.expression_types: dict[str, str] = {}
         self._process_queues: dict[MessageQueue, ProcessQueue] = {}
         self._limiter = anyio.CapacityLimiter(consume_thread_max)
         #: Concurrent mode: batches waiting for a consume worker (made at start).
@@ -214,12 +218,18 @@ class PushConsumer(PullMessageService):
 
     # -- subscriptions ------------------------------------------------------------------------
 
-    def subscribe(self, topic: str, expression: str = "*") -> Subscription[None]:
-        """Consume ``topic``'s messages whose tag matches ``expression`` (``*``, ``A || B``).
+    def subscribe(
+        self, topic: str, expression: str | MessageSelector = "*"
+    ) -> Subscription[None]:
+        """Consume ``topic``'s messages whose tag matches ``expression`` (``*``, ``A || B``),
+        or that a `MessageSelector` (``MessageSelector.by_sql("a > 5")``) takes.
 
-        Applied at once; the result may be awaited (as `PullConsumer.subscribe`'s is) and
-        then does nothing more: the rebalance takes the topic's queues.
+        Applied at once; the rebalance takes the topic's queues. The result may be awaited
+        (as `PullConsumer.subscribe`'s is): for a SQL92 selector on a running consumer that
+        asks a broker to check it (CHECK_CLIENT_CONFIG), else it does nothing more. A
+        consumer starting checks every SQL92 selector so, as Java's does.
         """
+        selector = selector_of(expression)
         if not topic:
             raise ValueError("subscribe needs a topic name")
         if topic.startswith(RETRY_PREFIX) and topic != self._retry_topic:
@@ -227,16 +237,38 @@ class PushConsumer(PullMessageService):
                 f"cannot subscribe to {topic!r}: another group's retry topic "
                 f"({self._retry_topic} is subscribed automatically in clustering)"
             )
-        self.subscriptions[topic] = (expression, parse_tags(expression), now_ms())
+        # SQL92 is filtered by the broker alone: no tags to check again here (as in Java).
+        tags = parse_tags(selector.expression) if selector.is_tag else None
+        self.subscriptions[topic] = (selector.expression, tags, now_ms())
+        if selector.is_tag:
+            self.expression_types.pop(topic, None)
+        else:
+            self.expression_types[topic] = selector.expression_type
         if self.message_model == MessageModel.CLUSTERING:
             # As Java does: the group's retry topic comes with any subscription.
             self.subscriptions.setdefault(self._retry_topic, ("*", None, now_ms()))
         self._wake_rebalance(heartbeat=True)
-        return Subscription(topic, expression, _applied)
+        if selector.is_tag:
+            return Subscription(topic, selector.expression, _applied)
+        return Subscription(topic, selector.expression, lambda: self._check_running(topic))
+
+    async def _check_running(self, topic: str) -> None:
+        if self._outer is not None:
+            try:
+                await self._check_in_broker(topic)
+            except MQClientError:
+                self.unsubscribe(topic)  # refused: not pulled with an expression that fails
+                raise
+
+    async def _check_in_broker(self, topic: str) -> None:
+        for data in self._subscription_data():
+            if data.topic == topic:
+                await self.instance.check_client_in_broker(self.group, data)
 
     def unsubscribe(self, topic: str) -> None:
         """Stop consuming ``topic`` (its queues are dropped at the next rebalance)."""
         self.subscriptions.pop(topic, None)
+        self.expression_types.pop(topic, None)
         self._wake_rebalance(heartbeat=True)
 
     def assignment(self) -> list[MessageQueue]:
@@ -296,6 +328,9 @@ class PushConsumer(PullMessageService):
             for topic in list(self.subscriptions):
                 with contextlib.suppress(RemotingError):
                     await self.instance.update_route(topic)  # learn the brokers to heartbeat
+            for topic in list(self.expression_types):
+                # A broker must take each SQL92 selector before the consumer starts.
+                await self._check_in_broker(topic)
             await self.instance.send_heartbeat_to_all_brokers()
             self._heartbeat_wanted = False
             self._rebalance_wanted = anyio.Event()  # _run rebalances first anyway
@@ -445,6 +480,7 @@ class PushConsumer(PullMessageService):
                 tags_set=sorted(tags or ()),
                 code_set=[tag_hash_code(t) for t in sorted(tags or ())],
                 sub_version=version,
+                expression_type=self.expression_types.get(topic, TAG),
             )
             for topic, (expression, tags, version) in sorted(self.subscriptions.items())
         ]

@@ -97,6 +97,8 @@ class Dispatcher:
         self._handlers: dict[int, tuple[bool, Handler]] = {}
         self._unguarded: dict[int, Handler] = {}
         self._guard: Guard | None = None
+        #: Codes asked for that are not served, each logged once (with the first asker).
+        self.unsupported_codes: set[int] = set()
 
     def register(self, code: int, handler: Handler) -> None:
         """Serve ``code`` with ``handler`` (replacing any previous one)."""
@@ -123,6 +125,19 @@ class Dispatcher:
     def codes(self) -> list[int]:
         """Every code served, sorted."""
         return sorted(self._handlers)
+
+    def note_unsupported(self, code: int, peer: str, language: object, version: int) -> None:
+        """Log, once per code, that a client asked for a code not served here: an operator
+        sees what a client needs (the client is answered REQUEST_CODE_NOT_SUPPORTED)."""
+        if code in self.unsupported_codes:
+            return
+        self.unsupported_codes.add(code)
+        name = getattr(language, "name", language)
+        log.warning(
+            "request code %d from %s (language %s, version %d) is not supported here; "
+            "answered REQUEST_CODE_NOT_SUPPORTED (logged once per code)",
+            code, peer, name, version,
+        )  # fmt: skip
 
 
 def _guarded(guard: Guard, handler: Handler, is_async: bool) -> Handler:
@@ -512,6 +527,9 @@ class Connection:
     def _dispatch(self, request: RemotingCommand) -> None:
         entry = self.dispatcher.lookup(request.code)
         if entry is None:
+            self.dispatcher.note_unsupported(
+                request.code, self.peer, request.language, request.version
+            )
             if not request.is_oneway:
                 self._enqueue(
                     request.response(

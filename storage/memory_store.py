@@ -197,6 +197,7 @@ class MemoryMessageStore:
         max_msg_nums: int,
         tag_codes: Set[int] | None = None,
         max_total_bytes: int = MAX_TRANSFER_BYTES_ON_MESSAGE_IN_MEMORY,
+        record_filter: Callable[[memoryview], bool] | None = None,
     ) -> GetMessageResult:
         """Whole records from ``offset`` on, filtered by tag hash codes (None = ``*``)."""
         self._gets += 1
@@ -212,8 +213,8 @@ class MemoryMessageStore:
         entries = queue.entries_from(offset, scan_bytes - scan_bytes % CQ_STORE_UNIT_SIZE)
         result = read_entries(
             entries, offset, min_offset, max_offset, max_msg_nums=max_msg_nums,
-            max_total_bytes=max_total_bytes, tag_codes=tag_codes, get_data=self._get_data,
-            skip_to=_only_this_record,
+            max_total_bytes=max_total_bytes, tag_codes=tag_codes, record_filter=record_filter,
+            get_data=self._get_data, skip_to=_only_this_record,
         )  # fmt: skip
         self._get_messages += len(result.buffers)
         return result

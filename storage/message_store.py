@@ -401,6 +401,7 @@ class FileMessageStore:
         max_msg_nums: int,
         tag_codes: Set[int] | None = None,
         max_total_bytes: int = MAX_TRANSFER_BYTES_ON_MESSAGE_IN_MEMORY,
+        record_filter: Callable[[memoryview], bool] | None = None,
     ) -> GetMessageResult:
         """Whole records from ``offset`` on (sheet 3.13 limits), zero-copy."""
         self._settle()
@@ -423,7 +424,7 @@ class FileMessageStore:
             )
         result = read_entries(
             entries, offset, min_offset, max_offset, max_msg_nums=max_msg_nums,
-            max_total_bytes=max_total_bytes, tag_codes=tag_codes,
+            max_total_bytes=max_total_bytes, tag_codes=tag_codes, record_filter=record_filter,
             get_data=self.commit_log.get_data, skip_to=self.commit_log.roll_next_file,
         )  # fmt: skip
         self._get_messages += len(result.buffers)

@@ -2,9 +2,10 @@
 
 `offset_out_of_range` answers a queue offset with nothing to read at it (RocketMQ's
 getMessage statuses); `read_entries` walks a slice of 20-byte consume-queue entries and takes
-the records they name, filtered by tags code, within the pull's count and byte limits. The
-stores differ only in where a record's bytes come from (`get_data`) and what a record no
-longer there means (`skip_to`), so the walk is written once.
+the records they name, filtered by tags code (and, for SQL92, by the record's properties),
+within the pull's count and byte limits. The stores differ only in where a record's bytes
+come from (`get_data`) and what a record no longer there means (`skip_to`), so the walk is
+written once.
 """
 
 from __future__ import annotations
@@ -48,12 +49,15 @@ def read_entries(
     tag_codes: Set[int] | None,
     get_data: Callable[[int, int], memoryview | None],
     skip_to: Callable[[int], int],
+    record_filter: Callable[[memoryview], bool] | None = None,
 ) -> GetMessageResult:
     """The records named by ``entries`` (the queue's entries from ``offset`` on).
 
     ``get_data(physical offset, size)`` gives a record's bytes, or None when the store no
     longer holds them; ``skip_to(physical offset)`` then gives the commit-log offset below
-    which every entry is gone too (-1: only that one). FOUND with at least one record;
+    which every entry is gone too (-1: only that one). ``record_filter`` then judges each
+    record's bytes (a SQL92 subscription reads its properties); a record it refuses is
+    passed over like one of another tag. FOUND with at least one record;
     MESSAGE_WAS_REMOVING when the first ones were gone; else NO_MATCHED_MESSAGE.
     """
     result = GetMessageResult(GetMessageStatus.NO_MATCHED_MESSAGE, offset, min_offset, max_offset)
@@ -84,6 +88,9 @@ def read_entries(
             if not buffers:
                 removing = True
             next_file_start = skip_to(phys)
+            continue
+        if record_filter is not None and not record_filter(data):
+            data.release()  # a view of a mapped file: let go of it at once, as release() does
             continue
         buffers.append(data)
         queue_offsets.append(offset + pos // CQ_STORE_UNIT_SIZE - 1)

@@ -83,8 +83,11 @@ class MessageStore(Protocol):
         max_msg_nums: int,
         tag_codes: Set[int] | None = None,
         max_total_bytes: int = MAX_TRANSFER_BYTES_ON_MESSAGE_IN_MEMORY,
+        record_filter: Callable[[memoryview], bool] | None = None,
     ) -> GetMessageResult:
-        """Whole records from ``offset`` on, filtered by tag hash codes (None = ``*``)."""
+        """Whole records from ``offset`` on, filtered by tag hash codes (None = ``*``) and then
+        by ``record_filter`` on each record's bytes (a SQL92 subscription); the next begin
+        offset passes the records either filter left out."""
         ...
 
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:

@@ -88,6 +88,9 @@ class BrokerConfig:
     broker_topic_enable: bool = True
     trace_topic_enable: bool = False
     notify_consumer_ids_changed_enable: bool = True
+    # SQL92 subscriptions (filters on message properties); off, they are refused, as in
+    # RocketMQ. The bloom-filter bitmap behind enableCalcFilterBitMap is not kept.
+    enable_property_filter: bool = False
     max_message_size: int = attrs.field(default=4 * 1024 * 1024, validator=_positive)
     region_id: str = "DefaultRegion"
     trace_on: bool = True

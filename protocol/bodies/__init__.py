@@ -42,6 +42,7 @@ from protocol.bodies._broker import (
     TopicFilterType,
 )
 from protocol.bodies._client import (
+    CheckClientRequestBody,
     Connection,
     ConsumeFromWhere,
     ConsumeMessageDirectlyResult,
@@ -105,6 +106,7 @@ __all__ = [
     "GetConsumerListByGroupResponseBody",
     "GroupList",
     "HeartbeatData",
+    "CheckClientRequestBody",
     "KVConfigSerializeWrapper",
     "KVTable",
     "LockBatchRequestBody",

@@ -88,6 +88,16 @@ class HeartbeatData(Body):
 
 
 @attrs.frozen(kw_only=True)
+class CheckClientRequestBody(Body):
+    """CHECK_CLIENT_CONFIG body: a consumer's subscription for the broker to check before
+    the consumer starts (the Java client sends one per SQL92 subscription)."""
+
+    client_id: str = ""
+    group: str = ""
+    subscription_data: SubscriptionData | None = None
+
+
+@attrs.frozen(kw_only=True)
 class GetConsumerListByGroupResponseBody(Body):
     """GET_CONSUMER_LIST_BY_GROUP body: the client ids of a group's live consumers."""
 

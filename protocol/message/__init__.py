@@ -56,6 +56,7 @@ from protocol.message._record import (
     patch_record,
     peek_record_header,
     record_field_positions,
+    record_properties,
     record_size,
 )
 
@@ -94,6 +95,7 @@ __all__ = [
     "peek_record_header",
     "properties_to_string",
     "record_field_positions",
+    "record_properties",
     "record_size",
     "string_to_properties",
     "tag_hash_code",

@@ -269,6 +269,24 @@ def decode_record(
     )  # fmt: skip
 
 
+def record_properties(buf: Buffer, pos: int = 0) -> dict[str, str]:
+    """Only the properties of the record at ``buf[pos]`` (a broker filtering by SQL92 reads
+    nothing else); MessageFormatError when the record is cut short."""
+    try:
+        (sys_flag,) = _INT.unpack_from(buf, pos + 36)
+        p = pos + HEAD_SIZE + (20 if sys_flag & MessageSysFlag.BORNHOST_V6 else 8) + 8
+        p += 20 if sys_flag & MessageSysFlag.STOREHOST_V6 else 8
+        (body_len,) = _INT.unpack_from(buf, p + 12)
+        p += _TAIL.size + body_len
+        p += 1 + buf[p]
+        (props_len,) = _SHORT.unpack_from(buf, p)
+        if props_len <= 0:
+            return {}
+        return string_to_properties(bytes(buf[p + 2 : p + 2 + props_len]).decode())
+    except (struct.error, UnicodeDecodeError, IndexError) as exc:
+        raise MessageFormatError(f"record at offset {pos}: {exc}") from exc
+
+
 def iter_records(buf: Buffer, *, read_body: bool = True) -> Iterator[MessageExt]:
     """Decode concatenated records (a pull answer's body)."""
     pos = 0

@@ -135,7 +135,8 @@ class BoltProcess:
 class RunningCluster(BoltProcess):
     """The session's cluster process: its registry and broker addresses and its log.
 
-    Registry and broker listen on websocket too (``ws_namesrv``, ``ws_broker``).
+    Registry and broker listen on websocket too (``ws_namesrv``, ``ws_broker``); the broker
+    takes SQL92 subscriptions (enablePropertyFilter).
     """
 
     def __init__(self, home: Path) -> None:
@@ -145,7 +146,8 @@ class RunningCluster(BoltProcess):
             "--bindAddress", "127.0.0.1", "--fastPortEnable", "false",
             "--registryWebsocketPort", str(self.registry_ws_port),
             "--websocketListenPort", str(self.broker_ws_port),
-            "--mapedFileSizeCommitLog", str(64 << 20), timeout=60,
+            "--mapedFileSizeCommitLog", str(64 << 20), "--enablePropertyFilter", "true",
+            timeout=60,
         )  # fmt: skip
 
     @property

@@ -24,12 +24,14 @@ from actors.broker.tables.offsets import CommitOffset, ConsumerOffsetManager
 from actors.broker.tables.topics import PERM_RW, TopicManager
 from protocol.bodies import (
     BodyError,
+    CheckClientRequestBody,
     GetConsumerListByGroupResponseBody,
     HeartbeatData,
 )
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand
 from protocol.connection import Connection, Later
+from protocol.filter import SQL92, FilterParseError, compile_sql92, is_tag_type
 from protocol.headers import (
     GetConsumerListByGroupRequestHeader,
     GetEarliestMsgStoretimeRequestHeader,
@@ -128,6 +130,47 @@ class ClientRequests:
             return request.response()
 
         return Later(registered)
+
+    def check_client_config(
+        self, connection: Connection, request: RemotingCommand
+    ) -> RemotingCommand:
+        """CHECK_CLIENT_CONFIG: may this consumer subscribe so? (Java consumers ask at start
+        for each SQL92 subscription.) RocketMQ's answers: SUCCESS for a TAG subscription or
+        a valid expression; SYSTEM_ERROR when enablePropertyFilter is off;
+        SUBSCRIPTION_PARSE_FAILED with the parser's message for a bad expression."""
+        try:
+            body = CheckClientRequestBody.from_json(request.body) if request.body else None
+        except BodyError as exc:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR, f"bad CHECK_CLIENT_CONFIG body: {exc}"
+            )
+        subscription = body.subscription_data if body is not None else None
+        if subscription is None:
+            return request.response()
+        expression_type = subscription.expression_type
+        if is_tag_type(expression_type.upper()):
+            return request.response()
+        if not self.parts.config.enable_property_filter:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"The broker does not support consumer to filter message by {expression_type}",
+            )
+        assert body is not None
+        if expression_type.upper() != SQL92:
+            remark = f"expression type {expression_type} is not supported (TAG or SQL92)"
+        else:
+            try:
+                compile_sql92(subscription.sub_string)
+            except FilterParseError as error:
+                remark = error.remark
+            else:
+                return request.response()
+        log.warning(
+            "client %s of group %s (%s) subscribes to %s with %s expression %r, refused: %s",
+            body.client_id, body.group, connection.peer, subscription.topic,
+            expression_type, subscription.sub_string, remark,
+        )  # fmt: skip
+        return request.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, remark)
 
     def unregister_client(
         self, connection: Connection, request: RemotingCommand

@@ -107,6 +107,7 @@ def request_table(parts: HandlerParts) -> dict[RequestCode, Handler]:
         # -- clients: heartbeats, group members, offsets, queue queries, lookups
         RequestCode.HEART_BEAT: clients.heart_beat,
         RequestCode.UNREGISTER_CLIENT: clients.unregister_client,
+        RequestCode.CHECK_CLIENT_CONFIG: clients.check_client_config,
         RequestCode.GET_CONSUMER_LIST_BY_GROUP: clients.get_consumer_list_by_group,
         RequestCode.QUERY_CONSUMER_OFFSET: clients.query_consumer_offset,
         RequestCode.UPDATE_CONSUMER_OFFSET: clients.update_consumer_offset,

@@ -147,7 +147,11 @@ class ClientTable:
         new_subs = {sub.topic: sub for sub in subscriptions}
         for topic, sub in new_subs.items():
             old = info.subscriptions.get(topic)
-            if old is None or old.sub_string != sub.sub_string:
+            if (
+                old is None
+                or old.sub_string != sub.sub_string
+                or old.expression_type != sub.expression_type
+            ):
                 changed = True
             if old is None or old.sub_version <= sub.sub_version:
                 info.subscriptions[topic] = sub

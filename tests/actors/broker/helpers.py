@@ -108,6 +108,7 @@ def pull_request(
     commit_offset: int | None = None,
     sub_version: int = 0,
     allow_suspend: bool = True,
+    expression_type: str | None = None,
 ) -> RemotingCommand:
     """A PULL_MESSAGE request; ``subscription=None`` relies on the group's heartbeat."""
     sys_flag = 0
@@ -128,15 +129,26 @@ def pull_request(
         suspend_timeout_millis=suspend_ms,
         subscription=subscription,
         sub_version=sub_version,
+        expression_type=expression_type,
     )
     return RemotingCommand.request(RequestCode.PULL_MESSAGE, encode_header(header))
 
 
 def heartbeat_request(
-    client_id: str, group: str, topic: str, expression: str = "*"
+    client_id: str,
+    group: str,
+    topic: str,
+    expression: str = "*",
+    *,
+    expression_type: str = "TAG",
+    sub_version: int = 1,
 ) -> RemotingCommand:
     """A Java-form HEART_BEAT of one push consumer subscribing ``topic``."""
-    tags = [] if expression == "*" else [t.strip() for t in expression.split("||")]
+    tags = (
+        []
+        if expression == "*" or expression_type != "TAG"
+        else [t.strip() for t in expression.split("||")]
+    )
     data = HeartbeatData(
         client_id=client_id,
         consumer_data_set=[
@@ -144,7 +156,11 @@ def heartbeat_request(
                 group_name=group,
                 subscription_data_set=[
                     SubscriptionData(
-                        topic=topic, sub_string=expression, tags_set=tags, sub_version=1
+                        topic=topic,
+                        sub_string=expression,
+                        tags_set=tags,
+                        sub_version=sub_version,
+                        expression_type=expression_type,
                     )
                 ],
             )

@@ -2,15 +2,21 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicInteger;
 
 import org.apache.rocketmq.acl.common.AclClientRPCHook;
 import org.apache.rocketmq.acl.common.SessionCredentials;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPullConsumer;
+import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.MessageSelector;
+import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.exception.MQBrokerException;
 import org.apache.rocketmq.client.exception.MQClientException;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
@@ -22,12 +28,15 @@ import org.apache.rocketmq.remoting.RPCHook;
  * <pre>
  * java AclClient produce-consume NAMESRV TOPIC GROUP COUNT [ACCESS_KEY SECRET_KEY]
  * java AclClient refused NAMESRV TOPIC GROUP [ACCESS_KEY SECRET_KEY]
+ * java AclClient sql92 NAMESRV TOPIC GROUP COUNT EXPECTED SQL
  * </pre>
  *
  * Prints one result per line for the test to parse:
  * SENT status msgId, RECEIVED queueId queueOffset body, SEND_REFUSED code remark,
  * PULL_REFUSED code remark, SEND_OK / PULL_OK (a request that should have been refused was
- * not), and DONE at the end. Without ACCESS_KEY the clients carry no RPC hook (unsigned).
+ * not), START_REFUSED code remark (a push consumer whose start the broker refused), and DONE
+ * at the end. The sql92 mode sends COUNT messages with the property a = 0 .. COUNT-1 and has a
+ * push consumer subscribed with MessageSelector.bySql(SQL) wait for EXPECTED of them. Without ACCESS_KEY the clients carry no RPC hook (unsigned).
  * TLS comes from RocketMQ's system properties (-Dtls.enable=true, -Dtls.client.certPath=...).
  */
 public final class AclClient {
@@ -50,6 +59,8 @@ public final class AclClient {
         if (mode.equals("produce-consume") && (args.length == 5 || args.length == 7)) {
             int count = Integer.parseInt(args[4]);
             produceConsume(namesrv, topic, group, count, args.length == 7 ? hook(args[5], args[6]) : null);
+        } else if (mode.equals("sql92") && args.length == 7) {
+            sql92(namesrv, topic, group, Integer.parseInt(args[4]), Integer.parseInt(args[5]), args[6]);
         } else if (mode.equals("refused") && (args.length == 4 || args.length == 6)) {
             refused(namesrv, topic, group, args.length == 6 ? hook(args[4], args[5]) : null);
         } else {
@@ -103,6 +114,57 @@ public final class AclClient {
                             + new String(message.getBody(), StandardCharsets.UTF_8));
                     received++;
                 }
+            }
+        } finally {
+            consumer.shutdown();
+        }
+    }
+
+    private static void sql92(String namesrv, String topic, String group, int count, int expected, String sql)
+            throws Exception {
+        DefaultMQProducer producer = new DefaultMQProducer(group + "-producer");
+        producer.setNamesrvAddr(namesrv);
+        producer.setInstanceName("sql92-producer");
+        producer.setSendMsgTimeout(SEND_TIMEOUT_MS);
+        producer.start();
+        try {
+            for (int i = 0; i < count; i++) {
+                Message message = new Message(topic, "TagA", ("java message " + i).getBytes(StandardCharsets.UTF_8));
+                message.putUserProperty("a", String.valueOf(i));
+                SendResult result = producer.send(message);
+                System.out.println("SENT " + result.getSendStatus() + " " + result.getMsgId());
+            }
+        } finally {
+            producer.shutdown();
+        }
+
+        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
+        consumer.setNamesrvAddr(namesrv);
+        consumer.setInstanceName("sql92-consumer");
+        consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        AtomicInteger received = new AtomicInteger();
+        consumer.subscribe(topic, MessageSelector.bySql(sql));
+        consumer.registerMessageListener((MessageListenerConcurrently) (messages, context) -> {
+            for (MessageExt message : messages) {
+                synchronized (System.out) {
+                    System.out.println("RECEIVED " + message.getQueueId() + " " + message.getQueueOffset() + " "
+                            + new String(message.getBody(), StandardCharsets.UTF_8));
+                }
+                received.incrementAndGet();
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        try {
+            consumer.start();
+        } catch (MQClientException e) {
+            System.out.println("START_REFUSED " + responseCode(e) + " " + oneLine(e));
+            consumer.shutdown();
+            return;
+        }
+        try {
+            long deadline = System.currentTimeMillis() + RECEIVE_DEADLINE_MS;
+            while (received.get() < expected && System.currentTimeMillis() < deadline) {
+                Thread.sleep(50);
             }
         } finally {
             consumer.shutdown();
