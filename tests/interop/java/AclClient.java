@@ -14,8 +14,10 @@ import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.exception.MQBrokerException;
 import org.apache.rocketmq.client.exception.MQClientException;
+import org.apache.rocketmq.client.exception.RequestTimeoutException;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.client.utils.MessageUtil;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageExt;
@@ -29,6 +31,8 @@ import org.apache.rocketmq.remoting.RPCHook;
  * java AclClient produce-consume NAMESRV TOPIC GROUP COUNT [ACCESS_KEY SECRET_KEY]
  * java AclClient refused NAMESRV TOPIC GROUP [ACCESS_KEY SECRET_KEY]
  * java AclClient sql92 NAMESRV TOPIC GROUP COUNT EXPECTED SQL
+ * java AclClient request NAMESRV TOPIC GROUP TIMEOUT_MS BODY
+ * java AclClient respond NAMESRV TOPIC GROUP COUNT
  * </pre>
  *
  * Prints one result per line for the test to parse:
@@ -36,7 +40,10 @@ import org.apache.rocketmq.remoting.RPCHook;
  * PULL_REFUSED code remark, SEND_OK / PULL_OK (a request that should have been refused was
  * not), START_REFUSED code remark (a push consumer whose start the broker refused), and DONE
  * at the end. The sql92 mode sends COUNT messages with the property a = 0 .. COUNT-1 and has a
- * push consumer subscribed with MessageSelector.bySql(SQL) wait for EXPECTED of them. Without ACCESS_KEY the clients carry no RPC hook (unsigned).
+ * push consumer subscribed with MessageSelector.bySql(SQL) wait for EXPECTED of them. The request
+ * mode sends BODY with DefaultMQProducer.request and prints REPLY body (or REQUEST_TIMEOUT); the
+ * respond mode answers COUNT requests with MessageUtil.createReplyMessage ("re:" + body), printing
+ * RESPONDING once its consumer runs and REPLIED status body after each reply. Without ACCESS_KEY the clients carry no RPC hook (unsigned).
  * TLS comes from RocketMQ's system properties (-Dtls.enable=true, -Dtls.client.certPath=...).
  */
 public final class AclClient {
@@ -61,6 +68,10 @@ public final class AclClient {
             produceConsume(namesrv, topic, group, count, args.length == 7 ? hook(args[5], args[6]) : null);
         } else if (mode.equals("sql92") && args.length == 7) {
             sql92(namesrv, topic, group, Integer.parseInt(args[4]), Integer.parseInt(args[5]), args[6]);
+        } else if (mode.equals("request") && args.length == 6) {
+            request(namesrv, topic, group, Long.parseLong(args[4]), args[5]);
+        } else if (mode.equals("respond") && args.length == 5) {
+            respond(namesrv, topic, group, Integer.parseInt(args[4]));
         } else if (mode.equals("refused") && (args.length == 4 || args.length == 6)) {
             refused(namesrv, topic, group, args.length == 6 ? hook(args[4], args[5]) : null);
         } else {
@@ -168,6 +179,69 @@ public final class AclClient {
             }
         } finally {
             consumer.shutdown();
+        }
+    }
+
+    private static void request(String namesrv, String topic, String group, long timeoutMs, String body)
+            throws Exception {
+        DefaultMQProducer producer = new DefaultMQProducer(group);
+        producer.setNamesrvAddr(namesrv);
+        producer.setInstanceName("request-producer");
+        producer.setSendMsgTimeout(SEND_TIMEOUT_MS);
+        producer.start();
+        try {
+            Message reply = producer.request(
+                    new Message(topic, "TagA", body.getBytes(StandardCharsets.UTF_8)), timeoutMs);
+            System.out.println("REPLY " + new String(reply.getBody(), StandardCharsets.UTF_8));
+        } catch (RequestTimeoutException e) {
+            System.out.println("REQUEST_TIMEOUT " + oneLine(e));
+        } finally {
+            producer.shutdown();
+        }
+    }
+
+    private static void respond(String namesrv, String topic, String group, int count) throws Exception {
+        DefaultMQProducer producer = new DefaultMQProducer(group + "-replier");
+        producer.setNamesrvAddr(namesrv);
+        producer.setInstanceName("respond-producer");
+        producer.setSendMsgTimeout(SEND_TIMEOUT_MS);
+        producer.start();
+        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
+        consumer.setNamesrvAddr(namesrv);
+        consumer.setInstanceName("respond-consumer");
+        consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        AtomicInteger replied = new AtomicInteger();
+        consumer.subscribe(topic, "*");
+        consumer.registerMessageListener((MessageListenerConcurrently) (messages, context) -> {
+            for (MessageExt message : messages) {
+                String body = new String(message.getBody(), StandardCharsets.UTF_8);
+                try {
+                    Message reply = MessageUtil.createReplyMessage(
+                            message, ("re:" + body).getBytes(StandardCharsets.UTF_8));
+                    SendResult result = producer.send(reply);
+                    synchronized (System.out) {
+                        System.out.println("REPLIED " + result.getSendStatus() + " " + body);
+                    }
+                } catch (Exception e) {
+                    synchronized (System.out) {
+                        System.out.println("REPLY_FAILED " + responseCode(e) + " " + oneLine(e));
+                    }
+                }
+                replied.incrementAndGet();
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        consumer.start();
+        System.out.println("RESPONDING");
+        System.out.flush();
+        try {
+            long deadline = System.currentTimeMillis() + RECEIVE_DEADLINE_MS;
+            while (replied.get() < count && System.currentTimeMillis() < deadline) {
+                Thread.sleep(50);
+            }
+        } finally {
+            consumer.shutdown();
+            producer.shutdown();
         }
     }
 
