@@ -45,7 +45,7 @@ from client.push_consumer import (
     ConsumeOrderlyStatus,
     PushConsumer,
 )
-from client.request_reply import RequestTimeout, create_reply_message
+from client.request_reply import RequestHandle, RequestTimeout, create_reply_message
 from client.selector import MessageSelector
 from client.subscription import Subscription
 from client.transaction import (
@@ -73,6 +73,7 @@ __all__ = [
     "ProducerStatistics",
     "PullConsumer",
     "PushConsumer",
+    "RequestHandle",
     "RequestTimeout",
     "SendHandle",
     "SendResult",

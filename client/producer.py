@@ -34,7 +34,7 @@ from client.fault import MQFaultStrategy
 from client.instance import DEFAULT_TOPIC, ClientInstance, publish_queues
 from client.message import Message, MQClientError, SendResult, SendStatus
 from client.options import ConnectionOptions, connection_options
-from client.request_reply import is_reply
+from client.request_reply import RequestCallback, RequestHandle, is_reply
 from protocol.bodies import MessageQueue, TopicRouteData
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand, RemotingError
@@ -273,6 +273,46 @@ class Producer:
             replies.forget(correlation_id)
             raise
         return await replies.wait(correlation_id, waiter, deadline)
+
+    async def request_async(
+        self,
+        message: Message,
+        callback: RequestCallback | None = None,
+        *,
+        timeout: float = 3.0,
+    ) -> RequestHandle:
+        """Start `request` in the producer's task group and return its `RequestHandle` at once
+        (RocketMQ's request with a RequestCallback): ``await handle`` gives the reply, and
+        ``callback(reply, error)``, a plain function, is called once when it ends."""
+        if self._task_group is None:
+            raise RuntimeError("request_async needs the producer open: 'async with Producer(...)'")
+        handle = RequestHandle(message)
+        self._task_group.start_soon(self._run_request, handle, callback, timeout)
+        return handle
+
+    async def _run_request(
+        self, handle: RequestHandle, callback: RequestCallback | None, timeout: float
+    ) -> None:
+        reply: MessageExt | None = None
+        error: BaseException | None = None
+        try:
+            reply = await self.request(handle.message, timeout)
+        except Exception as exc:
+            error = exc
+        except anyio.get_cancelled_exc_class():
+            error = MQClientError(
+                ResponseCode.SYSTEM_ERROR,
+                f"request to {handle.message.topic} cancelled: the producer {self.group} closed "
+                "before its reply came",
+            )
+            raise
+        finally:
+            handle.finish(reply, error)
+            if callback is not None:
+                try:
+                    callback(reply, error)
+                except Exception:
+                    log.exception("request callback %r of producer %s failed", callback, self.group)
 
     async def send_async(
         self,

@@ -13,6 +13,8 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Callable, Generator
+from typing import Any
 
 import anyio
 import attrs
@@ -72,6 +74,43 @@ def create_reply_message(request: MessageExt, body: bytes) -> Message:
 def is_reply(message: Message) -> bool:
     """Whether ``message`` is a reply (sent with SEND_REPLY_MESSAGE_V2)."""
     return message.properties.get(MessageConst.MESSAGE_TYPE) == REPLY_MESSAGE_FLAG
+
+
+RequestCallback = Callable[[MessageExt | None, BaseException | None], object]
+"""Called once per `Producer.request_async` with ``(reply, None)`` or ``(None, error)``."""
+
+
+class RequestHandle:
+    """A request under way (`Producer.request_async`): ``await handle`` gives the reply or
+    raises its error (`RequestTimeout`, or the send's)."""
+
+    __slots__ = ("_done", "_error", "_reply", "message")
+
+    def __init__(self, message: Message) -> None:
+        self.message = message
+        self._done = anyio.Event()
+        self._reply: MessageExt | None = None
+        self._error: BaseException | None = None
+
+    def done(self) -> bool:
+        """True once the request has its reply or its error."""
+        return self._done.is_set()
+
+    async def wait(self) -> MessageExt:
+        """Wait for the reply; the reply, or the request's error raised."""
+        await self._done.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._reply is not None
+        return self._reply
+
+    def __await__(self) -> Generator[Any, None, MessageExt]:
+        return self.wait().__await__()
+
+    def finish(self, reply: MessageExt | None, error: BaseException | None) -> None:
+        """Record the outcome and wake the waiters."""
+        self._reply, self._error = reply, error
+        self._done.set()
 
 
 class _Waiter:

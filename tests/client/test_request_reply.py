@@ -183,3 +183,37 @@ def test_the_blocking_producer_requests_too(cluster: Any, unique: Unique, backen
     assert not failed
     assert reply.body == b"re:blocking?"
     assert answered == [b"blocking?"]
+
+
+async def test_request_async_gives_a_handle_and_calls_back(
+    cluster: Any, unique: Unique, anyio_backend: str
+) -> None:
+    topic = unique("ReqAsync")
+    await create_topic(cluster, topic, 2)
+    called: list[tuple[bytes | None, BaseException | None]] = []
+
+    def callback(reply: MessageExt | None, error: BaseException | None) -> None:
+        called.append((None if reply is None else reply.body, error))
+
+    async with Producer(unique("RespPG"), namesrv_addr=cluster.namesrv) as reply_producer:
+        push = PushConsumer(unique("RespCG"), Responder(reply_producer),
+                            namesrv_addr=cluster.namesrv, consume_from_where=FIRST)  # fmt: skip
+        push.subscribe(topic)
+        async with push, Producer(unique("ReqPG"), namesrv_addr=cluster.namesrv) as requester:
+            handles = [
+                await requester.request_async(
+                    Message(topic, f"a{i}".encode()), callback, timeout=20.0
+                )
+                for i in range(4)
+            ]
+            replies = [await handle for handle in handles]
+            unanswered = await requester.request_async(
+                Message(unique("ReqNobody"), b"?"), callback, timeout=1.0
+            )
+            with pytest.raises(RequestTimeout):
+                await unanswered
+    assert [r.body for r in replies] == [b"re:a0", b"re:a1", b"re:a2", b"re:a3"]
+    assert sorted(body for body, error in called if error is None) == [
+        b"re:a0", b"re:a1", b"re:a2", b"re:a3",
+    ]  # fmt: skip
+    assert [type(error) for body, error in called if error is not None] == [RequestTimeout]
