@@ -1,10 +1,10 @@
 """``python -m bench [name ...] [--quick]``: run benchmarks and print their figures.
 
 Names: remoting, codec, client-cpu, store, registry, broker, broker-cpu, group-commit, stats,
-ha, pipeline-write, pipeline-read, monitor, metrics (default: these, in that order), and fuzz,
-soak, scale and compare (BoltMQ beside Apache RocketMQ, NATS, RabbitMQ and Redis), which run
-only when named. Arguments after a single name go to that benchmark: ``python -m bench fuzz
---inputs 1000000``, ``python -m bench soak --duration 600``.
+ha, pipeline-write, pipeline-read, monitor, metrics, filter (default: these, in that order),
+and fuzz, soak, scale and compare (BoltMQ beside Apache RocketMQ, NATS, RabbitMQ and Redis),
+which run only when named. Arguments after a single name go to that benchmark:
+``python -m bench fuzz --inputs 1000000``, ``python -m bench soak --duration 600``.
 Each benchmark module has ``main(argv)``; with ``--quick`` each gets the arguments for a short
 run (its own ``--quick`` where it has one, else a short ``--seconds``). Modules are imported
 only when their benchmark runs, so one that is missing or fails costs only its own entry.
@@ -35,6 +35,7 @@ BENCHMARKS = {
     "pipeline-read": "bench.bench_pipeline_read:main",
     "monitor": "bench.bench_monitor:main",
     "metrics": "bench.bench_metrics:main",
+    "filter": "bench.bench_filter:main",
     "fuzz": "bench.fuzz:main",
     "soak": "bench.soak:main",
     "scale": "bench.scale:main",
@@ -59,6 +60,7 @@ QUICK_ARGS = {
     "pipeline-read": ["--quick"],
     "monitor": ["--quick"],
     "metrics": ["--quick"],
+    "filter": ["--quick"],
     "fuzz": ["--quick"],
     "soak": ["--quick"],
     "scale": ["--quick"],
