@@ -3,9 +3,10 @@
 Targets (one per decoder): ``frame`` (FrameDecoder and ``decode``), ``header`` (the header
 converter, every request and response header class), ``record`` (commit-log records and pull
 bodies), ``batch`` (SEND_BATCH_MESSAGE bodies), ``msgid`` (offset msg ids), ``fastjson``
-(fastjson's JSON dialect), ``properties`` (properties files), and ``body:<Class>`` for every
-JSON body in ``protocol.bodies``. Each target accepts only its documented error (FrameError,
-RemotingError, MessageFormatError, BodyError, ...); any other exception is a crash.
+(fastjson's JSON dialect), ``properties`` (properties files), ``sql92`` (SQL92 selectors, parsed
+and evaluated), and ``body:<Class>`` for every JSON body in ``protocol.bodies``. Each target
+accepts only its documented error (FrameError, RemotingError, MessageFormatError, BodyError,
+FilterParseError, ...); any other exception is a crash.
 
 Inputs are mutations of seeds: real frames and bodies from client captures, encodings of
 sample messages and of every body class, with byte-level mutations (flips, splices, lengths
@@ -44,6 +45,8 @@ from bench.fuzz_seeds import (
 from protocol import fastjson
 from protocol.bodies import BodyError
 from protocol.command import RemotingError
+from protocol.filter import EvaluationError, FilterParseError
+from protocol.filter._sql92 import parse as parse_sql92
 from protocol.frame import FrameDecoder, FrameError, decode
 from protocol.headers import REQUEST_HEADERS, RESPONSE_HEADERS, decode_header, decode_request_header
 from protocol.message import (
@@ -161,6 +164,24 @@ def _properties(data: bytes) -> None:
     parse_properties(data.decode("utf-8", "surrogateescape"), "fuzz.properties")
 
 
+#: Properties every fuzzed selector is evaluated against: numbers, text, a boolean, TAGS.
+_SQL_PROPERTIES = {"a": "7", "b": "x", "c": "3.5", "d": "true", "TAGS": "TagA", "e": "-9"}
+_SQL_SEEDS = [
+    b"a > 5", b"a BETWEEN 3 AND 4", b"b IN ('x', 'y')", b"c IS NULL", b"NOT (a = 7) OR d = TRUE",
+    b"TAGS = 'TagA' AND e < -1.5", b"a <> 3 AND b NOT IN ('z') AND c >= 3.5E0",
+    b"(a > 1 OR b = 'q') AND NOT c IS NOT NULL", b"e NOT BETWEEN -10 AND 10",
+]
+
+
+def _sql92(data: bytes) -> None:
+    # Uncached (parse, not compile_sql92): a fuzz run must not fill the selector cache.
+    evaluate = parse_sql92(data.decode("utf-8", "surrogateescape"))
+    try:
+        evaluate(_SQL_PROPERTIES)
+    except EvaluationError:
+        pass  # a conversion that fails is "no match", not a crash
+
+
 def _body(cls: Any) -> Callable[[bytes], object]:
     def run(data: bytes) -> object:
         return cls.from_json(data)
@@ -185,6 +206,7 @@ def targets() -> dict[str, Target]:
             json_input=True,
         ),
         Target("properties", _properties, (ConfigError,), properties_seeds()),
+        Target("sql92", _sql92, (FilterParseError,), list(_SQL_SEEDS)),
     ]
     for cls in body_classes():
         keys = sorted(_wire_keys_deep(cls))
