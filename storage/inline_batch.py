@@ -222,14 +222,16 @@ def write_batch_records_py(
         pos += size
         queue_offset += 1
         add_offset(phys)
-        # The dispatch takes TAGS, KEYS and UNIQ_KEY from the element's own properties.
-        if not element_props:
+        # The dispatch takes TAGS, KEYS and UNIQ_KEY from the element's own properties. A
+        # producer's usual ones hold neither TAGS nor KEYS: its UNIQ_KEY is read in place.
+        if "TAGS\x01" not in element_props and "KEYS\x01" not in element_props:
             add_entry(pack_entry(phys, size, 0))
-            continue
-        uniq_key = _only_uniq_key(element_props)
-        if uniq_key is not None:
-            add_entry(pack_entry(phys, size, 0))
-            if uniq_key and index_keys is not None:
+            if index_keys is None or "UNIQ_KEY\x01" not in element_props:
+                continue
+            uniq_key = _last_uniq_key(element_props)
+            if uniq_key is None:
+                uniq_key = split_properties(element_props).get("UNIQ_KEY")
+            if uniq_key:
                 index_keys.append((prefix + uniq_key, phys))
             continue
         props = split_properties(element_props)
@@ -247,28 +249,22 @@ def write_batch_records_py(
     return pos
 
 
-def _only_uniq_key(properties: str) -> str | None:
-    """The UNIQ_KEY value of a producer's usual properties (no TAGS, no KEYS), read without
-    parsing them into a dict ("" when there is none); None when the properties need
-    `split_properties`.
+def _last_uniq_key(properties: str) -> str | None:
+    """The value of the last UNIQ_KEY piece of ``properties``, read without parsing them;
+    None when it is not plainly there (the caller then parses).
 
     A piece starts the string or follows a ``\x02``, and no value holds a ``\x02``, so the
     last ``\x02UNIQ_KEY\x01`` starts the last UNIQ_KEY piece, which wins when its value is
-    not empty (an empty one is dropped and an earlier piece may win: left to the parser)."""
-    if "TAGS\x01" in properties or "KEYS\x01" in properties:
-        return None
+    not empty (an empty one is dropped and an earlier piece may win)."""
     at = properties.rfind("\x02UNIQ_KEY\x01")
     if at >= 0:
         at += 10
     elif properties.startswith("UNIQ_KEY\x01"):
         at = 9
-    elif "UNIQ_KEY\x01" in properties:
-        return None
     else:
-        return ""
+        return None
     stop = properties.find("\x02", at)
-    value = properties[at:] if stop < 0 else properties[at:stop]
-    return value or None
+    return (properties[at:] if stop < 0 else properties[at:stop]) or None
 
 
 #: What `append_batch` runs: the compiled twins when ``./dev build-ext`` built them, else the
