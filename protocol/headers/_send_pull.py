@@ -9,7 +9,6 @@ sends batches as code 310).
 from __future__ import annotations
 
 import enum
-import operator
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -222,7 +221,6 @@ class SendFields(NamedTuple):
 
 _new_fields = tuple.__new__
 _WORDS = {"true": True, "false": False}
-_SEND_REQUIRED = operator.itemgetter("a", "b", "c", "d", "e", "f", "g", "h")
 
 
 def decode_send_fields(ext_fields: Mapping[str, Any] | None) -> SendFields:
@@ -235,13 +233,6 @@ def decode_send_fields(ext_fields: Mapping[str, Any] | None) -> SendFields:
     """
     if ext_fields is not None and "b" in ext_fields:
         try:
-            # The eight required fields in one lookup; the join raises TypeError unless each
-            # is a plain string (so does int() of anything but a string or a number).
-            required = _SEND_REQUIRED(ext_fields)
-            "".join(required)
-            producer_group, topic, default_topic, queue_nums, queue_id, sys_flag, born, flag = (
-                required
-            )
             get = ext_fields.get
             properties = get("i")
             reconsume = get("j")
@@ -249,8 +240,24 @@ def decode_send_fields(ext_fields: Mapping[str, Any] | None) -> SendFields:
             broker_name = get("n")
             unit_mode = _WORDS[get("k", "false")]
             batch = _WORDS[get("m", "false")]
+            producer_group = ext_fields["a"]
+            topic = ext_fields["b"]
+            default_topic = ext_fields["c"]
+            queue_nums = ext_fields["d"]
+            queue_id = ext_fields["e"]
+            sys_flag = ext_fields["f"]
+            born = ext_fields["g"]
+            flag = ext_fields["h"]
             if (
-                (properties is None or type(properties) is str)
+                type(producer_group) is str
+                and type(topic) is str
+                and type(default_topic) is str
+                and type(queue_nums) is str
+                and type(queue_id) is str
+                and type(sys_flag) is str
+                and type(born) is str
+                and type(flag) is str
+                and (properties is None or type(properties) is str)
                 and (reconsume is None or type(reconsume) is str)
                 and (max_reconsume is None or type(max_reconsume) is str)
                 and (broker_name is None or type(broker_name) is str)
