@@ -6,17 +6,21 @@ awaiting its ack; (b) 8 publishers of batches of 32, awaiting all 32 acks (BoltM
 one batch send); (c) consume a backlog of 200,000 with acks / offset commits; (d) publish-to-
 receipt latency p50/p99 at half of the system's peak rate from (a).
 
-Rows: BoltMQ ASYNC_FLUSH and SYNC_FLUSH; Apache RocketMQ's broker (an unpacked 4.9.x binary
-release given by --rocketmq-home) in both flush modes, driven by BoltMQ's client; NATS
-JetStream (file storage, 1 replica); RabbitMQ (durable classic queue, persistent messages,
-publisher confirms); Redis Streams (appendonly, appendfsync everysec, and always).
+Rows: BoltMQ ASYNC_FLUSH and SYNC_FLUSH, each on the codec paths of --paths (compiled: the
+built protocol._speedups; pure: BOLTMQ_PURE=1 in the cluster's and the runs' clients'
+environments), labelled e.g. "BoltMQ ASYNC_FLUSH (pure)"; Apache RocketMQ's broker (an
+unpacked 4.9.x binary release given by --rocketmq-home) in both flush modes, driven by
+BoltMQ's client; NATS JetStream (file storage, 1 replica); RabbitMQ (durable classic queue,
+persistent messages, publisher confirms); Redis Streams (appendonly, appendfsync everysec,
+and always).
 
 Missing peers are installed first (Debian packages, the project's `bench` extra). Each server
 runs on loopback ports with a scratch directory, in a process group of its own, stopped at the
 end. Each run is a child process, so its CPU is its own; the server's process group and the
 machine are sampled from /proc over the same window. A run during which other processes used
 more than 20% of a core is repeated (up to --tries); a cell that never got a clean run is
-marked `~`. Each cell is the median of --runs runs.
+marked `~`. Each cell is the median of --runs runs. A JVM server (RocketMQ) first gets
+--jvm-warmup seconds of the workload, not measured, so its JIT has compiled the hot paths.
 
 example:
   python -m bench compare --rocketmq-home ~/rocketmq-all-4.9.4-bin-release --write-docs
@@ -37,6 +41,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -57,20 +62,38 @@ from bench.peers.report import (
 )
 from bench.peers.workloads import NAMES, WORKLOADS, Result
 from protocol import codecs_status
+from protocol._codecs import PURE_SWITCH
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Other processes may use this many cores during a run before it is taken again.
 OTHERS_LIMIT = 0.2
 
 
-def servers(systems: list[str], rocketmq_home: Path | None) -> list[Server]:
-    """The rows' servers, in table order (not started)."""
+#: BoltMQ's codec paths (`protocol.codecs_status`), in row order.
+PATHS = ("compiled", "pure")
+
+
+def codecs_line(paths: Sequence[str | None]) -> str:
+    """What the docs say BoltMQ's rows ran on: each row's own path when the run labelled them
+    by path, else this process's (`codecs_status`)."""
+    named = [path for path in paths if path is not None]
+    if named:
+        return f"{' and '.join(named)}, as each BoltMQ row's label says"
+    return codecs_status()
+
+
+def servers(
+    systems: list[str], rocketmq_home: Path | None, paths: Sequence[str | None] = (None,)
+) -> list[Server]:
+    """The rows' servers, in table order (not started); BoltMQ's once per codec path
+    (None: the path this environment gets, unlabelled)."""
     from bench.peers.boltmq import BoltMQServer
 
     rows: list[Server] = []
     for system in systems:
         if system == "boltmq":
-            rows += [BoltMQServer("ASYNC_FLUSH"), BoltMQServer("SYNC_FLUSH")]
+            rows += [BoltMQServer(flush, path) for flush in ("ASYNC_FLUSH", "SYNC_FLUSH")
+                     for path in paths]  # fmt: skip
         elif system == "rocketmq" and rocketmq_home is not None:
             from bench.peers.rocketmq import RocketMQServer
 
@@ -140,7 +163,7 @@ def run_child(server: Server, workload: str, args: argparse.Namespace, **extra: 
     spec["limit"] = limit - 10
     done = subprocess.run(
         [sys.executable, "-m", "bench.compare", "--child", json.dumps(spec)],
-        cwd=ROOT, capture_output=True, text=True, timeout=limit,
+        cwd=ROOT, capture_output=True, text=True, timeout=limit, env=server.environment(),
     )  # fmt: skip
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
@@ -162,6 +185,15 @@ def measure(server: Server, workload: str, args: argparse.Namespace, rate: float
         # One backlog serves every run: each reads it as a new consumer group.
         _progress(f"{server.row} (c): filling a backlog of {args.backlog:,}")
         extra["topic"] = run_child(server, "fill", args)
+    if server.jvm and args.jvm_warmup > 0:
+        # The JIT compiles a JVM's hot paths under load: measured cold, it would be judged
+        # on its interpreter. The warm-up is a run of the workload itself, thrown away.
+        _progress(f"{server.row} ({workload}): warming up for {args.jvm_warmup:g} s")
+        warmup = argparse.Namespace(**{**vars(args), "seconds": args.jvm_warmup})
+        try:
+            run_child(server, workload, warmup, **extra)
+        except (RuntimeError, subprocess.TimeoutExpired) as exc:
+            _progress(f"{server.row} ({workload}): the warm-up failed ({exc}); measuring anyway")
     for run in range(1, args.runs + 1):
         best: Result | None = None
         for attempt in range(1, args.tries + 1):
@@ -231,6 +263,34 @@ def run_row(server: Server, args: argparse.Namespace) -> Row:
     return row
 
 
+def compiled_available() -> bool:
+    """Whether BoltMQ's compiled codecs load here (asked of a process without BOLTMQ_PURE)."""
+    env = {k: v for k, v in os.environ.items() if k != PURE_SWITCH}
+    done = subprocess.run(
+        [sys.executable, "-c", "from protocol import codecs_status; print(codecs_status())"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+    return done.returncode == 0 and done.stdout.strip() == "compiled"
+
+
+def path_ratio_lines(rows: list[Row], paths: Sequence[str | None]) -> list[str]:
+    """`ratio_lines` once per codec path: that path's BoltMQ rows, under their unlabelled
+    names, against the peers."""
+    if None in paths:
+        return ratio_lines(rows)
+    lines: list[str] = []
+    for path in paths:
+        suffix = f" ({path})"
+        view = [
+            attrs.evolve(row, label=row.label.removesuffix(suffix))
+            for row in rows
+            if row.system != "boltmq" or row.label.endswith(suffix)
+        ]
+        ratios = ratio_lines(view)
+        lines += [f"{ratios[0].rstrip(':')}, BoltMQ's {path} codec path:", *ratios[1:], ""]
+    return lines[:-1]
+
+
 def _progress(line: str) -> None:
     print(f"compare: {line}", file=sys.stderr, flush=True)
 
@@ -287,6 +347,18 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="a smoke run: 1 s runs, a backlog of 5000, 1 run per cell",
     )
+    parser.add_argument(
+        "--paths",
+        help="BoltMQ's codec paths, comma-separated: compiled, pure (default: both when the "
+        "compiled codecs are built, else pure)",
+    )
+    parser.add_argument(
+        "--jvm-warmup",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="seconds of unmeasured load a JVM server (RocketMQ) gets before each workload (10)",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -309,6 +381,17 @@ def main(argv: list[str] | None = None) -> int:
         args.seconds, args.backlog, args.runs, args.tries = 1.0, 5000, 1, 1
     if args.seconds <= 0 or args.backlog < 1 or args.runs < 1 or args.tries < 1:
         parser.error("--seconds, --backlog, --runs and --tries must be positive")
+    if args.jvm_warmup < 0:
+        parser.error("--jvm-warmup must not be negative")
+    paths: list[str | None]
+    if args.paths is None:
+        paths = list(PATHS) if compiled_available() else ["pure"]
+    else:
+        paths = [p.strip() for p in args.paths.split(",") if p.strip()]
+        if not paths or any(p not in PATHS for p in paths):
+            parser.error(f"--paths {args.paths!r}: choose from {', '.join(PATHS)}")
+        if "compiled" in paths and not compiled_available():
+            parser.error("--paths compiled: the compiled codecs are not built (./dev build-ext)")
     if args.rocketmq_home is not None:
         args.rocketmq_home = args.rocketmq_home.expanduser().resolve()
     # SIGTERM unwinds like Ctrl-C, so the servers started are stopped on the way out.
@@ -327,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
             _progress(notes[-1])
         else:
             ready.append(system)
-    planned = servers(ready, args.rocketmq_home)
+    planned = servers(ready, args.rocketmq_home, paths)
     try:
         rows = [run_row(server, args) for server in planned]
     except KeyboardInterrupt:
@@ -339,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
                 shutil.rmtree(server.scratch, ignore_errors=True)
     load_after = os.getloadavg()
     took = time.monotonic() - began
-    lines = [*table_lines(rows, args.workloads), "", *ratio_lines(rows)]
+    lines = [*table_lines(rows, args.workloads), "", *path_ratio_lines(rows, paths)]
     print("\n".join(lines))
     for note in notes:
         print(f"- {note}")
@@ -357,13 +440,13 @@ def main(argv: list[str] | None = None) -> int:
         section = docs_section(
             rows, lines, notes, command=command.strip(), machine=on, date=date,
             load=(load_before, load_after), minutes=took / 60, args=vars(args),
-            codecs=codecs_status(),
+            codecs=codecs_line(paths),
         )  # fmt: skip
         # Only a run of every row and workload replaces the page's figures; any run is recorded.
         why_not = incomplete(rows, args.workloads, quick=args.quick)
         summary = None if why_not else summary_block(
             rows, lines, command=command.strip(), machine=on, date=date, args=vars(args),
-            codecs=codecs_status(),
+            codecs=codecs_line(paths),
         )  # fmt: skip
         for done in write_docs(section, summary):
             _progress(done)

@@ -266,7 +266,18 @@ def _decode_json_header(header: memoryview) -> RemotingCommand:
                 break
     else:
         raise FrameError("JSON header extFields is not an object")
-    return _command(code, opaque, flag, lang, version, remark, ext_fields, _JSON)
+    # `_command` inlined: one call less on every JSON frame.
+    command = _new_command(RemotingCommand)
+    command.code = code
+    command.opaque = opaque
+    command.flag = flag
+    command.language = lang
+    command.version = version
+    command.remark = remark
+    command.ext_fields = ext_fields
+    command.body = None
+    command.serialize_type = _JSON
+    return command
 
 
 def _encode_binary_header(command: RemotingCommand) -> bytes:

@@ -11,10 +11,10 @@ The loop over the records is `write_batch_records`, compiled when ``./dev build-
 
 from __future__ import annotations
 
+import struct
 import zlib
 
 from storage._encode import (
-    _IPV4_HEAD,
     _MAGIC_CODE,
     _TOPIC_PARTS,
     _V6_BITS,
@@ -122,16 +122,6 @@ def append_batch(
     return result
 
 
-def _element_properties(properties: str, header_props: bytes) -> bytes:
-    """A record's properties: the element's own, then the batch's (after a separator)."""
-    encoded = properties.encode()
-    if header_props:
-        if encoded and not encoded.endswith(b"\x02"):
-            encoded += b"\x02"
-        encoded += header_props
-    return encoded
-
-
 def batch_records_size_py(
     elements: list[tuple[int, bytes, str]],
     header_props: bytes,
@@ -143,13 +133,26 @@ def batch_records_size_py(
     properties), or -1 when one is larger than ``max_message_size`` or has properties longer
     than ``max_properties_size``."""
     total = 0
+    header_len = len(header_props)
     for _, body, element_props in elements:
-        props_len = len(_element_properties(element_props, header_props))
+        # ASCII properties (the usual ones) are as many bytes as characters: no encode.
+        props_len = len(element_props) if element_props.isascii() else len(element_props.encode())
+        if header_len:
+            if props_len and element_props[-1] != "\x02":
+                props_len += 1
+            props_len += header_len
         size = fixed + len(body) + props_len
         if props_len > max_properties_size or size > max_message_size:
             return -1
         total += size
     return total
+
+
+# A record's fields from TOTALSIZE to PHYSICALOFFSET, then the 48 bytes from SYSFLAG to
+# PREPAREDOFFSET (the same for every record of a batch, packed once), then BODYLEN.
+_RECORD_HEAD = struct.Struct(">iiiiiqq48si")
+_BATCH_FIELDS = struct.Struct(">iq4siq4siiq")
+_PROPS_LEN = struct.Struct(">h")
 
 
 def write_batch_records_py(
@@ -178,49 +181,90 @@ def write_batch_records_py(
     ``base``) with its append-time fields; append its consume-queue entry to ``entries``, its
     physical offset to ``offsets`` and, when ``index_keys`` is not None, its KEYS and
     UNIQ_KEY index keys to ``index_keys``. Returns the position after the last record."""
-    pack_head = _IPV4_HEAD.pack_into
+    pack_head = _RECORD_HEAD.pack
+    pack_props_len = _PROPS_LEN.pack
     pack_entry = ENTRY.pack
     crc32 = zlib.crc32
-    topic_len = len(topic_part)
-    fixed = 90 + topic_len
+    shared = _BATCH_FIELDS.pack(
+        sys_flag, born_timestamp, born, born_port, now, store, store_port, reconsume, 0
+    )
+    fixed = 90 + len(topic_part)
+    limit = len(view)
+    start = pos
+    # The records are gathered and copied into the file in one slice assignment: a memoryview
+    # slice per field of each record cost more than the one extra copy of the join.
+    parts: list[bytes] = []
+    add = parts.append
+    cq_entries: list[bytes] = []
+    add_entry = cq_entries.append
+    add_offset = offsets.append
+    prefix = f"{topic}#"
     for flag, body, element_props in elements:
-        properties = _element_properties(element_props, header_props)
+        properties = element_props.encode()
+        if header_props:
+            if properties and properties[-1] != 2:
+                properties += b"\x02"
+            properties += header_props
         body_len = len(body)
         props_len = len(properties)
         size = fixed + body_len + props_len
-        if pos + size > len(view):
+        if pos + size > limit:
+            view[start:pos] = b"".join(parts)
+            entries += b"".join(cq_entries)
             raise ValueError(f"a batch record of {size} bytes at {pos} overruns the file")
         phys = base + pos
-        pack_head(
-            view, pos, size, _MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, flag,
-            queue_offset, phys, sys_flag, born_timestamp, born, born_port, now, store,
-            store_port, reconsume, 0, body_len,
-        )  # fmt: skip
-        at = pos + 88
-        view[at : at + body_len] = body
-        at += body_len
-        view[at : at + topic_len] = topic_part
-        at += topic_len
-        view[at : at + 2] = props_len.to_bytes(2, "big")
-        view[at + 2 : at + 2 + props_len] = properties
+        add(pack_head(size, _MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, flag, queue_offset,
+                      phys, shared, body_len))  # fmt: skip
+        add(body)
+        add(topic_part)
+        add(pack_props_len(props_len))
+        add(properties)
         pos += size
         queue_offset += 1
-        offsets.append(phys)
-        # The dispatch takes TAGS, KEYS and UNIQ_KEY from the element's own properties.
-        if element_props:
-            props = split_properties(element_props)
-            tags = props.get("TAGS")
-            entries += pack_entry(phys, size, hash_tags(tags) if tags else 0)
-            if index_keys is not None:
-                keys = props.get("KEYS")
-                if keys:
-                    index_keys.extend((f"{topic}#{k}", phys) for k in keys.split(" ") if k)
-                uniq_key = props.get("UNIQ_KEY")
-                if uniq_key:
-                    index_keys.append((f"{topic}#{uniq_key}", phys))
-        else:
-            entries += pack_entry(phys, size, 0)
+        add_offset(phys)
+        # The dispatch takes TAGS, KEYS and UNIQ_KEY from the element's own properties. A
+        # producer's usual ones hold neither TAGS nor KEYS: its UNIQ_KEY is read in place.
+        if "TAGS\x01" not in element_props and "KEYS\x01" not in element_props:
+            add_entry(pack_entry(phys, size, 0))
+            if index_keys is None or "UNIQ_KEY\x01" not in element_props:
+                continue
+            uniq_key = _last_uniq_key(element_props)
+            if uniq_key is None:
+                uniq_key = split_properties(element_props).get("UNIQ_KEY")
+            if uniq_key:
+                index_keys.append((prefix + uniq_key, phys))
+            continue
+        props = split_properties(element_props)
+        tags = props.get("TAGS")
+        add_entry(pack_entry(phys, size, hash_tags(tags) if tags else 0))
+        if index_keys is not None:
+            keys = props.get("KEYS")
+            if keys:
+                index_keys.extend((prefix + k, phys) for k in keys.split(" ") if k)
+            uniq_key = props.get("UNIQ_KEY")
+            if uniq_key:
+                index_keys.append((prefix + uniq_key, phys))
+    view[start:pos] = b"".join(parts)
+    entries += b"".join(cq_entries)
     return pos
+
+
+def _last_uniq_key(properties: str) -> str | None:
+    """The value of the last UNIQ_KEY piece of ``properties``, read without parsing them;
+    None when it is not plainly there (the caller then parses).
+
+    A piece starts the string or follows a ``\x02``, and no value holds a ``\x02``, so the
+    last ``\x02UNIQ_KEY\x01`` starts the last UNIQ_KEY piece, which wins when its value is
+    not empty (an empty one is dropped and an earlier piece may win)."""
+    at = properties.rfind("\x02UNIQ_KEY\x01")
+    if at >= 0:
+        at += 10
+    elif properties.startswith("UNIQ_KEY\x01"):
+        at = 9
+    else:
+        return None
+    stop = properties.find("\x02", at)
+    return (properties[at:] if stop < 0 else properties[at:stop]) or None
 
 
 #: What `append_batch` runs: the compiled twins when ``./dev build-ext`` built them, else the

@@ -4,6 +4,7 @@ asyncio client adapter the workloads drive (publish with acknowledgement, batch,
 from __future__ import annotations
 
 import abc
+import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -23,6 +24,11 @@ class Server(abc.ABC):
     row: str = ""
     #: The durability setting of the row, as the table and docs print it.
     settings: str = ""
+    #: A JVM server: it is warmed up (``--jvm-warmup``) before each workload is measured.
+    jvm: bool = False
+    #: Environment variables set (value) or removed (None) for the server's processes and
+    #: for the client processes of its runs.
+    env_changes: dict[str, str | None] = {}
 
     def __init__(self) -> None:
         self.scratch = Path(tempfile.mkdtemp(prefix=f"boltmq-compare-{self.system}-"))
@@ -47,6 +53,16 @@ class Server(abc.ABC):
         if not keep:
             shutil.rmtree(self.scratch, ignore_errors=True)
         return killed
+
+    def environment(self) -> dict[str, str]:
+        """This process's environment with the row's `env_changes` applied."""
+        env = dict(os.environ)
+        for name, value in self.env_changes.items():
+            if value is None:
+                env.pop(name, None)
+            else:
+                env[name] = value
+        return env
 
     @property
     def pgid(self) -> int | None:

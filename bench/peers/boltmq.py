@@ -14,6 +14,7 @@ from pathlib import Path
 from bench.peers.base import Client, Server
 from bench.peers.procs import free_port, port_open
 from client import Admin, Message, Producer, PullConsumer, SendStatus
+from protocol._codecs import PURE_SWITCH
 from protocol.bodies import ConsumeFromWhere
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,10 +33,14 @@ class BoltMQServer(Server):
 
     system = "boltmq"
 
-    def __init__(self, flush: str) -> None:
-        self.row = f"BoltMQ {flush}"
+    def __init__(self, flush: str, path: str | None = None) -> None:
+        # ``path`` "compiled" or "pure": the codec path of the cluster and of the runs'
+        # clients, named in the row's label; None runs whichever this environment gets.
+        self.row = f"BoltMQ {flush}" + (f" ({path})" if path else "")
         self.flush = flush
-        self.settings = f"flushDiskType={flush}"
+        self.settings = f"flushDiskType={flush}" + (f", codecs {path}" if path else "")
+        if path is not None:
+            self.env_changes = {PURE_SWITCH: "1" if path == "pure" else None}
         super().__init__()
         self.registry_port = 0
 
@@ -52,7 +57,7 @@ class BoltMQServer(Server):
             "--bindAddress", "127.0.0.1", "--fastPortEnable", "false",
             "--flushDiskType", self.flush,
         ]  # fmt: skip
-        self.group.spawn(command, cwd=ROOT)
+        self.group.spawn(command, cwd=ROOT, env=self.environment())
         namesrv = self.endpoint()["namesrv"]
         self.group.wait_until(lambda: port_open(self.registry_port), "registry port open", 90)
         self.group.wait_until(

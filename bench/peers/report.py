@@ -236,7 +236,9 @@ def incomplete(rows: list[Row], workloads: list[str], *, quick: bool) -> str:
         return f"workloads {', '.join(missing)} not run"
     by_label = {row.label: row for row in rows}
     for label in COMPLETE_ROWS:
-        row = by_label.get(label)
+        # BoltMQ's rows may be labelled by codec path ("BoltMQ ASYNC_FLUSH (compiled)"): the
+        # compiled one stands for the label, the path the summary's figures were taken on.
+        row = by_label.get(label) or by_label.get(f"{label} (compiled)")
         if row is None:
             return f"no {label} row"
         if row.error:

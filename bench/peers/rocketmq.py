@@ -81,6 +81,7 @@ class RocketMQServer(Server):
     """A NameServer and one broker (1 GiB heap each) in the given flush mode."""
 
     system = "rocketmq"
+    jvm = True
 
     def __init__(self, home: Path, flush: str) -> None:
         self.row = f"RocketMQ {flush}"

@@ -298,9 +298,10 @@ def iter_records(buf: Buffer, *, read_body: bool = True) -> Iterator[MessageExt]
 
 
 # Head, both hosts as IPv4 and the tail in one unpack: the common record, 88 bytes up to BODY.
-_V4_RECORD = struct.Struct(">iiiiiqqiq4siq4siiqi")
+# Each host is read as its 8 raw bytes (address and port), the key of the host cache.
+_V4_RECORD = struct.Struct(">iiiiiqqiq8sq8siqi")
 _V6_HOST_BITS = MessageSysFlag.BORNHOST_V6 | MessageSysFlag.STOREHOST_V6
-_hosts: dict[tuple[bytes, int], Host] = {}
+_hosts: dict[bytes, Host] = {}
 _topics: dict[bytes, str] = {}
 
 
@@ -316,16 +317,19 @@ def decode_records_py(buf: Buffer) -> list[MessageExt]:
     unpack = _V4_RECORD.unpack_from
     hosts = _hosts
     topics = _topics
+    new = MessageExt
     # Bodies are slices of ``data``: from bytes that is one copy each, as decode_record makes.
     data = buf if isinstance(buf, bytes) else bytes(buf)
     pos = 0
     end = len(data)
+    # A pull answer is of one topic: its name is compared in place, not sliced and looked up.
+    last_raw = b""
+    last_topic = ""
     while pos < end:
         if pos + 88 <= end:
             (
                 total, magic, crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
-                born_ts, born_ip, born_port, store_ts, store_ip, store_port, reconsume, prepared,
-                body_len,
+                born_ts, born_raw, store_ts, store_raw, reconsume, prepared, body_len,
             ) = unpack(data, pos)  # fmt: skip
             record_end = pos + total
             topic_at = pos + 88 + body_len
@@ -344,29 +348,40 @@ def decode_records_py(buf: Buffer) -> list[MessageExt]:
                     props_len = (data[props_at - 2] << 8) | data[props_at - 1]
                 if 0 <= props_len <= MAX_PROPERTIES_BYTES and props_at + props_len == record_end:
                     try:
-                        raw_topic = data[topic_at + 1 : props_at - 2]
-                        topic = topics.get(raw_topic)
-                        if topic is None:
-                            if len(topics) > 4096:
-                                topics.clear()
-                            topic = topics[raw_topic] = raw_topic.decode()
-                        properties = (
-                            string_to_properties(data[props_at:record_end].decode())
-                            if props_len
-                            else {}
-                        )
+                        if topic_len == len(last_raw) and data.startswith(last_raw, topic_at + 1):
+                            topic = last_topic
+                        else:
+                            raw_topic = data[topic_at + 1 : props_at - 2]
+                            cached = topics.get(raw_topic)
+                            if cached is None:
+                                if len(topics) > 4096:
+                                    topics.clear()
+                                cached = topics[raw_topic] = raw_topic.decode()
+                            topic = cached
+                            last_raw = raw_topic
+                            last_topic = topic
+                        # `string_to_properties` inlined: a call per record costs more than
+                        # the parse of a producer's two or three pieces.
+                        properties: dict[str, str] = {}
+                        if props_len:
+                            for piece in data[props_at:record_end].decode().split("\x02"):
+                                name, _, value = piece.partition("\x01")
+                                if value and name:  # a value means the separator was there
+                                    properties[name] = value
                     except UnicodeDecodeError:
                         pass  # decode_record below says where
                     else:
-                        born_host = hosts.get((born_ip, born_port))
+                        born_host = hosts.get(born_raw)
                         if born_host is None:
-                            born_host = hosts[(born_ip, born_port)] = _v4_host(born_ip, born_port)
-                        store_host = hosts.get((store_ip, store_port))
-                        if store_host is None:
-                            store_host = hosts[(store_ip, store_port)] = _v4_host(
-                                store_ip, store_port
+                            born_host = hosts[born_raw] = _v4_host(
+                                born_raw[:4], _INT.unpack_from(born_raw, 4)[0]
                             )
-                        append(MessageExt(
+                        store_host = hosts.get(store_raw)
+                        if store_host is None:
+                            store_host = hosts[store_raw] = _v4_host(
+                                store_raw[:4], _INT.unpack_from(store_raw, 4)[0]
+                            )
+                        append(new(
                             total, crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
                             born_ts, born_host, store_ts, store_host, reconsume, prepared,
                             data[pos + 88 : topic_at], topic, properties,

@@ -163,3 +163,19 @@ def test_the_repository_pages_fit_the_writer() -> None:
     # Runs are appended at the end, so the side-by-side section must stay the last one.
     last = [line for line in journal.splitlines() if line.startswith("## ")][-1]
     assert last == SECTION
+
+
+def test_a_run_on_both_codec_paths_counts_as_complete_by_its_compiled_rows() -> None:
+    from bench.compare import codecs_line
+
+    by_path = [
+        f"{label} ({path})" if label.startswith("BoltMQ") else label
+        for label in COMPLETE_ROWS
+        for path in (("compiled", "pure") if label.startswith("BoltMQ") else ("",))
+    ]
+    assert incomplete(_rows(10_000, tuple(by_path)), WORKLOADS, quick=False) == ""
+    pure_only = tuple(label for label in by_path if not label.endswith("(compiled)"))
+    assert incomplete(_rows(10_000, pure_only), WORKLOADS, quick=False) == (
+        "no BoltMQ ASYNC_FLUSH row"
+    )
+    assert codecs_line(["compiled", "pure"]) == "compiled and pure, as each BoltMQ row's label says"

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from storage import (
     GetMessageStatus,
     MessageBatch,
@@ -18,9 +21,11 @@ from storage import (
     open_message_store,
 )
 from storage._encode import encode_batch
+from storage._hash import tags_code
+from storage._record import split_properties
 from storage.commit_log import EncodedPut
 from storage.group_commit import CommitGroup
-from storage.inline_batch import append_batch
+from storage.inline_batch import _last_uniq_key, append_batch, write_batch_records_py
 from tests.storage.helpers import small_config, store_files
 
 NOW = 1_700_000_000_000
@@ -109,3 +114,37 @@ async def test_append_batch_leaves_what_it_does_not_take_to_the_buffer_path(
         assert [(r.status, r.msg_num) for r in answered] == [(PutMessageStatus.PUT_OK, 3)] * 2
         assert answered[0].wrote_offset < 65536 == answered[1].wrote_offset
         assert store.statistics().put_messages == 1 + 3 + 3  # completes the open group
+
+
+# Property strings built of the pieces the quick UNIQ_KEY read must get right: the name at the
+# start or after a separator, inside another name, with an empty value, repeated.
+_uniq_props = st.lists(
+    st.sampled_from(["UNIQ_KEY", "\x01", "\x02", "a", "XUNIQ_KEY", "UNIQ_KEY\x01", "\x02UNIQ_KEY"]),
+    max_size=8,
+).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_uniq_props)
+def test_the_quick_uniq_key_read_agrees_with_the_parser(properties: str) -> None:
+    quick = _last_uniq_key(properties)
+    if quick is not None:  # None: the writer parses instead
+        assert quick == split_properties(properties).get("UNIQ_KEY")
+
+
+def test_a_producers_batch_is_written_with_its_uniq_keys_indexed() -> None:
+    elements = [(0, b"body %d" % n, f"WAIT\x01true\x02UNIQ_KEY\x01ID{n:04d}") for n in range(3)]
+    elements.append((0, b"tagged", "TAGS\x01TagA\x02UNIQ_KEY\x01ID9999"))
+    entries = bytearray()
+    offsets: list[int] = []
+    keys: list[tuple[str, int]] = []
+    end = write_batch_records_py(
+        memoryview(bytearray(4096)), 0, 100, elements, b"CLUSTER\x01C", b"\x01T", 0, 0, 0,
+        b"\x7f\x00\x00\x01", 1, 2, b"\x7f\x00\x00\x01", 3, 0, 5, entries, offsets, keys, "T",
+    )  # fmt: skip
+    assert offsets[0] == 100 and offsets == sorted(set(offsets)) and end > offsets[-1] - 100
+    assert keys == [(f"T#ID{n:04d}", offsets[n]) for n in range(3)] + [("T#ID9999", offsets[3])]
+    tags = [
+        int.from_bytes(entries[n * 20 + 12 : n * 20 + 20], "big", signed=True) for n in range(4)
+    ]
+    assert tags == [0, 0, 0, tags_code("TagA")]
