@@ -1,0 +1,721 @@
+"""Pop consumption (RocketMQ 5's pop, its PopMessageProcessor, AckMessageProcessor,
+ChangeInvisibleTimeProcessor and PopReviveService in one actor).
+
+A pop hands out messages of a (group, topic, queue) from the group's pop offset and makes them
+invisible for a while: it stores a *checkpoint* (the queue, the first offset, the pop time, the
+invisible time and the offsets handed out) as a message in the cluster's revive topic
+``rmq_sys_REVIVE_LOG_<cluster>`` and only then moves the pop offset (a consumer offset of the
+group) and answers. An ack, a batch ack and a change of invisible time store an *ack* there
+too (the change also stores a new checkpoint of the one message first). Every checkpoint and
+ack is therefore in the commit log: flushed per flushDiskType, replicated to a slave as every
+other message, and read back after a restart.
+
+Revive: once a checkpoint's invisible time has ended, each of its offsets not acked is stored
+again in the pop retry topic ``%RETRY%<group>_<topic>`` with its reconsume times one higher,
+or, once it has been handed out retryMaxTimes + 1 times, in ``%DLQ%<group>``; then an ack of
+that offset is stored, so a restart does not revive it again. A crash between the two revives
+it twice (a duplicate, never a loss). This differs from RocketMQ in one way, said here once:
+RocketMQ delays each checkpoint through its timer until the revive time and lets a revive
+service consume the revive topic; here the actor reads each checkpoint as it stores it, keeps
+the in-flight ones in memory and watches their revive times itself, and on start reads the
+revive topic back from the revive offset (the offset of ``CID_RMQ_SYS_REVIVE_GROUP`` on it:
+the first checkpoint not yet settled). Pop offsets are taken as the higher of the group's
+consumer offset and the end of every checkpoint read back, so a crash before the offsets
+table was written does not hand out a popped message again while it is in flight.
+
+A pop reads the pop retry topic first with probability `POP_FROM_RETRY_PERCENT` % and the
+topic first otherwise, and fills what is left from the other (RocketMQ's rule). Receipt
+handles are RocketMQ's extra info (`extra_info`), put in each message's ``POP_CK`` property.
+
+Only a master pops and revives: a slave has the revive log (replicated) and would start
+reviving from it once it is started as a master.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import logging
+import random
+from collections.abc import Callable, Set
+from typing import Any
+
+import attrs
+import trio
+
+from actors.broker.config import BrokerConfig
+from actors.broker.tables.groups import SubscriptionGroupManager
+from actors.broker.tables.offsets import CommitOffset, ConsumerOffsetManager
+from actors.broker.tables.topics import (
+    PERM_RW,
+    CreateSystemTopic,
+    CreateTopicInSendBack,
+    TopicManager,
+    now_ms,
+)
+from protocol.codes import ResponseCode
+from protocol.command import RemotingError
+from protocol.message import (
+    MessageConst,
+    MessageExt,
+    MessageFormatError,
+    decode_record,
+    encode_record,
+    iter_records,
+    properties_to_string,
+)
+from protocol.names import (
+    REVIVE_GROUP,
+    dlq_topic,
+    pop_retry_topic,
+    pop_retry_topic_v2,
+    revive_topic,
+)
+from storage import GetMessageStatus, MessageExtBrokerInner, MessageStore, PutMessageStatus
+from supervisors.actor import Actor, ActorError, ActorStatistics, Request
+
+log = logging.getLogger("boltmq.broker.pop")
+
+#: The property that carries a popped message's receipt handle (RocketMQ's POP_CK).
+POP_CK = "POP_CK"
+#: When a message was first popped (RocketMQ's 1ST_POP_TIME), kept across retries.
+FIRST_POP_TIME = "1ST_POP_TIME"
+#: The revive queue every checkpoint of this broker goes to (one queue keeps the log ordered).
+REVIVE_QUEUE_ID = 0
+#: Percent of pops that read the retry topic before the topic (RocketMQ's default).
+POP_FROM_RETRY_PERCENT = 20
+#: How often the in-flight checkpoints are looked at for ended invisible times, in seconds.
+REVIVE_INTERVAL = 0.1
+#: A pop hands out at most this many messages (RocketMQ refuses more).
+MAX_POP_NUMS = 32
+#: Invisible times accepted, in ms (RocketMQ 5's proxy keeps them under 12 hours).
+MIN_INVISIBLE_TIME = 1
+MAX_INVISIBLE_TIME = 12 * 3600 * 1000
+#: ConsumeInitMode: a group's first pop of a queue starts at its first or its next offset.
+INIT_MODE_MIN = 0
+INIT_MODE_MAX = 1
+
+_CK_TAG = "ck"
+_ACK_TAG = "ack"
+# A receipt handle's retry field: the topic itself, the retry topic, its second form.
+_NORMAL, _RETRY, _RETRY_V2 = "0", "1", "2"
+
+CheckpointKey = tuple[str, str, int, int, int]  # group, topic read, queue id, start, pop time
+
+
+class PopRefused(RemotingError):
+    """A pop, ack or change the actor refuses, with RocketMQ's response code."""
+
+
+@attrs.define
+class Checkpoint:
+    """Messages of one queue handed out by one pop (or one change of invisible time)."""
+
+    group: str
+    #: The topic as the client knows it; `topic` is the one read (it or its retry topic).
+    origin_topic: str
+    topic: str
+    queue_id: int
+    start_offset: int
+    pop_time: int
+    invisible_time: int
+    #: Queue offset -> commit-log offset of each message handed out.
+    offsets: dict[int, int]
+    #: The pop offset after this pop (-1: a change of invisible time, which moves none).
+    next_offset: int = -1
+    acked: set[int] = attrs.field(factory=set)
+    #: Where the checkpoint is in the revive topic.
+    revive_offset: int = -1
+
+    @property
+    def key(self) -> CheckpointKey:
+        """What a receipt handle names."""
+        return (self.group, self.topic, self.queue_id, self.start_offset, self.pop_time)
+
+    @property
+    def revive_time(self) -> int:
+        """When the messages not acked come back."""
+        return self.pop_time + self.invisible_time
+
+    @property
+    def settled(self) -> bool:
+        """Every message acked (or revived)."""
+        return len(self.acked) >= len(self.offsets)
+
+    def to_json(self) -> bytes:
+        """The body of its revive-log message."""
+        return json.dumps(
+            {"c": self.group, "ot": self.origin_topic, "t": self.topic, "q": self.queue_id,
+             "so": self.start_offset, "pt": self.pop_time, "it": self.invisible_time,
+             "o": [[q, p] for q, p in self.offsets.items()], "n": self.next_offset},
+            separators=(",", ":"),
+        ).encode()  # fmt: skip
+
+    @classmethod
+    def from_json(cls, data: bytes) -> Checkpoint:
+        """Read back a revive-log checkpoint."""
+        d = json.loads(data)
+        return cls(
+            d["c"], d["ot"], d["t"], int(d["q"]), int(d["so"]), int(d["pt"]), int(d["it"]),
+            {int(q): int(p) for q, p in d["o"]}, int(d["n"]),
+        )  # fmt: skip
+
+
+@attrs.frozen
+class ReceiptHandle:
+    """RocketMQ's extra info: ``ckQueueOffset popTime invisibleTime reviveQid retry
+    brokerName queueId [offset]``, space-separated."""
+
+    start_offset: int
+    pop_time: int
+    invisible_time: int
+    revive_qid: int
+    retry: str
+    broker_name: str
+    queue_id: int
+    offset: int = -1
+
+    @classmethod
+    def parse(cls, text: str) -> ReceiptHandle:
+        """The handle in ``text``; PopRefused(INVALID_PARAMETER) naming what is wrong."""
+        fields = text.split(" ")
+        if len(fields) not in (7, 8) or fields[4] not in (_NORMAL, _RETRY, _RETRY_V2):
+            raise PopRefused(
+                ResponseCode.INVALID_PARAMETER,
+                f"malformed receipt handle (extraInfo) {text!r}: expected 'ckQueueOffset "
+                "popTime invisibleTime reviveQid retry(0|1|2) brokerName queueId [offset]'",
+            )
+        try:
+            numbers = [int(fields[i]) for i in (0, 1, 2, 3, 6)]
+            offset = int(fields[7]) if len(fields) == 8 else -1
+        except ValueError:
+            raise PopRefused(
+                ResponseCode.INVALID_PARAMETER,
+                f"malformed receipt handle (extraInfo) {text!r}: a number field is not a number",
+            ) from None
+        start, pop_time, invisible, revive_qid, queue_id = numbers
+        return cls(start, pop_time, invisible, revive_qid, fields[4], fields[5], queue_id, offset)
+
+    def real_topic(self, group: str, topic: str) -> str:
+        """The topic the message was read from: ``topic`` or one of its retry topics."""
+        if self.retry == _RETRY:
+            return pop_retry_topic(group, topic)
+        if self.retry == _RETRY_V2:
+            return pop_retry_topic_v2(group, topic)
+        return topic
+
+
+def extra_info(ck: Checkpoint, broker_name: str, offset: int) -> str:
+    """The receipt handle of the message at ``offset`` of ``ck`` (RocketMQ's format)."""
+    return (
+        f"{ck.start_offset} {ck.pop_time} {ck.invisible_time} {REVIVE_QUEUE_ID} "
+        f"{retry_flag(ck.topic)} {broker_name} {ck.queue_id} {offset}"
+    )
+
+
+def retry_flag(topic: str) -> str:
+    """A receipt handle's retry field for messages read from ``topic``."""
+    if topic.startswith("%RETRY%"):
+        return _RETRY_V2 if "+" in topic else _RETRY
+    return _NORMAL
+
+
+def check_invisible_time(invisible_time: int) -> None:
+    """PopRefused(INVALID_PARAMETER) unless the invisible time is in range."""
+    if not MIN_INVISIBLE_TIME <= invisible_time <= MAX_INVISIBLE_TIME:
+        raise PopRefused(
+            ResponseCode.INVALID_PARAMETER,
+            f"invisibleTime {invisible_time} ms is out of range: give "
+            f"{MIN_INVISIBLE_TIME}..{MAX_INVISIBLE_TIME} ms",
+        )
+
+
+# -- commands -----------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class PopAnswer:
+    """What a pop hands out: re-encoded records (with POP_CK) and the answer's header fields."""
+
+    records: list[bytes]
+    pop_time: int
+    invisible_time: int
+    rest_num: int
+    start_offset_info: str
+    msg_offset_info: str
+
+
+@attrs.frozen
+class Pop(Request[PopAnswer]):
+    """POP_MESSAGE, checked by the handler."""
+
+    group: str
+    topic: str
+    queue_id: int  # -1: every readable queue
+    read_queue_nums: int
+    max_msg_nums: int
+    invisible_time: int
+    init_mode: int
+    retry_max_times: int
+    tag_codes: Set[int] | None = None
+    record_filter: Callable[[memoryview], bool] | None = None
+
+
+@attrs.frozen
+class Ack(Request[None]):
+    """ACK_MESSAGE, or one offset of a BATCH_ACK_MESSAGE."""
+
+    group: str
+    topic: str
+    handle: ReceiptHandle
+    offset: int
+
+
+@attrs.frozen
+class ChangeInvisibleTime(Request[tuple[int, int]]):
+    """CHANGE_MESSAGE_INVISIBLETIME: answers the new (pop time, invisible time)."""
+
+    group: str
+    topic: str
+    handle: ReceiptHandle
+    offset: int
+    invisible_time: int
+
+
+@attrs.frozen
+class Revive:
+    """Bring back what is due (a cast, from the revive ticker)."""
+
+
+PopCommand = Pop | Ack | ChangeInvisibleTime | Revive
+
+
+@attrs.frozen(kw_only=True)
+class PopStatistics(ActorStatistics):
+    """The pop service's counters."""
+
+    in_flight_checkpoints: int
+    popped: int
+    acked: int
+    revived: int
+    dead_lettered: int
+
+
+class PopService(Actor[PopCommand]):
+    """Owns the in-flight checkpoints and the pop offsets; see the module docstring.
+
+    A restart rebuilds both from the revive topic and the offsets table (`on_start`), so it
+    loses nothing but the mailbox: a pop, ack or change queued then fails (ActorCrashed) and
+    the client asks again.
+    """
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        store: MessageStore,
+        topics: TopicManager,
+        offsets: ConsumerOffsetManager,
+        groups: SubscriptionGroupManager,
+    ) -> None:
+        super().__init__("pop")
+        self.config = config
+        self.store = store
+        self.topics = topics
+        self.groups = groups
+        self.offsets = offsets
+        self.revive_topic = revive_topic(config.broker_cluster_name)
+        self.checkpoints: dict[CheckpointKey, Checkpoint] = {}
+        self.pop_offsets: dict[tuple[str, str, int], int] = {}
+        self._due: list[tuple[int, CheckpointKey]] = []
+        self.popped = self.acked = self.revived = self.dead_lettered = 0
+
+    # -- life ---------------------------------------------------------------------------------
+
+    async def on_start(self) -> None:
+        """Rebuild the in-flight checkpoints and pop offsets from the revive topic."""
+        self.checkpoints.clear()
+        self.pop_offsets.clear()
+        self._due.clear()
+        if self.config.is_slave:
+            return
+        if self.topics.select(self.revive_topic) is None:
+            await self.topics.call(CreateSystemTopic(self.revive_topic, 1, PERM_RW))
+        await self._read_revive_log()
+
+    async def run_revive_ticks(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Ask the actor every `REVIVE_INTERVAL` s to bring back what is due (a master only)."""
+        task_status.started()
+        if self.config.is_slave:
+            await trio.sleep_forever()
+        while True:
+            await trio.sleep(REVIVE_INTERVAL)
+            if self._due and self._due[0][0] <= now_ms():
+                try:
+                    self.cast_nowait(Revive())
+                except ActorError:
+                    pass  # busy or restarting: the next tick asks again
+
+    async def handle(self, command: PopCommand) -> Any:
+        """One pop, ack, change or revive pass."""
+        match command:
+            case Pop():
+                return await self._pop(command)
+            case Ack():
+                return await self._ack(command)
+            case ChangeInvisibleTime():
+                return await self._change(command)
+            case Revive():
+                await self._revive(now_ms())
+        return None
+
+    def statistics(self) -> PopStatistics:
+        """Counters at one moment."""
+        return PopStatistics(
+            **self._statistics_fields(),
+            in_flight_checkpoints=len(self.checkpoints),
+            popped=self.popped,
+            acked=self.acked,
+            revived=self.revived,
+            dead_lettered=self.dead_lettered,
+        )
+
+    def has_message(self, group: str, topic: str, queue_id: int, read_queue_nums: int) -> bool:
+        """Whether a pop of the group's topic (queue -1: any) would find a message now
+        (NOTIFICATION); messages a filter would leave out count as found."""
+        retry = pop_retry_topic(group, topic)
+        queues = range(read_queue_nums) if queue_id < 0 else (queue_id,)
+        sources = [(topic, q) for q in queues]
+        retry_config = self.topics.select(retry)
+        if retry_config is not None:
+            sources += [(retry, q) for q in range(retry_config.read_queue_nums)]
+        for source, q in sources:
+            offset = self.pop_offsets.get((group, source, q))
+            if offset is None:
+                offset = self.offsets.query_offset(group, source, q)
+            if offset < 0:
+                offset = self.store.get_min_offset_in_queue(source, q)
+            if self.store.get_max_offset_in_queue(source, q) > offset:
+                return True
+        return False
+
+    # -- pop ----------------------------------------------------------------------------------
+
+    async def _pop(self, pop: Pop) -> PopAnswer:
+        pop_time = now_ms()
+        retry = pop_retry_topic(pop.group, pop.topic)
+        retry_config = self.topics.select(retry)
+        queues = list(range(pop.read_queue_nums)) if pop.queue_id < 0 else [pop.queue_id]
+        first = random.randrange(len(queues))
+        sources = [(pop.topic, q) for q in queues[first:] + queues[:first]]
+        if retry_config is not None:
+            # The retry topic takes every message back unfiltered: its tags are the topic's.
+            retry_sources = [(retry, q) for q in range(retry_config.read_queue_nums)]
+            if random.randrange(100) < POP_FROM_RETRY_PERCENT:
+                sources = retry_sources + sources
+            else:
+                sources += retry_sources
+        records: list[bytes] = []
+        start_info: list[str] = []
+        msg_info: list[str] = []
+        rest = 0
+        for topic, queue_id in sources:
+            wanted = pop.max_msg_nums - len(records)
+            if wanted <= 0:
+                rest += max(0, self.store.get_max_offset_in_queue(topic, queue_id)
+                            - self._pop_offset(pop, topic, queue_id))  # fmt: skip
+                continue
+            ck, out, left = await self._pop_queue(pop, topic, queue_id, wanted, pop_time)
+            rest += left
+            if ck is None:
+                continue
+            records += out
+            flag = retry_flag(topic)
+            start_info.append(f"{flag} {queue_id} {ck.start_offset}")
+            msg_info.append(f"{flag} {queue_id} " + ",".join(str(o) for o in ck.offsets))
+        return PopAnswer(
+            records, pop_time, pop.invisible_time, rest, ";".join(start_info), ";".join(msg_info)
+        )
+
+    def _pop_offset(self, pop: Pop, topic: str, queue_id: int) -> int:
+        key = (pop.group, topic, queue_id)
+        offset = self.pop_offsets.get(key)
+        if offset is not None:
+            return offset
+        offset = self.offsets.query_offset(pop.group, topic, queue_id)
+        if offset < 0:
+            store = self.store
+            if pop.init_mode == INIT_MODE_MAX and not topic.startswith("%RETRY%"):
+                offset = store.get_max_offset_in_queue(topic, queue_id)
+            else:
+                offset = store.get_min_offset_in_queue(topic, queue_id)
+        self.pop_offsets[key] = offset
+        return offset
+
+    def _set_pop_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        self.pop_offsets[(group, topic, queue_id)] = offset
+        try:
+            self.offsets.cast_nowait(CommitOffset(group, topic, queue_id, offset))
+        except ActorError as exc:  # the checkpoints still hold it (see the module docstring)
+            log.warning("pop offset %s@%s:%d=%d not recorded now: %s",
+                        group, topic, queue_id, offset, exc)  # fmt: skip
+
+    async def _pop_queue(
+        self, pop: Pop, topic: str, queue_id: int, wanted: int, pop_time: int
+    ) -> tuple[Checkpoint | None, list[bytes], int]:
+        """(checkpoint, records, messages left) of one queue's share of a pop."""
+        store = self.store
+        offset = self._pop_offset(pop, topic, queue_id)
+        is_retry = topic != pop.topic
+        result = store.get_message(
+            pop.group, topic, queue_id, offset, wanted,
+            None if is_retry else pop.tag_codes,
+            record_filter=None if is_retry else pop.record_filter,
+        )  # fmt: skip
+        try:
+            if result.status is not GetMessageStatus.FOUND:
+                moved = result.next_begin_offset
+                if moved != offset and moved >= 0:  # passed filtered-out messages or a gap
+                    self._set_pop_offset(pop.group, topic, queue_id, moved)
+                return None, [], max(0, result.max_offset - max(moved, offset))
+            messages = [decode_record(buffer) for buffer in result.buffers]
+        finally:
+            result.release()
+        ck = Checkpoint(
+            pop.group, pop.topic, topic, queue_id, offset, pop_time, pop.invisible_time,
+            {m.queue_offset: m.commit_log_offset for m in messages}, result.next_begin_offset,
+        )  # fmt: skip
+        if not await self._store_checkpoint(ck):
+            return None, [], max(0, result.max_offset - offset)
+        self._set_pop_offset(pop.group, topic, queue_id, result.next_begin_offset)
+        self.popped += len(messages)
+        broker = self.config.broker_name
+        records = [
+            _with_handle(m, pop.topic, extra_info(ck, broker, m.queue_offset), pop_time)
+            for m in messages
+        ]
+        return ck, records, max(0, result.max_offset - result.next_begin_offset)
+
+    # -- ack and change -----------------------------------------------------------------------
+
+    def _in_flight(self, group: str, topic: str, handle: ReceiptHandle, offset: int) -> Checkpoint:
+        real = handle.real_topic(group, topic)
+        key = (group, real, handle.queue_id, handle.start_offset, handle.pop_time)
+        ck = self.checkpoints.get(key)
+        if ck is None or offset not in ck.offsets or offset in ck.acked:
+            raise PopRefused(
+                ResponseCode.NO_MESSAGE,
+                f"no message in flight at {real}:{handle.queue_id}@{offset} for group {group} "
+                "under this receipt handle: it was acked already, its invisible time was "
+                "changed (use the new handle), or it came back after its invisible time",
+            )
+        return ck
+
+    async def _ack(self, ack: Ack) -> None:
+        ck = self._in_flight(ack.group, ack.topic, ack.handle, ack.offset)
+        await self._store_acks(ck, [ack.offset])
+        self.acked += 1
+
+    async def _change(self, change: ChangeInvisibleTime) -> tuple[int, int]:
+        old = self._in_flight(change.group, change.topic, change.handle, change.offset)
+        pop_time = now_ms()
+        while (change.group, old.topic, old.queue_id, change.offset, pop_time) in self.checkpoints:
+            pop_time += 1  # one handle per checkpoint, even for two changes in a millisecond
+        new = Checkpoint(
+            old.group, old.origin_topic, old.topic, old.queue_id, change.offset, pop_time,
+            change.invisible_time, {change.offset: old.offsets[change.offset]},
+        )  # fmt: skip
+        # The new checkpoint first: a crash between the two revives the message twice at
+        # worst, never not at all.
+        if not await self._store_checkpoint(new):
+            raise PopRefused(ResponseCode.SYSTEM_ERROR, "the new checkpoint was not stored")
+        await self._store_acks(old, [change.offset])
+        return pop_time, change.invisible_time
+
+    # -- revive -------------------------------------------------------------------------------
+
+    async def _revive(self, now: int) -> None:
+        while self._due and self._due[0][0] <= now:
+            _, key = heapq.heappop(self._due)
+            ck = self.checkpoints.get(key)
+            if ck is None:
+                continue
+            waiting = [offset for offset in ck.offsets if offset not in ck.acked]
+            for offset in waiting:
+                if not await self._revive_one(ck, ck.offsets[offset]):
+                    # Kept in flight (and the rest of the pass waits): tried again later.
+                    heapq.heappush(self._due, (now + 1000, ck.key))
+                    return
+                try:
+                    await self._store_acks(ck, [offset])
+                except PopRefused as exc:  # revived again after a restart: a duplicate
+                    log.warning("pop revive of %s:%d@%d not marked: %s",
+                                ck.topic, ck.queue_id, offset, exc)  # fmt: skip
+
+    async def _revive_one(self, ck: Checkpoint, commit_log_offset: int) -> bool:
+        record = self.store.look_message_by_offset(commit_log_offset)
+        try:
+            message = decode_record(record) if record is not None else None
+        except MessageFormatError:
+            message = None
+        if message is None:
+            log.warning("pop revive: no message at commit-log offset %d (%s:%d); removed by "
+                        "retention?", commit_log_offset, ck.topic, ck.queue_id)  # fmt: skip
+            return True
+        properties = dict(message.properties)
+        properties.pop(POP_CK, None)
+        properties.setdefault(MessageConst.RETRY_TOPIC, ck.origin_topic)
+        properties.setdefault(MessageConst.ORIGIN_MESSAGE_ID, message.offset_msg_id)
+        properties.setdefault(FIRST_POP_TIME, str(ck.pop_time))
+        if message.reconsume_times >= self._max_times(ck.group):
+            topic, queues = dlq_topic(ck.group), 1
+            self.dead_lettered += 1
+        else:
+            topic, queues = pop_retry_topic(ck.group, ck.origin_topic), 1
+        if self.topics.select(topic) is None:
+            await self.topics.call(CreateTopicInSendBack(topic, queues, PERM_RW))
+        msg = MessageExtBrokerInner.from_stored(
+            message, topic=topic, queue_id=0, properties=properties,
+            reconsume_times=message.reconsume_times + 1, prepared_transaction_offset=0,
+        )  # fmt: skip
+        result = await self.store.put_message(msg)
+        if result.status is not PutMessageStatus.PUT_OK:
+            log.warning("pop revive into %s failed: %s", topic, result.remark or result.status)
+            return False
+        self.revived += 1
+        return True
+
+    def _max_times(self, group: str) -> int:
+        # retryMaxTimes + 1 deliveries in all; a group since deleted keeps RocketMQ's default.
+        group_config = self.groups.find_subscription_group_config(group)
+        return 16 if group_config is None else group_config.retry_max_times
+
+    # -- the revive log -----------------------------------------------------------------------
+
+    async def _store_checkpoint(self, ck: Checkpoint) -> bool:
+        result = await self.store.put_message(self._revive_message(_CK_TAG, ck.to_json()))
+        if result.status is not PutMessageStatus.PUT_OK:
+            log.warning("pop checkpoint of %s:%d not stored: %s", ck.topic, ck.queue_id,
+                        result.remark or result.status)  # fmt: skip
+            return False
+        ck.revive_offset = result.queue_offset
+        self._add(ck)
+        return True
+
+    async def _store_acks(self, ck: Checkpoint, offsets: list[int]) -> None:
+        body = json.dumps(
+            {"c": ck.group, "t": ck.topic, "q": ck.queue_id, "so": ck.start_offset,
+             "pt": ck.pop_time, "o": offsets},
+            separators=(",", ":"),
+        ).encode()  # fmt: skip
+        result = await self.store.put_message(self._revive_message(_ACK_TAG, body))
+        if result.status is not PutMessageStatus.PUT_OK:
+            raise PopRefused(
+                ResponseCode.SYSTEM_ERROR,
+                f"the ack was not stored ({result.remark or result.status}); ack again",
+            )
+        self._apply_acks(ck, offsets)
+
+    def _revive_message(self, tag: str, body: bytes) -> MessageExtBrokerInner:
+        return MessageExtBrokerInner(
+            topic=self.revive_topic, body=body, queue_id=REVIVE_QUEUE_ID,
+            properties={MessageConst.TAGS: tag}, born_timestamp=now_ms(),
+        )  # fmt: skip
+
+    def _add(self, ck: Checkpoint) -> None:
+        self.checkpoints[ck.key] = ck
+        heapq.heappush(self._due, (ck.revive_time, ck.key))
+
+    def _apply_acks(self, ck: Checkpoint, offsets: list[int]) -> None:
+        ck.acked.update(o for o in offsets if o in ck.offsets)
+        if ck.settled:
+            self.checkpoints.pop(ck.key, None)
+            self._commit_revive_offset()
+
+    def _commit_revive_offset(self) -> None:
+        # The first checkpoint still in flight: a restart reads the revive log from there.
+        if self.checkpoints:
+            settled_to = min(ck.revive_offset for ck in self.checkpoints.values())
+        else:
+            settled_to = self.store.get_max_offset_in_queue(self.revive_topic, REVIVE_QUEUE_ID)
+        try:
+            self.offsets.cast_nowait(
+                CommitOffset(REVIVE_GROUP, self.revive_topic, REVIVE_QUEUE_ID, settled_to)
+            )
+        except ActorError:
+            pass  # read from an earlier point next start: more reading, nothing lost
+
+    async def _read_revive_log(self) -> None:
+        store, topic = self.store, self.revive_topic
+        offset = max(
+            self.offsets.query_offset(REVIVE_GROUP, topic, REVIVE_QUEUE_ID),
+            store.get_min_offset_in_queue(topic, REVIVE_QUEUE_ID),
+        )
+        end = store.get_max_offset_in_queue(topic, REVIVE_QUEUE_ID)
+        read = 0
+        while offset < end:
+            result = store.get_message(REVIVE_GROUP, topic, REVIVE_QUEUE_ID, offset, 32)
+            try:
+                if result.status is not GetMessageStatus.FOUND:
+                    if result.next_begin_offset <= offset:
+                        break
+                    offset = result.next_begin_offset
+                    continue
+                for message in iter_records(b"".join(result.buffers)):
+                    self._replay(message)
+                    read += 1
+                offset = result.next_begin_offset
+            finally:
+                result.release()
+            await trio.lowlevel.checkpoint()
+        for ck in list(self.checkpoints.values()):
+            if ck.settled:
+                del self.checkpoints[ck.key]
+        for ck in self.checkpoints.values():
+            heapq.heappush(self._due, (ck.revive_time, ck.key))
+        if read:
+            log.info("pop: %d revive-log messages read, %d checkpoints in flight",
+                     read, len(self.checkpoints))  # fmt: skip
+
+    def _replay(self, message: MessageExt) -> None:
+        try:
+            if message.tags == _CK_TAG:
+                ck = Checkpoint.from_json(message.body)
+                ck.revive_offset = message.queue_offset
+                self.checkpoints[ck.key] = ck
+                if ck.next_offset >= 0:
+                    queue = (ck.group, ck.topic, ck.queue_id)
+                    known = self.pop_offsets.get(queue)
+                    if known is None:
+                        known = self.offsets.query_offset(ck.group, ck.topic, ck.queue_id)
+                    self.pop_offsets[queue] = max(known, ck.next_offset)
+            elif message.tags == _ACK_TAG:
+                d = json.loads(message.body)
+                key = (d["c"], d["t"], int(d["q"]), int(d["so"]), int(d["pt"]))
+                acked = self.checkpoints.get(key)
+                if acked is not None:
+                    acked.acked.update(int(o) for o in d["o"])
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("pop: revive-log message at %d unreadable (%s); skipped",
+                        message.queue_offset, exc)  # fmt: skip
+
+
+def _with_handle(message: MessageExt, topic: str, handle: str, pop_time: int) -> bytes:
+    """The record as a pop answers it: POP_CK set, a retry shown under the topic popped."""
+    properties = dict(message.properties)
+    properties[POP_CK] = handle
+    properties.setdefault(FIRST_POP_TIME, str(pop_time))
+    return bytes(
+        encode_record(
+            topic=topic, body=message.body, queue_id=message.queue_id, flag=message.flag,
+            properties=properties_to_string(properties), sys_flag=message.sys_flag,
+            born_timestamp=message.born_timestamp, born_host=message.born_host,
+            store_host=message.store_host, store_timestamp=message.store_timestamp,
+            queue_offset=message.queue_offset, physical_offset=message.commit_log_offset,
+            reconsume_times=message.reconsume_times,
+            prepared_transaction_offset=message.prepared_transaction_offset,
+            body_crc_value=message.body_crc,
+        )
+    )  # fmt: skip
