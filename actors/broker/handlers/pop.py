@@ -116,12 +116,19 @@ class PopHandlers:
         hold = self.parts.pull_hold
         if not hold.try_acquire():
             return self._pop_response(request, answer, poll_full=True)
+        deadline = trio.current_time() + poll_ms / 1000
         try:
-            with trio.move_on_after(poll_ms / 1000):
-                while not answer.records:
-                    await self._wait_arrival(watched, seen, poll_ms / 1000)
-                    seen = self._max_offsets(watched)
-                    answer = await self.parts.pop.call(pop())
+            # The pop itself stays out of the deadline's reach: a pop cancelled while the
+            # actor hands out messages would hide them for their invisible time.
+            while (
+                not (answer.records or hold.closing)
+                and (left := deadline - trio.current_time()) > 0
+            ):
+                await self._wait_arrival(watched, seen, left)
+                watched = self._watched(header.consumer_group, header.topic, header.queue_id,
+                                        topic_config)  # fmt: skip
+                seen = self._max_offsets(watched)
+                answer = await self.parts.pop.call(pop())
         finally:
             hold.release()
         return self._pop_response(request, answer)
@@ -326,12 +333,16 @@ class PopHandlers:
         if not has_msg and poll_ms > 0:
             hold = self.parts.pull_hold
             if hold.try_acquire():
+                deadline = trio.current_time() + poll_ms / 1000
                 try:
-                    with trio.move_on_after(poll_ms / 1000):
-                        while not has_msg:
-                            await self._wait_arrival(watched, seen, poll_ms / 1000)
-                            seen = self._max_offsets(watched)
-                            has_msg = pop.has_message(group, topic, header.queue_id, queues)
+                    while (
+                        not (has_msg or hold.closing)
+                        and (left := deadline - trio.current_time()) > 0
+                    ):
+                        await self._wait_arrival(watched, seen, left)
+                        watched = self._watched(group, topic, header.queue_id, topic_config)
+                        seen = self._max_offsets(watched)
+                        has_msg = pop.has_message(group, topic, header.queue_id, queues)
                 finally:
                     hold.release()
             else:

@@ -51,13 +51,13 @@ class Popped:
 
     @property
     def offset(self) -> int:
-        """Its queue offset (the handle's last field)."""
-        return int(self.handle.split(" ")[7])
+        """Its queue offset (in the retry topic for a retry)."""
+        return self.message.queue_offset
 
     @property
     def queue_id(self) -> int:
-        """Its queue id (the handle's seventh field)."""
-        return int(self.handle.split(" ")[6])
+        """Its queue id."""
+        return self.message.queue_id
 
 
 async def pop(

@@ -6,15 +6,22 @@ Invisible times are 1-2 s; every wait for a message coming back has a deadline."
 
 from __future__ import annotations
 
+import json
+
 import trio
 
 from boltmq import EmbeddedCluster
 from protocol import RemotingClient, ResponseCode
 from protocol.message import MessageConst
-from tests.actors.broker.delays import send
+from tests.actors.broker.delays import group_request, send, wait_for_messages
 from tests.actors.broker.pop_helpers import (
     Popped,
     ack_request,
+    assignment_request,
+    batch_ack_request,
+    change_request,
+    new_handle,
+    notification_request,
     pop,
     pop_request,
 )
@@ -84,3 +91,166 @@ async def test_unacked_message_comes_back_and_acked_ones_never(
     answer = await call(client, address, ack_request("PopBack", back))
     assert answer.code == ResponseCode.SUCCESS, answer.remark
     assert await pop(client, address, "PopBack", poll_ms=2500) == []
+
+
+async def test_change_invisible_time_gives_a_new_handle_and_retires_the_old(
+    cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    address = cluster.broker_address
+    await send_all(client, address, "PopChange", 1)
+    (popped,) = await pop(client, address, "PopChange", invisible_ms=1000)
+    answer = await call(client, address, change_request("PopChange", popped, 60_000))
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    changed = new_handle(popped, answer)
+    assert changed.handle != popped.handle
+    # Past the first invisible time the message stays away: the change extended it.
+    assert await pop(client, address, "PopChange", poll_ms=2500) == []
+    answer = await call(client, address, ack_request("PopChange", popped))
+    assert answer.code == ResponseCode.NO_MESSAGE  # the old handle acks no more
+    answer = await call(client, address, ack_request("PopChange", changed))
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+
+
+async def test_change_to_a_short_time_brings_the_message_back_sooner(
+    cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    address = cluster.broker_address
+    await send_all(client, address, "PopShorter", 1)
+    (popped,) = await pop(client, address, "PopShorter", invisible_ms=600_000)
+    answer = await call(client, address, change_request("PopShorter", popped, 1000))
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    with trio.fail_after(15):
+        (back,) = await pop_until(client, address, "PopShorter", 1)
+    assert back.message.body == b"m0" and back.message.reconsume_times == 1
+
+
+async def test_batch_ack(cluster: EmbeddedCluster, client: RemotingClient) -> None:
+    address = cluster.broker_address
+    await send_all(client, address, "PopBatch", 4)
+    popped = await pop(client, address, "PopBatch", invisible_ms=1000)
+    assert len(popped) == 4
+    answer = await call(client, address, batch_ack_request("PopBatch", popped[1:]))
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    with trio.fail_after(15):
+        (back,) = await pop_until(client, address, "PopBatch", 1)
+    assert back.message.body == b"m0"
+    # Acked twice: refused, naming the offsets.
+    answer = await call(client, address, batch_ack_request("PopBatch", popped[1:2]))
+    assert answer.code == ResponseCode.NO_MESSAGE
+
+
+async def test_max_attempts_then_dead_letter(
+    cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    address = cluster.broker_address
+    answer = await call(client, address, group_request("CG_dlq", retry_max_times=1))
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    await send_all(client, address, "PopDlq", 1)
+    deliveries = []
+    with trio.fail_after(20):
+        deliveries += await pop_until(client, address, "PopDlq", 1, "CG_dlq", invisible_ms=1000)
+        deliveries += await pop_until(client, address, "PopDlq", 1, "CG_dlq", invisible_ms=1000)
+        # retryMaxTimes 1: two deliveries, then the dead-letter queue.
+        (dead,) = await wait_for_messages(client, address, "%DLQ%CG_dlq", 1)
+    assert [d.message.reconsume_times for d in deliveries] == [0, 1]
+    assert dead.body == b"m0" and dead.reconsume_times == 2
+    assert dead.properties[MessageConst.RETRY_TOPIC] == "PopDlq"
+    assert await pop(client, address, "PopDlq", "CG_dlq") == []
+
+
+async def test_pop_waits_for_a_message_and_times_out_without_one(
+    cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    address = cluster.broker_address
+    await send_all(client, address, "PopWait", 1)
+    assert len(await pop(client, address, "PopWait")) == 1
+    started = trio.current_time()
+    answer = await call(client, address, pop_request("PopWait", poll_ms=700))
+    assert answer.code == ResponseCode.POLLING_TIMEOUT
+    assert trio.current_time() - started >= 0.6  # it did wait
+
+    async def send_later() -> None:
+        await trio.sleep(0.3)
+        await send(client, address, "PopWait", b"late", queue_id=0)
+
+    with trio.fail_after(15):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(send_later)
+            popped = await pop(client, address, "PopWait", poll_ms=10_000)
+    assert [p.message.body for p in popped] == [b"late"]
+
+
+async def test_notification_answers_on_arrival(
+    cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    address = cluster.broker_address
+    await send_all(client, address, "PopNote", 1)
+    answer = await call(client, address, notification_request("PopNote"))
+    assert answer.code == ResponseCode.SUCCESS and (answer.ext_fields or {})["hasMsg"] == "true"
+    assert len(await pop(client, address, "PopNote")) == 1
+    answer = await call(client, address, notification_request("PopNote", poll_ms=300))
+    assert (answer.ext_fields or {})["hasMsg"] == "false"
+
+    async def send_later() -> None:
+        await trio.sleep(0.3)
+        await send(client, address, "PopNote", b"late", queue_id=0)
+
+    with trio.fail_after(15):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(send_later)
+            answer = await call(client, address, notification_request("PopNote", poll_ms=10_000))
+    assert (answer.ext_fields or {})["hasMsg"] == "true"
+
+
+async def test_query_assignment_lists_the_readable_queues(
+    cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    address = cluster.broker_address
+    await send_all(client, address, "PopAssign", 1)
+    answer = await call(client, address, assignment_request("PopAssign"))
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    assignments = json.loads(answer.body or b"")["messageQueueAssignments"]
+    queues = cluster.broker.topics.select("PopAssign")
+    assert queues is not None
+    assert sorted(a["messageQueue"]["queueId"] for a in assignments) == list(
+        range(queues.read_queue_nums)
+    )
+    assert {a["mode"] for a in assignments} == {"POP"}
+    assert {a["messageQueue"]["brokerName"] for a in assignments} == {
+        cluster.broker.config.broker_name
+    }
+    answer = await call(client, address, assignment_request("NoSuchTopic"))
+    assert answer.code == ResponseCode.TOPIC_NOT_EXIST
+
+
+async def test_tag_filter_on_pop(cluster: EmbeddedCluster, client: RemotingClient) -> None:
+    address = cluster.broker_address
+    for tag in ("TagA", "TagB", "TagA"):
+        await send(client, address, "PopTags", tag.encode(), queue_id=0, properties={"TAGS": tag})
+    popped = await pop(client, address, "PopTags", exp="TagA", exp_type="TAG")
+    assert [p.message.body for p in popped] == [b"TagA", b"TagA"]
+
+
+async def test_bad_input_is_refused_and_loses_nothing(
+    cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    address = cluster.broker_address
+    answer = await call(client, address, pop_request("NoSuchTopic"))
+    assert answer.code == ResponseCode.TOPIC_NOT_EXIST
+    await send_all(client, address, "PopBad", 1)
+    for invisible in (0, -5, 13 * 3600 * 1000):
+        answer = await call(client, address, pop_request("PopBad", invisible_ms=invisible))
+        assert answer.code == ResponseCode.INVALID_PARAMETER, invisible
+        assert "invisibleTime" in (answer.remark or "")
+    answer = await call(client, address, pop_request("PopBad", max_msgs=33))
+    assert answer.code == ResponseCode.INVALID_PARAMETER
+    (popped,) = await pop(client, address, "PopBad", invisible_ms=60_000)
+    for handle in ("", "1 2 3", "x 1 2 0 0 broker 0 0", "0 1 2 0 9 broker 0 0"):
+        answer = await call(client, address, ack_request("PopBad", Popped(popped.message, handle)))
+        assert answer.code in (ResponseCode.INVALID_PARAMETER, ResponseCode.SYSTEM_ERROR), handle
+        assert answer.remark
+    answer = await call(client, address, change_request("PopBad", popped, -1))
+    assert answer.code == ResponseCode.INVALID_PARAMETER
+    # Nothing was lost to the refusals: the message still acks with its handle.
+    answer = await call(client, address, ack_request("PopBad", popped))
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
