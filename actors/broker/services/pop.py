@@ -388,9 +388,7 @@ class PopService(Actor[PopCommand]):
         retry = pop_retry_topic(group, topic)
         queues = range(read_queue_nums) if queue_id < 0 else (queue_id,)
         sources = [(topic, q) for q in queues]
-        retry_config = self.topics.select(retry)
-        if retry_config is not None:
-            sources += [(retry, q) for q in range(retry_config.read_queue_nums)]
+        sources += [(retry, q) for q in range(self._retry_queues(retry))]
         for source, q in sources:
             offset = self.pop_offsets.get((group, source, q))
             if offset is None:
@@ -406,13 +404,13 @@ class PopService(Actor[PopCommand]):
     async def _pop(self, pop: Pop) -> PopAnswer:
         pop_time = now_ms()
         retry = pop_retry_topic(pop.group, pop.topic)
-        retry_config = self.topics.select(retry)
         queues = list(range(pop.read_queue_nums)) if pop.queue_id < 0 else [pop.queue_id]
         first = random.randrange(len(queues))
         sources = [(pop.topic, q) for q in queues[first:] + queues[:first]]
-        if retry_config is not None:
+        retry_queues = self._retry_queues(retry)
+        if retry_queues:
             # The retry topic takes every message back unfiltered: its tags are the topic's.
-            retry_sources = [(retry, q) for q in range(retry_config.read_queue_nums)]
+            retry_sources = [(retry, q) for q in range(retry_queues)]
             if random.randrange(100) < POP_FROM_RETRY_PERCENT:
                 sources = retry_sources + sources
             else:
@@ -438,6 +436,17 @@ class PopService(Actor[PopCommand]):
         return PopAnswer(
             records, pop_time, pop.invisible_time, rest, ";".join(start_info), ";".join(msg_info)
         )
+
+    def _retry_queues(self, retry: str) -> int:
+        """The pop retry topic's queues; its messages are read even when a crash lost its
+        config (created in a batch of the topics table), which is made again then."""
+        retry_config = self.topics.select(retry)
+        if retry_config is not None:
+            return retry_config.read_queue_nums
+        if self.store.get_max_offset_in_queue(retry, 0) <= 0:
+            return 0
+        self.topics.create_topic_in_send_back_nowait(retry, 1)
+        return 1
 
     def _pop_offset(self, pop: Pop, topic: str, queue_id: int) -> int:
         key = (pop.group, topic, queue_id)
