@@ -220,7 +220,7 @@ class PopHandlers:
             ) from None
 
         def matches(record: memoryview) -> bool:
-            return bool(selector.evaluate(record_properties(record)))
+            return selector.matches(record_properties(record))
 
         return None, matches
 

@@ -7,13 +7,18 @@ Invisible times are 1-2 s; every wait for a message coming back has a deadline."
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from pathlib import Path
 
+import pytest
 import trio
 
+import boltmq
 from boltmq import EmbeddedCluster
 from protocol import RemotingClient, ResponseCode
 from protocol.message import MessageConst
 from tests.actors.broker.delays import group_request, send, wait_for_messages
+from tests.actors.broker.helpers import SMALL_FILES, STORES
 from tests.actors.broker.pop_helpers import (
     Popped,
     ack_request,
@@ -254,3 +259,24 @@ async def test_bad_input_is_refused_and_loses_nothing(
     # Nothing was lost to the refusals: the message still acks with its handle.
     answer = await call(client, address, ack_request("PopBad", popped))
     assert answer.code == ResponseCode.SUCCESS, answer.remark
+
+
+@pytest.fixture(params=STORES)
+async def sql_cluster(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[EmbeddedCluster]:
+    """A broker with enablePropertyFilter, on either store."""
+    async with boltmq.embedded(
+        tmp_path, store=request.param, enable_property_filter=True, **SMALL_FILES
+    ) as running:
+        yield running
+
+
+async def test_sql92_filter_on_pop(sql_cluster: EmbeddedCluster, client: RemotingClient) -> None:
+    address = sql_cluster.broker_address
+    for n in (1, 5, 9):
+        await send(client, address, "PopSql", str(n).encode(), queue_id=0, properties={"n": str(n)})
+    popped = await pop(client, address, "PopSql", exp="n > 3", exp_type="SQL92")
+    assert [p.message.body for p in popped] == [b"5", b"9"]
+    answer = await call(client, address, pop_request("PopSql", exp="n >", exp_type="SQL92"))
+    assert answer.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
