@@ -104,6 +104,7 @@ class PopHandlers:
                 header.consumer_group, header.topic, header.queue_id,
                 topic_config.read_queue_nums, header.max_msg_nums, header.invisible_time,
                 header.init_mode, group_config.retry_max_times, tags, record_filter,
+                header.order, header.attempt_id or "",
             )  # fmt: skip
 
         watched = self._watched(header.consumer_group, header.topic, header.queue_id,

@@ -82,6 +82,8 @@ POP_CK = "POP_CK"
 FIRST_POP_TIME = "1ST_POP_TIME"
 #: The revive queue every checkpoint of this broker goes to (one queue keeps the log ordered).
 REVIVE_QUEUE_ID = 0
+#: The revive queue id a FIFO pop's handles name (RocketMQ's POP_ORDER_REVIVE_QUEUE).
+ORDER_REVIVE_QUEUE_ID = 999
 #: Percent of pops that read the retry topic before the topic (RocketMQ's default).
 POP_FROM_RETRY_PERCENT = 20
 #: How often the in-flight checkpoints are looked at for ended invisible times, in seconds.
@@ -126,6 +128,21 @@ class Checkpoint:
     acked: set[int] = attrs.field(factory=set)
     #: Where the checkpoint is in the revive topic.
     revive_offset: int = -1
+    #: A FIFO pop's: its queue is handed out no further until this is settled or due.
+    order: bool = False
+    #: The FIFO pop's attemptId: a pop with the same one gets the same messages again.
+    attempt_id: str = ""
+
+    @property
+    def queue(self) -> tuple[str, str, int]:
+        """(group, topic read, queue id)."""
+        return (self.group, self.topic, self.queue_id)
+
+    @property
+    def order_point(self) -> int:
+        """A FIFO queue's offset after this pop's acks: its first message not acked."""
+        waiting = [offset for offset in self.offsets if offset not in self.acked]
+        return min(waiting) if waiting else self.next_offset
 
     @property
     def key(self) -> CheckpointKey:
@@ -147,7 +164,8 @@ class Checkpoint:
         return json.dumps(
             {"c": self.group, "ot": self.origin_topic, "t": self.topic, "q": self.queue_id,
              "so": self.start_offset, "pt": self.pop_time, "it": self.invisible_time,
-             "o": [[q, p] for q, p in self.offsets.items()], "n": self.next_offset},
+             "o": [[q, p] for q, p in self.offsets.items()], "n": self.next_offset,
+             "or": self.order, "a": self.attempt_id},
             separators=(",", ":"),
         ).encode()  # fmt: skip
 
@@ -158,6 +176,7 @@ class Checkpoint:
         return cls(
             d["c"], d["ot"], d["t"], int(d["q"]), int(d["so"]), int(d["pt"]), int(d["it"]),
             {int(q): int(p) for q, p in d["o"]}, int(d["n"]),
+            order=bool(d.get("or", False)), attempt_id=str(d.get("a") or ""),
         )  # fmt: skip
 
 
@@ -206,9 +225,11 @@ class ReceiptHandle:
 
 
 def extra_info(ck: Checkpoint, broker_name: str, offset: int) -> str:
-    """The receipt handle of the message at ``offset`` of ``ck`` (RocketMQ's format)."""
+    """The receipt handle of the message at ``offset`` of ``ck`` (RocketMQ's format; a FIFO
+    pop's names revive queue 999, as RocketMQ's)."""
+    revive_qid = ORDER_REVIVE_QUEUE_ID if ck.order else REVIVE_QUEUE_ID
     return (
-        f"{ck.start_offset} {ck.pop_time} {ck.invisible_time} {REVIVE_QUEUE_ID} "
+        f"{ck.start_offset} {ck.pop_time} {ck.invisible_time} {revive_qid} "
         f"{retry_flag(ck.topic)} {broker_name} {ck.queue_id} {offset}"
     )
 
@@ -259,6 +280,8 @@ class Pop(Request[PopAnswer]):
     retry_max_times: int
     tag_codes: Set[int] | None = None
     record_filter: Callable[[memoryview], bool] | None = None
+    order: bool = False
+    attempt_id: str = ""
 
 
 @attrs.frozen
@@ -327,6 +350,10 @@ class PopService(Actor[PopCommand]):
         self.revive_topic = revive_topic(config.broker_cluster_name)
         self.checkpoints: dict[CheckpointKey, Checkpoint] = {}
         self.pop_offsets: dict[tuple[str, str, int], int] = {}
+        #: A FIFO queue's last pop: (group, topic, queue id) -> its checkpoint's key.
+        self.order_locks: dict[tuple[str, str, int], CheckpointKey] = {}
+        #: FIFO deliveries so far of a message (its queue and offset), since this start.
+        self.order_deliveries: dict[tuple[str, str, int, int], int] = {}
         self._due: list[tuple[int, CheckpointKey]] = []
         self.popped = self.acked = self.revived = self.dead_lettered = 0
 
@@ -336,6 +363,7 @@ class PopService(Actor[PopCommand]):
         """Rebuild the in-flight checkpoints and pop offsets from the revive topic."""
         self.checkpoints.clear()
         self.pop_offsets.clear()
+        self.order_locks.clear()
         self._due.clear()
         if self.config.is_slave:
             return
@@ -407,7 +435,8 @@ class PopService(Actor[PopCommand]):
         queues = list(range(pop.read_queue_nums)) if pop.queue_id < 0 else [pop.queue_id]
         first = random.randrange(len(queues))
         sources = [(pop.topic, q) for q in queues[first:] + queues[:first]]
-        retry_queues = self._retry_queues(retry)
+        # A FIFO message comes back in its own queue, never through the retry topic.
+        retry_queues = 0 if pop.order else self._retry_queues(retry)
         if retry_queues:
             # The retry topic takes every message back unfiltered: its tags are the topic's.
             retry_sources = [(retry, q) for q in range(retry_queues)]
@@ -476,6 +505,10 @@ class PopService(Actor[PopCommand]):
     ) -> tuple[Checkpoint | None, list[bytes], int]:
         """(checkpoint, records, messages left) of one queue's share of a pop."""
         store = self.store
+        if pop.order:
+            held = self._order_held(pop, topic, queue_id, pop_time)
+            if held is not None:
+                return held
         offset = self._pop_offset(pop, topic, queue_id)
         is_retry = topic != pop.topic
         result = store.get_message(
@@ -495,17 +528,47 @@ class PopService(Actor[PopCommand]):
         ck = Checkpoint(
             pop.group, pop.topic, topic, queue_id, offset, pop_time, pop.invisible_time,
             {m.queue_offset: m.commit_log_offset for m in messages}, result.next_begin_offset,
+            order=pop.order, attempt_id=pop.attempt_id,
         )  # fmt: skip
         if not await self._store_checkpoint(ck):
             return None, [], max(0, result.max_offset - offset)
-        self._set_pop_offset(pop.group, topic, queue_id, result.next_begin_offset)
+        if pop.order:  # its offset moves as its messages are acked
+            self.order_locks[ck.queue] = ck.key
+        else:
+            self._set_pop_offset(pop.group, topic, queue_id, result.next_begin_offset)
         self.popped += len(messages)
         broker = self.config.broker_name
         records = [
-            _with_handle(m, pop.topic, extra_info(ck, broker, m.queue_offset), pop_time)
+            _with_handle(m, pop.topic, extra_info(ck, broker, m.queue_offset), pop_time,
+                         self._deliveries(ck, m.queue_offset) if pop.order else None)
             for m in messages
-        ]
+        ]  # fmt: skip
         return ck, records, max(0, result.max_offset - result.next_begin_offset)
+
+    def _order_held(
+        self, pop: Pop, topic: str, queue_id: int, now: int
+    ) -> tuple[Checkpoint | None, list[bytes], int] | None:
+        """A FIFO queue whose last pop is still in flight: nothing, or (same attemptId) the
+        same messages again under the same handles; None when the queue is free."""
+        key = self.order_locks.get((pop.group, topic, queue_id))
+        ck = self.checkpoints.get(key) if key is not None else None
+        if ck is None or ck.settled or ck.revive_time <= now:
+            return None
+        if not (pop.attempt_id and pop.attempt_id == ck.attempt_id):
+            return None, [], 0
+        records = []
+        for offset, physical in ck.offsets.items():
+            record = None if offset in ck.acked else self.store.look_message_by_offset(physical)
+            if record is not None:
+                message = decode_record(record)
+                handle = extra_info(ck, self.config.broker_name, offset)
+                records.append(_with_handle(message, pop.topic, handle, ck.pop_time,
+                                            self._deliveries(ck, offset)))  # fmt: skip
+        return ck, records, 0
+
+    def _deliveries(self, ck: Checkpoint, offset: int) -> int:
+        # The reconsume times a FIFO message is shown with: its deliveries before this one.
+        return self.order_deliveries.get((*ck.queue, offset), 0)
 
     # -- ack and change -----------------------------------------------------------------------
 
@@ -526,9 +589,14 @@ class PopService(Actor[PopCommand]):
         ck = self._in_flight(ack.group, ack.topic, ack.handle, ack.offset)
         await self._store_acks(ck, [ack.offset])
         self.acked += 1
+        if ck.order:
+            self.order_deliveries.pop((*ck.queue, ack.offset), None)
+            self._set_pop_offset(ck.group, ck.topic, ck.queue_id, ck.order_point)
 
     async def _change(self, change: ChangeInvisibleTime) -> tuple[int, int]:
         old = self._in_flight(change.group, change.topic, change.handle, change.offset)
+        if old.order:
+            return await self._extend_order(old, change.invisible_time)
         pop_time = now_ms()
         while (change.group, old.topic, old.queue_id, change.offset, pop_time) in self.checkpoints:
             pop_time += 1  # one handle per checkpoint, even for two changes in a millisecond
@@ -543,15 +611,33 @@ class PopService(Actor[PopCommand]):
         await self._store_acks(old, [change.offset])
         return pop_time, change.invisible_time
 
+    async def _extend_order(self, ck: Checkpoint, invisible_time: int) -> tuple[int, int]:
+        """A FIFO pop's change: its queue stays held until ``invisible_time`` ms from now; the
+        handles keep their pop time (the answer's), as the queue has one pop in flight."""
+        extended = attrs.evolve(ck, invisible_time=now_ms() + invisible_time - ck.pop_time)
+        extended.acked = ck.acked
+        if not await self._store_checkpoint(extended):
+            raise PopRefused(ResponseCode.SYSTEM_ERROR, "the checkpoint was not stored")
+        extended.revive_offset = ck.revive_offset  # a restart reads from the first record
+        return extended.pop_time, extended.invisible_time
+
     # -- revive -------------------------------------------------------------------------------
 
     async def _revive(self, now: int) -> None:
         while self._due and self._due[0][0] <= now:
             _, key = heapq.heappop(self._due)
             ck = self.checkpoints.get(key)
-            if ck is None:
+            if ck is None or ck.revive_time > now:  # settled, or its time was extended
                 continue
             waiting = [offset for offset in ck.offsets if offset not in ck.acked]
+            if ck.order:
+                # A FIFO pop's messages come back in their queue: it is free again, and the
+                # next pop hands them out from its first message not acked.
+                for offset in waiting:
+                    self.order_deliveries[(*ck.queue, offset)] = self._deliveries(ck, offset) + 1
+                del self.checkpoints[key]
+                self._commit_revive_offset()
+                continue
             for offset in waiting:
                 if not await self._revive_one(ck, ck.offsets[offset]):
                     # Kept in flight (and the rest of the pass waits): tried again later.
@@ -693,8 +779,13 @@ class PopService(Actor[PopCommand]):
             if message.tags == _CK_TAG:
                 ck = Checkpoint.from_json(message.body)
                 ck.revive_offset = message.queue_offset
+                earlier = self.checkpoints.get(ck.key)
+                if earlier is not None:  # a FIFO pop's extension: the first keeps its place
+                    ck.acked, ck.revive_offset = earlier.acked, earlier.revive_offset
                 self.checkpoints[ck.key] = ck
-                if ck.next_offset >= 0:
+                if ck.order:
+                    self.order_locks[ck.queue] = ck.key
+                elif ck.next_offset >= 0:
                     queue = (ck.group, ck.topic, ck.queue_id)
                     known = self.pop_offsets.get(queue)
                     if known is None:
@@ -706,13 +797,19 @@ class PopService(Actor[PopCommand]):
                 acked = self.checkpoints.get(key)
                 if acked is not None:
                     acked.acked.update(int(o) for o in d["o"])
+                    if acked.order:
+                        known = self.offsets.query_offset(*acked.queue)
+                        self.pop_offsets[acked.queue] = max(known, acked.order_point)
         except (ValueError, KeyError, TypeError) as exc:
             log.warning("pop: revive-log message at %d unreadable (%s); skipped",
                         message.queue_offset, exc)  # fmt: skip
 
 
-def _with_handle(message: MessageExt, topic: str, handle: str, pop_time: int) -> bytes:
-    """The record as a pop answers it: POP_CK set, a retry shown under the topic popped."""
+def _with_handle(
+    message: MessageExt, topic: str, handle: str, pop_time: int, reconsume_times: int | None = None
+) -> bytes:
+    """The record as a pop answers it: POP_CK set, a retry shown under the topic popped (a
+    FIFO message with its deliveries so far as its reconsume times)."""
     properties = dict(message.properties)
     properties[POP_CK] = handle
     properties.setdefault(FIRST_POP_TIME, str(pop_time))
@@ -723,7 +820,7 @@ def _with_handle(message: MessageExt, topic: str, handle: str, pop_time: int) ->
             born_timestamp=message.born_timestamp, born_host=message.born_host,
             store_host=message.store_host, store_timestamp=message.store_timestamp,
             queue_offset=message.queue_offset, physical_offset=message.commit_log_offset,
-            reconsume_times=message.reconsume_times,
+            reconsume_times=message.reconsume_times if reconsume_times is None else reconsume_times,
             prepared_transaction_offset=message.prepared_transaction_offset,
             body_crc_value=message.body_crc,
         )

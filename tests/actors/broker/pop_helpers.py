@@ -32,12 +32,14 @@ def pop_request(
     init_mode: int = 0,
     exp: str | None = None,
     exp_type: str | None = None,
+    order: bool = False,
+    attempt_id: str | None = None,
 ) -> RemotingCommand:
     """A POP_MESSAGE as a RocketMQ 5 front sends it."""
     header = PopMessageRequestHeader(
         consumer_group=group, topic=topic, queue_id=queue_id, max_msg_nums=max_msgs,
         invisible_time=invisible_ms, poll_time=poll_ms, born_time=0, init_mode=init_mode,
-        exp=exp, exp_type=exp_type,
+        exp=exp, exp_type=exp_type, order=order, attempt_id=attempt_id,
     )  # fmt: skip
     return RemotingCommand.request(RequestCode.POP_MESSAGE, encode_header(header))
 

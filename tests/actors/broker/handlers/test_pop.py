@@ -280,3 +280,35 @@ async def test_sql92_filter_on_pop(sql_cluster: EmbeddedCluster, client: Remotin
     assert [p.message.body for p in popped] == [b"5", b"9"]
     answer = await call(client, address, pop_request("PopSql", exp="n >", exp_type="SQL92"))
     assert answer.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
+
+
+async def test_fifo_pop_hands_out_a_queues_next_message_only_after_the_ack(
+    cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    address = cluster.broker_address
+    await send_all(client, address, "PopFifo", 3)
+
+    async def fifo(attempt: str, **kwargs: object) -> list[Popped]:
+        return await pop(client, address, "PopFifo", queue_id=0, max_msgs=1, order=True,
+                         attempt_id=attempt, **kwargs)  # fmt: skip
+
+    (first,) = await fifo("a1")
+    assert first.message.body == b"m0"
+    assert first.handle.split(" ")[3] == "999"  # RocketMQ's FIFO revive queue id
+    assert await fifo("a2") == []  # held until m0 is acked
+    (again,) = await fifo("a1")  # the same attempt gets the same message, same handle
+    assert again.handle == first.handle and again.message.body == b"m0"
+    answer = await call(client, address, ack_request("PopFifo", first))
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    (second,) = await fifo("a3", invisible_ms=1000)
+    assert second.message.body == b"m1"
+    # Not acked: past its invisible time the same message comes back first, counted.
+    with trio.fail_after(15):
+        back: list[Popped] = []
+        while not back:
+            back = await fifo("a4", poll_ms=300)
+    assert back[0].message.body == b"m1" and back[0].message.reconsume_times == 1
+    answer = await call(client, address, ack_request("PopFifo", back[0]))
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    (third,) = await fifo("a5")
+    assert third.message.body == b"m2"
