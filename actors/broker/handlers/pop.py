@@ -23,15 +23,11 @@ import attrs
 import trio
 
 from actors.broker.config import BrokerConfig
-from actors.broker.services.pop import (
+from actors.broker.services.pop import Ack, ChangeInvisibleTime, Pop, PopAnswer, PopService
+from actors.broker.services.pop_state import (
     MAX_POP_NUMS,
     REVIVE_QUEUE_ID,
-    Ack,
-    ChangeInvisibleTime,
-    Pop,
-    PopAnswer,
     PopRefused,
-    PopService,
     ReceiptHandle,
     check_invisible_time,
 )
@@ -139,7 +135,7 @@ class PopHandlers:
     ) -> RemotingCommand:
         header = PopMessageResponseHeader(
             pop_time=answer.pop_time, invisible_time=answer.invisible_time,
-            revive_qid=REVIVE_QUEUE_ID, rest_num=answer.rest_num,
+            revive_qid=answer.revive_qid, rest_num=answer.rest_num,
             start_offset_info=answer.start_offset_info or None,
             msg_offset_info=answer.msg_offset_info or None,
         )  # fmt: skip
