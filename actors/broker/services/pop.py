@@ -468,12 +468,7 @@ class PopService(Actor[PopCommand]):
                 continue
             waiting = [offset for offset in ck.offsets if offset not in ck.acked]
             if ck.order:
-                # A FIFO pop's messages come back in their queue: it is free again, and the
-                # next pop hands them out from its first message not acked.
-                for offset in waiting:
-                    self.order_deliveries[(*ck.queue, offset)] = self._deliveries(ck, offset) + 1
-                del self.checkpoints[key]
-                self._commit_revive_offset()
+                await self._release_order(ck, waiting)
                 continue
             for offset in waiting:
                 if not await self._revive_one(ck, ck.offsets[offset]):
@@ -486,7 +481,33 @@ class PopService(Actor[PopCommand]):
                     log.warning("pop revive of %s:%d@%d not marked: %s",
                                 ck.topic, ck.queue_id, offset, exc)  # fmt: skip
 
-    async def _revive_one(self, ck: Checkpoint, commit_log_offset: int) -> bool:
+    async def _release_order(self, ck: Checkpoint, waiting: list[int]) -> None:
+        """A FIFO pop's invisible time ended: its messages come back in their queue (the
+        next pop hands them out from the first not acked); a head message handed out
+        retryMaxTimes + 1 times goes to the DLQ instead, and the queue moves past it."""
+        for offset in waiting:
+            self.order_deliveries[(*ck.queue, offset)] = self._deliveries(ck, offset) + 1
+        max_times = self._max_times(ck.group)
+        for offset in sorted(waiting):
+            # The head was handed out at least as often as any message after it.
+            if self._deliveries(ck, offset) <= max_times:
+                break
+            if not await self._revive_one(ck, ck.offsets[offset], dead_letter=True):
+                break  # the queue stays at it; the next expiry tries again
+            try:
+                await self._store_acks(ck, [offset])
+            except PopRefused as exc:
+                log.warning("FIFO dead letter %s:%d@%d not marked: %s",
+                            ck.topic, ck.queue_id, offset, exc)  # fmt: skip
+                break
+            self.order_deliveries.pop((*ck.queue, offset), None)
+        self._set_pop_offset(ck.group, ck.topic, ck.queue_id, ck.order_point)
+        if self.checkpoints.pop(ck.key, None) is not None:
+            self._commit_revive_offset()
+
+    async def _revive_one(
+        self, ck: Checkpoint, commit_log_offset: int, *, dead_letter: bool = False
+    ) -> bool:
         record = self.store.look_message_by_offset(commit_log_offset)
         try:
             message = decode_record(record) if record is not None else None
@@ -501,16 +522,20 @@ class PopService(Actor[PopCommand]):
         properties.setdefault(MessageConst.RETRY_TOPIC, ck.origin_topic)
         properties.setdefault(MessageConst.ORIGIN_MESSAGE_ID, message.offset_msg_id)
         properties.setdefault(FIRST_POP_TIME, str(ck.pop_time))
-        if message.reconsume_times >= self._max_times(ck.group):
+        if dead_letter or message.reconsume_times >= self._max_times(ck.group):
             topic, queues = dlq_topic(ck.group), 1
             self.dead_lettered += 1
         else:
             topic, queues = pop_retry_topic(ck.group, ck.origin_topic), 1
         if self.topics.select(topic) is None:
             await self.topics.call(CreateTopicInSendBack(topic, queues, PERM_RW))
+        # A FIFO message's deliveries are counted by the service, not in its record.
+        times = message.reconsume_times
+        if ck.order:  # shown with its deliveries before the last
+            times = self._deliveries(ck, message.queue_offset) - 1
         msg = MessageExtBrokerInner.from_stored(
             message, topic=topic, queue_id=0, properties=properties,
-            reconsume_times=message.reconsume_times + 1, prepared_transaction_offset=0,
+            reconsume_times=times + 1, prepared_transaction_offset=0,
         )  # fmt: skip
         result = await self.store.put_message(msg)
         if result.status is not PutMessageStatus.PUT_OK:

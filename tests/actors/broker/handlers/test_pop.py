@@ -312,3 +312,24 @@ async def test_fifo_pop_hands_out_a_queues_next_message_only_after_the_ack(
     assert answer.code == ResponseCode.SUCCESS, answer.remark
     (third,) = await fifo("a5")
     assert third.message.body == b"m2"
+
+
+async def test_fifo_message_past_max_attempts_goes_to_the_dlq_and_the_queue_moves_on(
+    cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    address = cluster.broker_address
+    answer = await call(client, address, group_request("CG_fifo_dlq", retry_max_times=1))
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    await send_all(client, address, "PopFifoDlq", 2)
+    bodies: list[tuple[bytes, int]] = []
+    with trio.fail_after(20):
+        while len(bodies) < 3:
+            got = await pop(
+                client, address, "PopFifoDlq", "CG_fifo_dlq", queue_id=0, max_msgs=1,
+                order=True, invisible_ms=1000, poll_ms=300,
+            )  # fmt: skip
+            bodies += [(p.message.body, p.message.reconsume_times) for p in got]
+        (dead,) = await wait_for_messages(client, address, "%DLQ%CG_fifo_dlq", 1)
+    # Two deliveries of m0 (retryMaxTimes 1), then the queue goes on with m1.
+    assert bodies == [(b"m0", 0), (b"m0", 1), (b"m1", 0)]
+    assert dead.body == b"m0" and dead.reconsume_times == 2
