@@ -79,7 +79,13 @@ from protocol.message import (
     decode_record,
     iter_records,
 )
-from protocol.names import REVIVE_GROUP, dlq_topic, pop_retry_topic, revive_topic
+from protocol.names import (
+    RETRY_GROUP_TOPIC_PREFIX,
+    REVIVE_GROUP,
+    dlq_topic,
+    pop_retry_topic,
+    revive_topic,
+)
 from storage import GetMessageStatus, MessageExtBrokerInner, MessageStore, PutMessageStatus
 from supervisors.actor import Actor, ActorError, ActorStatistics, Request
 
@@ -322,7 +328,7 @@ class PopService(Actor[PopCommand]):
         offset = self.offsets.query_offset(pop.group, topic, queue_id)
         if offset < 0:
             store = self.store
-            if pop.init_mode == INIT_MODE_MAX and not topic.startswith("%RETRY%"):
+            if pop.init_mode == INIT_MODE_MAX and not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 offset = store.get_max_offset_in_queue(topic, queue_id)
             else:
                 offset = store.get_min_offset_in_queue(topic, queue_id)

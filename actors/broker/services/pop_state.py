@@ -14,7 +14,7 @@ import attrs
 from protocol.codes import ResponseCode
 from protocol.command import RemotingError
 from protocol.message import MessageExt, encode_record, properties_to_string
-from protocol.names import pop_retry_topic, pop_retry_topic_v2
+from protocol.names import RETRY_GROUP_TOPIC_PREFIX, pop_retry_topic, pop_retry_topic_v2
 
 #: The property that carries a popped message's receipt handle (RocketMQ's POP_CK).
 POP_CK = "POP_CK"
@@ -156,7 +156,11 @@ class ReceiptHandle:
         return cls(start, pop_time, invisible, revive_qid, fields[4], fields[5], queue_id, offset)
 
     def real_topic(self, group: str, topic: str) -> str:
-        """The topic the message was read from: ``topic`` or one of its retry topics."""
+        """The topic the message was read from: ``topic`` or one of its retry topics. A
+        RocketMQ 5 front names the retry topic itself in ACK_MESSAGE and
+        CHANGE_MESSAGE_INVISIBLETIME; the topic's name is taken too."""
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return topic
         if self.retry == _RETRY:
             return pop_retry_topic(group, topic)
         if self.retry == _RETRY_V2:
@@ -176,7 +180,7 @@ def extra_info(ck: Checkpoint, broker_name: str, offset: int) -> str:
 
 def retry_flag(topic: str) -> str:
     """A receipt handle's retry field for messages read from ``topic``."""
-    if topic.startswith("%RETRY%"):
+    if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
         return _RETRY_V2 if "+" in topic else _RETRY
     return _NORMAL
 
