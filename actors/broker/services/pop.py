@@ -52,6 +52,7 @@ from actors.broker.services.pop_state import (
     ORDER_REVIVE_QUEUE_ID,
     POP_CK,
     POP_FROM_RETRY_PERCENT,
+    REVIVE_BATCH,
     REVIVE_INTERVAL,
     REVIVE_QUEUE_ID,
     Checkpoint,
@@ -467,7 +468,11 @@ class PopService(Actor[PopCommand]):
     # -- revive -------------------------------------------------------------------------------
 
     async def _revive(self, now: int) -> None:
-        while self._due and self._due[0][0] <= now:
+        # A bounded share per pass: pops and acks queued behind it wait for one share at
+        # most, and the ticker asks again for the rest.
+        budget = REVIVE_BATCH
+        while self._due and self._due[0][0] <= now and budget > 0:
+            budget -= 1
             _, key = heapq.heappop(self._due)
             ck = self.checkpoints.get(key)
             if ck is None or ck.revive_time > now:  # settled, or its time was extended

@@ -28,6 +28,8 @@ ORDER_REVIVE_QUEUE_ID = 999
 POP_FROM_RETRY_PERCENT = 20
 #: How often the in-flight checkpoints are looked at for ended invisible times, in seconds.
 REVIVE_INTERVAL = 0.1
+#: Checkpoints one revive pass brings back at most (the next tick does the rest).
+REVIVE_BATCH = 16
 #: A pop hands out at most this many messages (RocketMQ refuses more).
 MAX_POP_NUMS = 32
 #: Invisible times accepted, in ms (RocketMQ 5's proxy keeps them under 12 hours).

@@ -334,3 +334,21 @@ async def test_fifo_message_past_max_attempts_goes_to_the_dlq_and_the_queue_move
     # Two deliveries of m0 (retryMaxTimes 1), then the queue goes on with m1.
     assert bodies == [(b"m0", 0), (b"m0", 1), (b"m1", 0)]
     assert dead.body == b"m0" and dead.reconsume_times == 2
+
+
+async def test_many_in_flight_all_come_back_once(
+    cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    address = cluster.broker_address
+    for i in range(120):
+        await send(client, address, "PopMany", f"m{i}".encode(), queue_id=i % 4)
+    first: list[Popped] = []
+    with trio.fail_after(20):
+        while len(first) < 120:
+            first += await pop(client, address, "PopMany", max_msgs=16, invisible_ms=1000)
+    back: list[Popped] = []
+    with trio.fail_after(30):
+        while len(back) < 120:
+            back += await pop(client, address, "PopMany", poll_ms=300, max_msgs=32)
+    assert sorted(p.message.body for p in back) == sorted(p.message.body for p in first)
+    assert {p.message.reconsume_times for p in back} == {1}
