@@ -11,7 +11,7 @@ import trio
 
 from protocol import RemotingClient, ResponseCode
 from tests.actors.broker.delays import open_cluster, send
-from tests.actors.broker.pop_helpers import Popped, ack_request, pop
+from tests.actors.broker.pop_helpers import Popped, ack_request, change_request, new_handle, pop
 from tests.support.remoting import call
 
 
@@ -80,3 +80,20 @@ async def test_a_fifo_queue_stays_held_across_a_restart(tmp_path: Path) -> None:
             assert answer.code == ResponseCode.SUCCESS, answer.remark
             (third,) = await pop(client, address, "PopFifoRestart", **fifo, attempt_id="a4")
             assert third.message.body == b"m2"
+
+
+async def test_a_changed_handle_holds_across_a_restart(tmp_path: Path) -> None:
+    async with RemotingClient() as client:
+        async with open_cluster(tmp_path) as cluster:
+            address = cluster.broker_address
+            await send(client, address, "PopChangeRestart", b"m0", queue_id=0)
+            (popped,) = await pop(client, address, "PopChangeRestart", invisible_ms=60_000)
+            answer = await call(client, address, change_request("PopChangeRestart", popped, 60_000))
+            assert answer.code == ResponseCode.SUCCESS, answer.remark
+            changed = new_handle(popped, answer)
+        async with open_cluster(tmp_path) as cluster:
+            address = cluster.broker_address
+            answer = await call(client, address, ack_request("PopChangeRestart", popped))
+            assert answer.code == ResponseCode.NO_MESSAGE  # retired before the stop
+            answer = await call(client, address, ack_request("PopChangeRestart", changed))
+            assert answer.code == ResponseCode.SUCCESS, answer.remark

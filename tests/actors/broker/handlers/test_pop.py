@@ -31,6 +31,7 @@ from tests.actors.broker.pop_helpers import (
     pop_request,
 )
 from tests.support.remoting import call
+from tests.support.waiting import wait_until
 
 
 async def send_all(client: RemotingClient, address: str, topic: str, count: int) -> None:
@@ -352,3 +353,27 @@ async def test_many_in_flight_all_come_back_once(
             back += await pop(client, address, "PopMany", poll_ms=300, max_msgs=32)
     assert sorted(p.message.body for p in back) == sorted(p.message.body for p in first)
     assert {p.message.reconsume_times for p in back} == {1}
+
+
+async def test_pops_past_the_hold_bound_answer_polling_full(
+    tmp_path: Path, client: RemotingClient
+) -> None:
+    async with boltmq.embedded(tmp_path, store="memory", max_held_pulls=1) as cluster:
+        address = cluster.broker_address
+        await send_all(client, address, "PopFull", 1)
+        assert len(await pop(client, address, "PopFull")) == 1
+        held: list[Popped] = []
+
+        async def hold_one() -> None:
+            held.extend(await pop(client, address, "PopFull", poll_ms=20_000))
+
+        with trio.fail_after(15):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(hold_one)
+                await wait_until(lambda: cluster.broker.pull_hold.held == 1, 10, "a held pop")
+                answer = await call(client, address, pop_request("PopFull", poll_ms=5000))
+                assert answer.code == ResponseCode.POLLING_FULL
+                answer = await call(client, address, notification_request("PopFull", poll_ms=5000))
+                assert (answer.ext_fields or {})["pollingFull"] == "true"
+                await send(client, address, "PopFull", b"late", queue_id=0)
+        assert [p.message.body for p in held] == [b"late"]
