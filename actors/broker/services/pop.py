@@ -175,6 +175,8 @@ class PopService(Actor[PopCommand]):
     the client asks again.
     """
 
+    quiet_drops = (Revive,)  # a revive pass lost at a stop is asked for again at the start
+
     def __init__(
         self,
         config: BrokerConfig,
@@ -198,6 +200,7 @@ class PopService(Actor[PopCommand]):
         #: FIFO deliveries so far of a message (its queue and offset), since this start.
         self.order_deliveries: dict[tuple[str, str, int, int], int] = {}
         self._due: list[tuple[int, CheckpointKey]] = []
+        self._revive_asked = False
         self.popped = self.acked = self.revived = self.dead_lettered = 0
 
     # -- life ---------------------------------------------------------------------------------
@@ -208,6 +211,7 @@ class PopService(Actor[PopCommand]):
         self.pop_offsets.clear()
         self.order_locks.clear()
         self._due.clear()
+        self._revive_asked = False  # a crash dropped the queued pass
         if self.config.is_slave:
             return
         if self.topics.select(self.revive_topic) is None:
@@ -223,9 +227,10 @@ class PopService(Actor[PopCommand]):
             await trio.sleep_forever()
         while True:
             await trio.sleep(REVIVE_INTERVAL)
-            if self._due and self._due[0][0] <= now_ms():
+            if self._due and self._due[0][0] <= now_ms() and not self._revive_asked:
                 try:
                     self.cast_nowait(Revive())
+                    self._revive_asked = True  # one pass queued at a time
                 except ActorError:
                     pass  # busy or restarting: the next tick asks again
 
@@ -239,6 +244,7 @@ class PopService(Actor[PopCommand]):
             case ChangeInvisibleTime():
                 return await self._change(command)
             case Revive():
+                self._revive_asked = False
                 await self._revive(now_ms())
         return None
 
