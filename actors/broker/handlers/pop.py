@@ -91,15 +91,13 @@ class PopHandlers:
                 f"maxMsgNums {header.max_msg_nums} is out of range: pop 1..{MAX_POP_NUMS}",
             )
         check_invisible_time(header.invisible_time)
-        group_config = self.parts.groups.find_subscription_group_config(header.consumer_group)
-        assert group_config is not None  # _check_pop refused a missing group
         tags, record_filter = self._filter(header)
 
         def pop() -> Pop:  # a request's reply slot is good for one call: one per try
             return Pop(
                 header.consumer_group, header.topic, header.queue_id,
                 topic_config.read_queue_nums, header.max_msg_nums, header.invisible_time,
-                header.init_mode, group_config.retry_max_times, tags, record_filter,
+                header.init_mode, tags, record_filter,
                 header.order, header.attempt_id or "",
             )  # fmt: skip
 

@@ -120,7 +120,6 @@ class Pop(Request[PopAnswer]):
     max_msg_nums: int
     invisible_time: int
     init_mode: int
-    retry_max_times: int
     tag_codes: Set[int] | None = None
     record_filter: Callable[[memoryview], bool] | None = None
     order: bool = False
