@@ -426,6 +426,10 @@ class PopService(Actor[PopCommand]):
         key = (group, real, handle.queue_id, handle.start_offset, handle.pop_time)
         ck = self.checkpoints.get(key)
         if ck is None or offset not in ck.offsets or offset in ck.acked:
+            # A change's checkpoint starts at the message; a front that kept the first
+            # field of the old handle (RocketMQ's proxy in local mode does) still names it.
+            ck = self.checkpoints.get((group, real, handle.queue_id, offset, handle.pop_time))
+        if ck is None or offset not in ck.offsets or offset in ck.acked:
             raise PopRefused(
                 ResponseCode.NO_MESSAGE,
                 f"no message in flight at {real}:{handle.queue_id}@{offset} for group {group} "
@@ -446,7 +450,7 @@ class PopService(Actor[PopCommand]):
         old = self._in_flight(change.group, change.topic, change.handle, change.offset)
         if old.order:
             return await self._extend_order(old, change.invisible_time)
-        pop_time = now_ms()
+        pop_time = max(now_ms(), old.pop_time + 1)  # the new handle is never the old one
         while (change.group, old.topic, old.queue_id, change.offset, pop_time) in self.checkpoints:
             pop_time += 1  # one handle per checkpoint, even for two changes in a millisecond
         new = Checkpoint(

@@ -377,3 +377,21 @@ async def test_pops_past_the_hold_bound_answer_polling_full(
                 assert (answer.ext_fields or {})["pollingFull"] == "true"
                 await send(client, address, "PopFull", b"late", queue_id=0)
         assert [p.message.body for p in held] == [b"late"]
+
+
+async def test_a_changed_handle_with_the_pops_start_offset_still_acks(
+    cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    address = cluster.broker_address
+    await send_all(client, address, "PopChangeStart", 2)
+    popped = await pop(client, address, "PopChangeStart", queue_id=0)
+    assert [p.offset for p in popped] == [0, 1]
+    answer = await call(client, address, change_request("PopChangeStart", popped[1], 60_000))
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    # RocketMQ's proxy (local mode) keeps the pop's start offset as the first field.
+    fields = new_handle(popped[1], answer).handle.split(" ")
+    fields[0] = popped[1].handle.split(" ")[0]
+    assert fields[0] == "0"
+    kept = Popped(popped[1].message, " ".join(fields))
+    answer = await call(client, address, ack_request("PopChangeStart", kept))
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
