@@ -281,7 +281,7 @@ class PopService(Actor[PopCommand]):
         pop_time = now_ms()
         retry = pop_retry_topic(pop.group, pop.topic)
         queues = list(range(pop.read_queue_nums)) if pop.queue_id < 0 else [pop.queue_id]
-        first = random.randrange(len(queues))
+        first = random.randrange(len(queues)) if queues else 0  # a topic may read none
         sources = [(pop.topic, q) for q in queues[first:] + queues[:first]]
         # A FIFO message comes back in its own queue, never through the retry topic.
         retry_queues = 0 if pop.order else self._retry_queues(retry)
