@@ -125,3 +125,27 @@ def is_system_topic(topic: str) -> bool:
 def is_system_group(group: str) -> bool:
     """A producer or consumer group of RocketMQ's own or its tools'."""
     return group in SYSTEM_GROUPS or group.startswith(CID_RMQ_SYS_PREFIX)
+
+
+#: Pop checkpoints and acks are stored in the cluster's revive topic (``rmq_sys_REVIVE_LOG_``
+#: + the cluster name), which the revive service reads back.
+REVIVE_TOPIC_PREFIX = SYSTEM_TOPIC_PREFIX + "REVIVE_LOG_"
+#: The group whose offset on the revive topic says how far the revive log has been settled.
+REVIVE_GROUP = CID_RMQ_SYS_PREFIX + "REVIVE_GROUP"
+
+
+def revive_topic(cluster: str) -> str:
+    """``rmq_sys_REVIVE_LOG_<cluster>``: a cluster's pop checkpoints and acks."""
+    return REVIVE_TOPIC_PREFIX + cluster
+
+
+def pop_retry_topic(group: str, topic: str) -> str:
+    """``%RETRY%<group>_<topic>``: where popped messages of ``group`` on ``topic`` come back
+    when not acked in time (RocketMQ's pop retry topic, its default first form)."""
+    return f"{RETRY_GROUP_TOPIC_PREFIX}{group}_{topic}"
+
+
+def pop_retry_topic_v2(group: str, topic: str) -> str:
+    """``%RETRY%<group>+<topic>``: RocketMQ's second form of the pop retry topic (a receipt
+    handle's retry field 2 names it)."""
+    return f"{RETRY_GROUP_TOPIC_PREFIX}{group}+{topic}"

@@ -14,8 +14,11 @@ Children of the broker's supervisor, in start order (stopped in reverse):
 2. ``topics``, ``offsets``, ``groups`` - the table actors kept in ``config/*.json``.
 3. ``clients``, ``locks`` - the client connections (with their expiry scan) and orderly locks.
 4. ``stats`` - the statistics sampler (minute, hour and day rates).
-5. ``schedule`` - delay levels and timed delivery (re-puts due messages); with
-   ``aclEnable=true``, then ``acl-watcher`` - reloads plain_acl.yml when it changes.
+5. ``schedule`` - delay levels and timed delivery (re-puts due messages); ``pop`` and
+   ``pop-revive`` - RocketMQ 5's pop: in-flight checkpoints, read back from the revive topic
+   at start, and the ticker that brings back what was not acked in time
+   (``actors.broker.services.pop``); with ``aclEnable=true``, then ``acl-watcher`` - reloads
+   plain_acl.yml when it changes.
 6. ``server`` - listeners on listenPort, listenPort - 2 and the websocket port; on stop it
    answers every held pull first. The TCP ports are bound at the start but listened on only
    here, once the store has recovered (`actors.broker.ports`): a dialed port that answers
@@ -64,6 +67,7 @@ from actors.broker.handlers.table import HandlerParts, register_handlers, stats_
 from actors.broker.ports import bind_tcp, listen
 from actors.broker.services.dedup import DedupIndex, DedupService
 from actors.broker.services.metrics import BrokerMetricsCollector, MetricsParts
+from actors.broker.services.pop import PopService
 from actors.broker.services.pull_hold import PullHoldService, PullHoldStatistics
 from actors.broker.services.registration import Registrar
 from actors.broker.services.request_stats import RequestStats
@@ -189,6 +193,9 @@ class Broker:
             config, store=self.store, topics=self.topics, offsets=self.offsets,
             clients=self.clients, ha=self.ha,
         )  # fmt: skip
+        self.pop = PopService(
+            config, store=self.store, topics=self.topics, offsets=self.offsets, groups=self.groups
+        )
 
         #: Reads the parts above at each scrape (served with metricsExporterType=PROM).
         self.metrics_collector = BrokerMetricsCollector(
@@ -204,7 +211,7 @@ class Broker:
             offsets=self.offsets, groups=self.groups, clients=self.clients, locks=self.locks,
             delay_offsets=self.delay_offsets, ha=self.ha, pull_hold=self.pull_hold,
             stats=self.stats, request_stats=self.request_stats, schedule=self.schedule,
-            transactions=self.transactions, dedup=self.dedup.index,
+            transactions=self.transactions, dedup=self.dedup.index, pop=self.pop,
         )  # fmt: skip
         self.dispatcher = self.server.dispatcher
         register_handlers(self.dispatcher, self.handler_parts)
@@ -309,6 +316,8 @@ class Broker:
                     ChildSpec.instance("locks", self.locks),
                     ChildSpec.function("stats", self.stats.run),
                     ChildSpec.instance("schedule", self.schedule),
+                    ChildSpec.instance("pop", self.pop),
+                    ChildSpec.function("pop-revive", self.pop.run_revive_ticks),
                     *acl_children,
                     ChildSpec.function("server", self._serve, aclose=self._quiesce),
                     ChildSpec.function("transaction-check", self.transactions.run),

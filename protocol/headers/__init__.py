@@ -61,6 +61,15 @@ from protocol.headers._client import (
     ViewMessageRequestHeader,
 )
 from protocol.headers._codec import decode_header, encode_header, wire_keys
+from protocol.headers._pop import (
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    ChangeInvisibleTimeResponseHeader,
+    NotificationRequestHeader,
+    NotificationResponseHeader,
+    PopMessageRequestHeader,
+    PopMessageResponseHeader,
+)
 from protocol.headers._registry import (
     AddWritePermOfBrokerRequestHeader,
     AddWritePermOfBrokerResponseHeader,
@@ -150,6 +159,10 @@ REQUEST_HEADERS: dict[int, type] = {
     RC.VIEW_BROKER_STATS_DATA: ViewBrokerStatsDataRequestHeader,
     RC.QUERY_DATA_VERSION: QueryDataVersionRequestHeader,
     RC.ADD_WRITE_PERM_OF_BROKER: AddWritePermOfBrokerRequestHeader,
+    RC.POP_MESSAGE: PopMessageRequestHeader,
+    RC.ACK_MESSAGE: AckMessageRequestHeader,
+    RC.CHANGE_MESSAGE_INVISIBLETIME: ChangeInvisibleTimeRequestHeader,
+    RC.NOTIFICATION: NotificationRequestHeader,
 }
 
 #: Request code -> the class of its response header, for the codes whose answer has one.
@@ -170,6 +183,9 @@ RESPONSE_HEADERS: dict[int, type] = {
     RC.WIPE_WRITE_PERM_OF_BROKER: WipeWritePermOfBrokerResponseHeader,
     RC.ADD_WRITE_PERM_OF_BROKER: AddWritePermOfBrokerResponseHeader,
     RC.GET_BROKER_CONFIG: GetBrokerConfigResponseHeader,
+    RC.POP_MESSAGE: PopMessageResponseHeader,
+    RC.CHANGE_MESSAGE_INVISIBLETIME: ChangeInvisibleTimeResponseHeader,
+    RC.NOTIFICATION: NotificationResponseHeader,
 }
 
 _SEND_CODES = frozenset({RC.SEND_MESSAGE, RC.SEND_MESSAGE_V2, RC.SEND_BATCH_MESSAGE})
@@ -188,6 +204,13 @@ def decode_request_header(code: int, ext_fields: Mapping[str, Any] | None) -> An
 
 
 __all__ = [
+    "AckMessageRequestHeader",
+    "ChangeInvisibleTimeRequestHeader",
+    "ChangeInvisibleTimeResponseHeader",
+    "NotificationRequestHeader",
+    "NotificationResponseHeader",
+    "PopMessageRequestHeader",
+    "PopMessageResponseHeader",
     "DEFAULT_REGION",
     "MSG_REGION",
     "REQUEST_HEADERS",

@@ -4,8 +4,9 @@ Plain functions are answered inline by the connection's reader (queries, and cha
 no waiting); ``async`` handlers run in a task of their own (a pull that may be held, calls
 relayed to a consumer). Each handler is built here from exactly the parts it uses, taken from
 `HandlerParts`, which the composition root (`actors.broker.broker`) fills in: sends in send.py,
-request-reply's replies in reply.py, pulls in pull.py, retries in send_back.py, orderly locks in
-locks.py, the clients' other requests in client.py, the operator's in config_admin.py
+request-reply's replies in reply.py, pulls in pull.py, RocketMQ 5's pop codes in pop.py,
+retries in send_back.py, orderly locks in locks.py, the clients' other requests in client.py,
+the operator's in config_admin.py
 (settings, topics, groups), consumer_admin.py (connections, offsets, progress, relayed calls)
 and stats.py, what a slave's config sync reads in replication.py; END_TRANSACTION is the
 transaction service's (`actors.broker.services.transaction`), whose counters and op puts it
@@ -24,6 +25,7 @@ from actors.broker.handlers.client import ClientParts, ClientRequests
 from actors.broker.handlers.config_admin import ConfigAdmin, ConfigAdminParts
 from actors.broker.handlers.consumer_admin import ConsumerAdmin, ConsumerAdminParts
 from actors.broker.handlers.locks import LockHandlers
+from actors.broker.handlers.pop import PopHandlers, PopParts
 from actors.broker.handlers.pull import PullHandler, PullParts
 from actors.broker.handlers.replication import ReplicationQueries
 from actors.broker.handlers.reply import ReplyHandler, ReplyParts
@@ -31,6 +33,7 @@ from actors.broker.handlers.send import SendHandler, SendParts
 from actors.broker.handlers.send_back import SendBackHandler, SendBackParts
 from actors.broker.handlers.stats import StatsHandlers, StatsParts
 from actors.broker.services.dedup import DedupIndex
+from actors.broker.services.pop import PopService
 from actors.broker.services.pull_hold import PullHoldService
 from actors.broker.services.request_stats import RequestStats
 from actors.broker.services.schedule import ScheduleMessageService
@@ -68,6 +71,7 @@ class HandlerParts:
     schedule: ScheduleMessageService
     transactions: TransactionalMessageService
     dedup: DedupIndex
+    pop: PopService
 
 
 def request_table(parts: HandlerParts) -> dict[RequestCode, Handler]:
@@ -94,6 +98,7 @@ def request_table(parts: HandlerParts) -> dict[RequestCode, Handler]:
     stats = StatsHandlers(stats_parts(p))
     locks = LockHandlers(p.locks, p.groups, p.config.broker_name)
     replication = ReplicationQueries(p.delay_offsets)
+    pop = PopHandlers(PopParts(p.config, p.store, p.topics, p.groups, p.pull_hold, p.pop))
     return {
         # -- messages in and out (the hot paths)
         RequestCode.SEND_MESSAGE: send,
@@ -104,6 +109,13 @@ def request_table(parts: HandlerParts) -> dict[RequestCode, Handler]:
         RequestCode.END_TRANSACTION: p.transactions.end_transaction,
         RequestCode.SEND_REPLY_MESSAGE: reply,
         RequestCode.SEND_REPLY_MESSAGE_V2: reply,
+        # -- RocketMQ 5's pop consumption (handlers/pop.py, services/pop.py)
+        RequestCode.POP_MESSAGE: pop.pop_message,
+        RequestCode.ACK_MESSAGE: pop.ack_message,
+        RequestCode.BATCH_ACK_MESSAGE: pop.batch_ack_message,
+        RequestCode.CHANGE_MESSAGE_INVISIBLETIME: pop.change_invisible_time,
+        RequestCode.NOTIFICATION: pop.notification,
+        RequestCode.QUERY_ASSIGNMENT: pop.query_assignment,
         # -- clients: heartbeats, group members, offsets, queue queries, lookups
         RequestCode.HEART_BEAT: clients.heart_beat,
         RequestCode.UNREGISTER_CLIENT: clients.unregister_client,
