@@ -199,6 +199,9 @@ class PopService(Actor[PopCommand]):
         #: FIFO deliveries so far of a message (its queue and offset), since this start.
         self.order_deliveries: dict[tuple[str, str, int, int], int] = {}
         self._due: list[tuple[int, CheckpointKey]] = []
+        #: Set once something is due at all: an idle broker's ticker then sleeps on it
+        #: instead of waking ten times a second for nothing.
+        self._something_due = trio.Event()
         self._revive_asked = False
         self.popped = self.acked = self.revived = self.dead_lettered = 0
 
@@ -225,6 +228,9 @@ class PopService(Actor[PopCommand]):
         if self.config.is_slave:
             await trio.sleep_forever()
         while True:
+            if not self._due:
+                await self._something_due.wait()
+                self._something_due = trio.Event()
             await trio.sleep(REVIVE_INTERVAL)
             if self._due and self._due[0][0] <= now_ms() and not self._revive_asked:
                 try:
@@ -604,6 +610,7 @@ class PopService(Actor[PopCommand]):
     def _add(self, ck: Checkpoint) -> None:
         self.checkpoints[ck.key] = ck
         heapq.heappush(self._due, (ck.revive_time, ck.key))
+        self._something_due.set()
 
     def _apply_acks(self, ck: Checkpoint, offsets: list[int]) -> None:
         ck.acked.update(o for o in offsets if o in ck.offsets)
@@ -652,6 +659,8 @@ class PopService(Actor[PopCommand]):
                 del self.checkpoints[ck.key]
         for ck in self.checkpoints.values():
             heapq.heappush(self._due, (ck.revive_time, ck.key))
+        if self._due:
+            self._something_due.set()
         if read:
             log.info("pop: %d revive-log messages read, %d checkpoints in flight",
                      read, len(self.checkpoints))  # fmt: skip
