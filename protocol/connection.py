@@ -12,6 +12,7 @@ writer sends every reply that is ready in one send.
 from __future__ import annotations
 
 import contextlib
+import functools
 import heapq
 import inspect
 import logging
@@ -104,6 +105,11 @@ class Dispatcher:
         """Serve ``code`` with ``handler`` (replacing any previous one)."""
         self._unguarded[int(code)] = handler
         is_async = inspect.iscoroutinefunction(handler)
+        if not is_async and inspect.iscoroutinefunction(type(handler).__call__):
+            # An object whose __call__ is async: called inline, its coroutine would be taken
+            # for the answer (and end the connection's task), so bind it as the method it is.
+            handler = functools.partial(type(handler).__call__, handler)
+            is_async = True
         if self._guard is not None:
             handler = _guarded(self._guard, handler, is_async)
         self._handlers[int(code)] = (is_async, handler)

@@ -421,3 +421,22 @@ async def test_accept_at_the_open_file_limit_logs_one_line_and_serves_the_client
                 os.close(fd)
             resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
             waiting.close()
+
+
+async def test_an_object_with_an_async_call_is_served_as_an_async_handler(
+    harness: Harness,
+) -> None:
+    class Waits:
+        async def __call__(self, conn: object, request: RemotingCommand) -> RemotingCommand:
+            await trio.sleep(0)
+            return request.response(ext_fields={"awaited": "true"})
+
+    harness.server.dispatcher.register(4242, Waits())
+    assert harness.server.dispatcher.lookup(4242) is not None
+    assert harness.server.dispatcher.lookup(4242)[0]  # type: ignore[index]  # async
+    async with RemotingClient() as client:
+        with trio.fail_after(5):
+            answer = await client.invoke(harness.address, RemotingCommand.request(4242))
+            echoed = await client.invoke(harness.address, RemotingCommand.request(ECHO))
+    assert answer.code == ResponseCode.SUCCESS and answer.ext_fields == {"awaited": "true"}
+    assert echoed.code == ResponseCode.SUCCESS  # the connection still serves
