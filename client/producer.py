@@ -22,7 +22,7 @@ import itertools
 import logging
 import math
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -34,6 +34,7 @@ from client.fault import MQFaultStrategy
 from client.instance import DEFAULT_TOPIC, ClientInstance, publish_queues
 from client.message import Message, MQClientError, SendResult, SendStatus
 from client.options import ConnectionOptions, connection_options
+from client.pending import Pending
 from client.request_reply import RequestCallback, RequestHandle, is_reply
 from protocol.bodies import MessageQueue, TopicRouteData
 from protocol.codes import RequestCode, ResponseCode
@@ -94,35 +95,10 @@ class ProducerStatistics:
     async_in_flight: int
 
 
-class SendHandle:
+class SendHandle(Pending[SendResult]):
     """An async send under way: ``await handle`` gives its `SendResult` or raises its error."""
 
-    __slots__ = ("_done", "_error", "_result", "message")
-
-    def __init__(self, message: Message) -> None:
-        self.message = message
-        self._done = anyio.Event()
-        self._result: SendResult | None = None
-        self._error: BaseException | None = None
-
-    def done(self) -> bool:
-        """True once the send has a result or an error."""
-        return self._done.is_set()
-
-    async def wait(self) -> SendResult:
-        """Wait for the send; its result, or its error raised."""
-        await self._done.wait()
-        if self._error is not None:
-            raise self._error
-        assert self._result is not None
-        return self._result
-
-    def __await__(self) -> Generator[Any, None, SendResult]:
-        return self.wait().__await__()
-
-    def _finish(self, result: SendResult | None, error: BaseException | None) -> None:
-        self._result, self._error = result, error
-        self._done.set()
+    __slots__ = ()
 
 
 class Producer:
@@ -307,7 +283,7 @@ class Producer:
             )
             raise
         finally:
-            handle.finish(reply, error)
+            handle._finish(reply, error)
             if callback is not None:
                 try:
                     callback(reply, error)

@@ -13,13 +13,13 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Generator
-from typing import Any
+from collections.abc import Callable
 
 import anyio
 import attrs
 
 from client.message import Message, MQClientError
+from client.pending import Pending
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
 from protocol.connection import Connection
@@ -80,37 +80,11 @@ RequestCallback = Callable[[MessageExt | None, BaseException | None], object]
 """Called once per `Producer.request_async` with ``(reply, None)`` or ``(None, error)``."""
 
 
-class RequestHandle:
+class RequestHandle(Pending[MessageExt]):
     """A request under way (`Producer.request_async`): ``await handle`` gives the reply or
     raises its error (`RequestTimeout`, or the send's)."""
 
-    __slots__ = ("_done", "_error", "_reply", "message")
-
-    def __init__(self, message: Message) -> None:
-        self.message = message
-        self._done = anyio.Event()
-        self._reply: MessageExt | None = None
-        self._error: BaseException | None = None
-
-    def done(self) -> bool:
-        """True once the request has its reply or its error."""
-        return self._done.is_set()
-
-    async def wait(self) -> MessageExt:
-        """Wait for the reply; the reply, or the request's error raised."""
-        await self._done.wait()
-        if self._error is not None:
-            raise self._error
-        assert self._reply is not None
-        return self._reply
-
-    def __await__(self) -> Generator[Any, None, MessageExt]:
-        return self.wait().__await__()
-
-    def finish(self, reply: MessageExt | None, error: BaseException | None) -> None:
-        """Record the outcome and wake the waiters."""
-        self._reply, self._error = reply, error
-        self._done.set()
+    __slots__ = ()
 
 
 class _Waiter:

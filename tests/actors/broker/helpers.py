@@ -25,7 +25,9 @@ from protocol.headers import (
 from protocol.message import properties_to_string
 from tests.support.remoting import call
 
-__all__ = ["SMALL_FILES", "STORES", "call", "client", "cluster", "file_cluster"]
+__all__ = [
+    "SMALL_FILES", "STORES", "call", "client", "cluster", "file_cluster", "sql_cluster",
+]  # fmt: skip
 
 SMALL_FILES: dict[str, Any] = {
     "mapped_file_size_commit_log": 256 * 1024,
@@ -48,6 +50,17 @@ async def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
 async def file_cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
     """A registry and a broker on the file store only (a test of files, restarts, replicas)."""
     async with boltmq.embedded(tmp_path, **SMALL_FILES) as running:
+        yield running
+
+
+@pytest.fixture(params=STORES)
+async def sql_cluster(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[EmbeddedCluster]:
+    """A registry and a broker with enablePropertyFilter=true (SQL92), on each store."""
+    async with boltmq.embedded(
+        tmp_path, store=request.param, enable_property_filter=True, **SMALL_FILES
+    ) as running:
         yield running
 
 

@@ -7,10 +7,8 @@ Invisible times are 1-2 s; every wait for a message coming back has a deadline."
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
 import trio
 
 import boltmq
@@ -18,7 +16,6 @@ from boltmq import EmbeddedCluster
 from protocol import RemotingClient, ResponseCode
 from protocol.message import MessageConst
 from tests.actors.broker.delays import group_request, send, wait_for_messages
-from tests.actors.broker.helpers import SMALL_FILES, STORES
 from tests.actors.broker.pop_helpers import (
     Popped,
     ack_request,
@@ -261,17 +258,6 @@ async def test_bad_input_is_refused_and_loses_nothing(
     # Nothing was lost to the refusals: the message still acks with its handle.
     answer = await call(client, address, ack_request("PopBad", popped))
     assert answer.code == ResponseCode.SUCCESS, answer.remark
-
-
-@pytest.fixture(params=STORES)
-async def sql_cluster(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> AsyncIterator[EmbeddedCluster]:
-    """A broker with enablePropertyFilter, on either store."""
-    async with boltmq.embedded(
-        tmp_path, store=request.param, enable_property_filter=True, **SMALL_FILES
-    ) as running:
-        yield running
 
 
 async def test_sql92_filter_on_pop(sql_cluster: EmbeddedCluster, client: RemotingClient) -> None:

@@ -9,7 +9,7 @@ wait.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,7 +23,6 @@ from protocol.headers import PullMessageResponseHeader, decode_header
 from protocol.message import iter_records
 from tests.actors.broker.helpers import (
     SMALL_FILES,
-    STORES,
     heartbeat_request,
     pull_request,
     send_request,
@@ -31,17 +30,6 @@ from tests.actors.broker.helpers import (
 
 MESSAGES = 20
 DISABLED = "The broker does not support consumer to filter message by SQL92"
-
-
-@pytest.fixture(params=STORES)
-async def sql_cluster(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> AsyncIterator[EmbeddedCluster]:
-    """A registry and a broker with enablePropertyFilter=true, on each store."""
-    async with boltmq.embedded(
-        tmp_path, store=request.param, enable_property_filter=True, **SMALL_FILES
-    ) as running:
-        yield running
 
 
 def properties_of(i: int) -> dict[str, str]:
