@@ -30,14 +30,13 @@ from protocol.message import (
     decompress_body,
     string_to_properties,
 )
+from protocol.names import REPLY_TOPIC_SUFFIX
 from protocol.transport import parse_address
 
 log = logging.getLogger("boltmq.client")
 
 #: MSG_TYPE of a reply message (RocketMQ's MixAll.REPLY_MESSAGE_FLAG).
 REPLY_MESSAGE_FLAG = "reply"
-#: The reply topic of a cluster is ``{cluster}{REPLY_TOPIC_SUFFIX}``.
-REPLY_TOPIC_SUFFIX = "_REPLY_TOPIC"
 #: ClientErrorCode.REQUEST_TIMEOUT_EXCEPTION of RocketMQ's client: the code of `RequestTimeout`.
 REQUEST_TIMEOUT_CODE = 10006
 

@@ -26,15 +26,10 @@ from protocol.connection import Connection
 from protocol.headers import MSG_REGION, TRACE_ON, SendFields, decode_send_fields
 from protocol.message import MessageConst, properties_to_string, string_to_properties
 from protocol.transport import parse_address
-from storage import MessageExtBrokerInner, MessageStore, PutMessageStatus
+from storage import MessageExtBrokerInner, MessageStore
 
 #: Seconds the requester gets to take a pushed reply (RocketMQ's broker-to-client call).
 PUSH_REPLY_TIMEOUT = 3.0
-
-_STORED = frozenset({
-    PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT,
-    PutMessageStatus.FLUSH_SLAVE_TIMEOUT, PutMessageStatus.SLAVE_NOT_AVAILABLE,
-})  # fmt: skip
 
 
 @attrs.frozen
@@ -89,7 +84,7 @@ class ReplyHandler:
                     reconsume_times=header.reconsume_times or 0,
                 )
             )
-            if result.status in _STORED:
+            if result.ok:
                 self.parts.stats.on_put(topic, result.msg_num, result.wrote_bytes)
                 ext["msgId"], ext["queueOffset"] = result.msg_id, str(result.queue_offset)
         if not pushed:
