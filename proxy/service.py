@@ -17,8 +17,11 @@ import grpc
 from proxy._pb.apache.rocketmq.v2 import definition_pb2 as pb
 from proxy._pb.apache.rocketmq.v2 import service_pb2 as spb
 from proxy.consume import ConsumeService
+from proxy.route import RouteService
 from proxy.runtime import Context, ProxyRuntime
+from proxy.send import SendService
 from proxy.status import status
+from proxy.telemetry import TelemetryService
 
 __all__ = ["SERVICE_NAME", "MessagingService", "handler"]
 
@@ -34,6 +37,9 @@ class MessagingService:
 
     def __init__(self, runtime: ProxyRuntime) -> None:
         self.runtime = runtime
+        self.routes = RouteService(runtime)
+        self.sends = SendService(runtime, self.routes)
+        self.clients = TelemetryService(runtime)
         self.consume = ConsumeService()
 
     # -- routes and clients ---------------------------------------------------------------
@@ -42,21 +48,19 @@ class MessagingService:
         self, request: spb.QueryRouteRequest, context: Context
     ) -> spb.QueryRouteResponse:
         """QueryRoute: the topic's queues, each reached through this proxy."""
-        return spb.QueryRouteResponse(status=_not_implemented("QueryRoute"))
+        return await self.routes.query_route(request, context)
 
     async def heartbeat(
         self, request: spb.HeartbeatRequest, context: Context
     ) -> spb.HeartbeatResponse:
         """Heartbeat: keep the client's groups registered with the brokers."""
-        return spb.HeartbeatResponse(status=_not_implemented("Heartbeat"))
+        return await self.clients.heartbeat(request, context)
 
     async def notify_client_termination(
         self, request: spb.NotifyClientTerminationRequest, context: Context
     ) -> spb.NotifyClientTerminationResponse:
         """NotifyClientTermination: unregister the client from the brokers."""
-        return spb.NotifyClientTerminationResponse(
-            status=_not_implemented("NotifyClientTermination")
-        )
+        return await self.clients.notify_client_termination(request, context)
 
     async def telemetry(
         self,
@@ -64,8 +68,8 @@ class MessagingService:
         context: Context,
     ) -> AsyncIterator[spb.TelemetryCommand]:
         """Telemetry: settings in, merged settings and server commands out."""
-        async for _ in requests:
-            yield spb.TelemetryCommand(status=_not_implemented("Telemetry"))
+        async for command in self.clients.telemetry(requests, context):
+            yield command
 
     # -- producing --------------------------------------------------------------------------
 
@@ -73,13 +77,13 @@ class MessagingService:
         self, request: spb.SendMessageRequest, context: Context
     ) -> spb.SendMessageResponse:
         """SendMessage: normal, FIFO, delay and transactional (half) messages."""
-        return spb.SendMessageResponse(status=_not_implemented("SendMessage"))
+        return await self.sends.send_message(request, context)
 
     async def end_transaction(
         self, request: spb.EndTransactionRequest, context: Context
     ) -> spb.EndTransactionResponse:
         """EndTransaction: commit or roll back a half message."""
-        return spb.EndTransactionResponse(status=_not_implemented("EndTransaction"))
+        return await self.sends.end_transaction(request, context)
 
     # -- consuming (proxy/consume.py) -------------------------------------------------------
 
