@@ -13,7 +13,8 @@
     listenPort = 10911
 
 Every key inside ``[defaults]``, ``[[registry]]`` and the nodes is RocketMQ's namesrv.conf or
-broker.conf name. A spec is checked whole before anything starts (`load_spec` raises
+broker.conf name; inside ``[[proxy]]`` (a gRPC front for RocketMQ 5 clients) its rmq-proxy.json
+name. A spec is checked whole before anything starts (`load_spec` raises
 `SpecError` naming the file, the key and why): unknown keys, bad values, ports used twice,
 broker ids used twice in a group, a slave without a master, a group with two masters.
 `EXAMPLE_SPEC` is the commented example `boltmq cluster --example` prints.
@@ -33,13 +34,19 @@ import attrs
 from actors.broker.config import BrokerConfig
 from actors.registry.config import KEYS as REGISTRY_KEYS
 from actors.registry.config import RegistryConfig
+from proxy.config import KEYS as PROXY_KEYS
+from proxy.config import ConfigError as ProxyConfigError
+from proxy.config import ProxyConfig
+from proxy.config import config_values as proxy_config_values
 from storage import BrokerRole
 from supervisors.config import ConfigError, build_config, property_key
 from supervisors.metrics_http import MetricsExporterType
 
 BROKER_KEYS = frozenset(property_key(field) for field in attrs.fields(BrokerConfig))
 #: Keys of the spec itself, at its top level.
-SPEC_KEYS = frozenset({"dataDir", "logDir", "inProcess", "defaults", "registry", "broker"})
+SPEC_KEYS = frozenset(
+    {"dataDir", "logDir", "inProcess", "defaults", "registry", "broker", "proxy"}
+)
 #: Keys of a node besides namesrv.conf / broker.conf's.
 NODE_KEYS = frozenset({"inProcess"})
 #: Keys the launcher sets on every node itself.
@@ -51,6 +58,7 @@ _BROKER_NAME = re.compile(r"[A-Za-z0-9_-]{1,127}")
 
 REGISTRY = "registry"
 BROKER = "broker"
+PROXY = "proxy"
 #: Where a launched cluster's listeners bind unless told otherwise (bindAddress).
 LOOPBACK = "127.0.0.1"
 
@@ -70,9 +78,9 @@ class NodeSpec:
     properties: Mapping[str, str]
     #: The port it answers on once started (listenPort).
     port: int
-    #: ``registry``, or the broker's role (ASYNC_MASTER, SYNC_MASTER, SLAVE).
+    #: ``registry``, ``proxy``, or the broker's role (ASYNC_MASTER, SYNC_MASTER, SLAVE).
     role: str
-    #: Start order: registries 0, masters 1, slaves 2 (stopped in reverse).
+    #: Start order: registries 0, masters 1, slaves 2, proxies 3 (stopped in reverse).
     rank: int
     data_dir: Path
     log_file: Path
@@ -106,6 +114,11 @@ class ClusterSpec:
     def registries(self) -> tuple[NodeSpec, ...]:
         """The registry nodes."""
         return tuple(node for node in self.nodes if node.kind == REGISTRY)
+
+    @property
+    def proxies(self) -> tuple[NodeSpec, ...]:
+        """The gRPC proxy nodes (RocketMQ 5 clients' endpoints)."""
+        return tuple(node for node in self.nodes if node.kind == PROXY)
 
     @property
     def brokers(self) -> tuple[NodeSpec, ...]:
@@ -191,7 +204,8 @@ class _Checker:
             self._table(doc.get("broker", {}), "broker"),
             defaults, namesrv, data_dir, log_dir, in_process,
         )  # fmt: skip
-        nodes = sorted([*registries, *brokers], key=lambda node: node.rank)
+        proxies = self._proxies(doc.get("proxy", []), namesrv, data_dir, log_dir, in_process)
+        nodes = sorted([*registries, *brokers, *proxies], key=lambda node: node.rank)
         return ClusterSpec(None if self.where == "<spec>" else Path(self.where),
                            data_dir, log_dir, tuple(nodes))  # fmt: skip
 
@@ -228,6 +242,38 @@ class _Checker:
                 rank=0, data_dir=node_dir, log_file=log_dir / f"{name}.log",
                 in_process=self._bool(table.get("inProcess", in_process), key + ".inProcess"),
                 listeners=self._take_listeners(), bind_address=registry_config.bind_address,
+            ))  # fmt: skip
+        return nodes
+
+    # -- proxies ------------------------------------------------------------------------
+
+    def _proxies(
+        self, entries: object, namesrv: str, data_dir: Path, log_dir: Path, in_process: bool
+    ) -> list[NodeSpec]:
+        if not isinstance(entries, list):
+            raise self.fail("proxy", "must be an array of tables ([[proxy]])")
+        nodes = []
+        for index, entry in enumerate(entries, 1):
+            key = f"proxy[{index}]"
+            table = self._table(entry, key)
+            _alias(table)
+            self._known(table, (PROXY_KEYS | NODE_KEYS) - LAUNCHER_SET_KEYS, key + ".")
+            name = f"proxy-{index}"
+            properties = self._strings(table, NODE_KEYS, key + ".")
+            properties.setdefault("grpcServerPort", str(8081 + 10 * (index - 1)))
+            properties.setdefault("bindAddress", LOOPBACK)
+            properties["namesrvAddr"] = namesrv
+            try:
+                config = ProxyConfig(**proxy_config_values(properties, f"{self.where}: {key}"))
+            except ProxyConfigError as exc:
+                raise SpecError(f"{self.where}: {key}: {exc}") from None
+            self._claim(config.grpc_server_port, key, "grpcServerPort")
+            self._claim_optional(properties.get("metricsPort"), key, "metricsPort")
+            nodes.append(NodeSpec(
+                name=name, kind=PROXY, properties=properties, port=config.grpc_server_port,
+                role=PROXY, rank=3, data_dir=data_dir / name, log_file=log_dir / f"{name}.log",
+                in_process=self._bool(table.get("inProcess", in_process), key + ".inProcess"),
+                listeners=self._take_listeners(), bind_address=config.bind_address,
             ))  # fmt: skip
         return nodes
 
@@ -476,4 +522,9 @@ brokerId = 0
 brokerRole = "ASYNC_MASTER"
 listenPort = 10931
 haListenPort = 10932
+
+# A gRPC proxy for RocketMQ 5 clients (keys: RocketMQ's rmq-proxy.json), started after the
+# brokers; several may stand in front of one cluster.
+[[proxy]]
+grpcServerPort = 8081
 """

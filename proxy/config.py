@@ -9,6 +9,7 @@ type is refused with the key named.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -98,15 +99,28 @@ def load_config(path: str | Path | None = None, **overrides: Any) -> ProxyConfig
             raise ConfigError(f"proxy config {path} is not JSON: {exc}") from exc
         if not isinstance(raw, dict):
             raise ConfigError(f"proxy config {path} must hold a JSON object")
-        for key, value in raw.items():
-            if key not in _KEYS:
-                continue  # a RocketMQ key this proxy has no use for
-            field, kind = _KEYS[key]
-            values[field] = _convert(path, key, value, kind)
-        if "request_timeout" in values:
-            values["request_timeout"] = values["request_timeout"] / 1000.0
+        values = config_values(raw, str(path))
     values.update({k: v for k, v in overrides.items() if v is not None})
     return ProxyConfig(**values)
+
+
+#: The rmq-proxy.json keys this proxy uses.
+KEYS = frozenset(_KEYS)
+
+
+def config_values(raw: Mapping[str, object], where: str) -> dict[str, Any]:
+    """ProxyConfig's field values from rmq-proxy.json keys (values typed or as strings, as a
+    properties file or a cluster spec gives them); keys this proxy has no use for are skipped.
+    """
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key not in _KEYS:
+            continue  # a RocketMQ key this proxy has no use for
+        field, kind = _KEYS[key]
+        values[field] = _convert(where, key, value, kind)
+    if "request_timeout" in values:
+        values["request_timeout"] = values["request_timeout"] / 1000.0
+    return values
 
 
 def _convert(path: str | Path, key: str, value: Any, kind: type) -> Any:

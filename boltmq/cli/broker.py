@@ -35,7 +35,9 @@ from boltmq.launcher import (
     launch,
     read_state,
 )
+from boltmq.launcher.proxy import ProxyHandle, proxy_child
 from boltmq.spec import EXAMPLE_SPEC, LOOPBACK, ClusterSpec, SpecError, load_spec
+from proxy import ProxyConfig
 from supervisors.config import load_properties, property_key
 from supervisors.supervisor import ChildSpec
 
@@ -50,6 +52,7 @@ CLUSTER_HELP = (
 CLUSTER_EXAMPLE = """examples:
   boltmq cluster                      # registry :9876 + broker :10911, data under ~/boltmq
   boltmq cluster --home /srv/boltmq --registryPort 9876 --listenPort 10911
+  boltmq cluster --registryPort 0 --listenPort 0 --grpcServerPort 0   # ephemeral ports
   boltmq cluster --example > cluster.toml
   boltmq cluster -f cluster.toml --follow
   boltmq cluster -f cluster.toml --status     # from another terminal"""
@@ -90,6 +93,14 @@ def setup_cluster(parser: argparse.ArgumentParser) -> Runner:
         "--registryWebsocketPort", type=int, default=None, metavar="PORT",
         help="the registry's websocket port (9877 with the default ports, else off; 0 = off)",
     )  # fmt: skip
+    parser.add_argument(
+        "--grpcServerPort", type=int, default=None, metavar="PORT",
+        help="the gRPC port for RocketMQ 5 clients (8081 with the default ports, else off; "
+        "0 = an ephemeral port)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--no-grpc", dest="grpc", action="store_false", help="serve no gRPC (RocketMQ 5 clients)"
+    )
     _add_broker_arguments(parser)
 
     def run(args: argparse.Namespace) -> int:
@@ -140,7 +151,16 @@ def setup_cluster(parser: argparse.ArgumentParser) -> Runner:
         if own_registry:
             # The registry child starts first; its bound port (maybe ephemeral) is known by then.
             broker.before_start = lambda: setattr(config, "namesrv_addr", registry.address)
-        return serve("cluster", [ChildSpec.instance("registry", registry), broker_child(broker)])
+        children = [ChildSpec.instance("registry", registry), broker_child(broker)]
+        grpc_port = default_grpc_port(args.grpcServerPort, args.registryPort, args.listenPort)
+        if args.grpc and grpc_port is not None:
+            proxy = ProxyHandle(
+                ProxyConfig(grpc_server_port=grpc_port, bind_address=config.bind_address),
+                # Started after the broker: the broker's own registry list, as set by then.
+                namesrv_addr=lambda: ";".join(config.namesrv_list),
+            )
+            children.append(proxy_child(proxy))
+        return serve("cluster", children)
 
     return run
 
@@ -163,6 +183,15 @@ def default_websocket_ports(registry_port: int, listen_port: str | None) -> tupl
     registry = 9877 if registry_port == 9876 else 0
     broker = 10913 if listen_port is None else 0
     return registry, broker
+
+
+def default_grpc_port(given: int | None, registry_port: int, listen_port: str | None) -> int | None:
+    """The embedded cluster's gRPC port unless given: 8081 (RocketMQ's proxy's) with the
+    default ports, so the official 5.x clients work out of the box; off (None) when the TCP
+    ports were chosen, as the websocket listeners are."""
+    if given is not None:
+        return given
+    return 8081 if registry_port == 9876 and listen_port in (None, "10911") else None
 
 
 def run_spec(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:

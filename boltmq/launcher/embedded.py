@@ -16,6 +16,8 @@ import trio
 from actors.broker.broker import Broker
 from actors.broker.config import BrokerConfig
 from actors.registry import Registry, RegistryConfig
+from boltmq.launcher.proxy import ProxyHandle, run_proxy
+from proxy import ProxyConfig
 from supervisors.supervisor import ChildSpec
 
 
@@ -26,6 +28,8 @@ class EmbeddedCluster:
     registry: Registry
     broker: Broker
     home: Path
+    #: The gRPC proxy for RocketMQ 5 clients (None with ``grpc=False``).
+    proxy: ProxyHandle | None = None
 
     @property
     def registry_address(self) -> str:
@@ -37,10 +41,21 @@ class EmbeddedCluster:
         """``host:port`` of the broker."""
         return self.broker.address
 
+    @property
+    def grpc_endpoint(self) -> str:
+        """``host:port`` of the gRPC proxy: give it to the official 5.x clients as endpoints."""
+        if self.proxy is None:
+            raise RuntimeError("this cluster serves no gRPC: embedded(grpc=False)")
+        return self.proxy.endpoint
+
 
 @asynccontextmanager
 async def embedded(
-    home: str | Path | None = None, *, store: str = "file", **broker_settings: object
+    home: str | Path | None = None,
+    *,
+    store: str = "file",
+    grpc: bool = True,
+    **broker_settings: object,
 ) -> AsyncIterator[EmbeddedCluster]:
     """A registry and a broker on ephemeral loopback ports for the duration of the block.
 
@@ -48,7 +63,8 @@ async def embedded(
     ``store="memory"`` runs the broker on the in-memory store (storeType=memory): no file of
     the broker's at all, nothing kept after the block, no replication.
     ``broker_settings`` are `BrokerConfig` fields (``flush_disk_type=...``, ``broker_name=...``);
-    the ``tls_server_*`` ones apply to the registry's listener too.
+    the ``tls_server_*`` ones apply to the registry's listener too. Unless ``grpc=False``, a
+    gRPC proxy on an ephemeral loopback port serves RocketMQ 5 clients (``grpc_endpoint``).
     """
     temporary = home is None
     root = Path(tempfile.mkdtemp(prefix="boltmq-")) if home is None else Path(home).expanduser()
@@ -77,13 +93,26 @@ async def embedded(
             settings.update(broker_settings)
             broker = Broker(BrokerConfig(**settings))  # type: ignore[arg-type]
             await nursery.start(broker.run)
-            try:
-                yield EmbeddedCluster(registry, broker, root)
-            finally:
-                assert broker.supervisor is not None
-                with trio.CancelScope(shield=True):
-                    await broker.supervisor.aclose()
-                nursery.cancel_scope.cancel()
+            handle = None
+            async with trio.open_nursery() as proxy_nursery:
+                if grpc:
+                    handle = ProxyHandle(
+                        ProxyConfig(
+                            namesrv_addr=registry.address,
+                            grpc_server_port=0,
+                            bind_address="127.0.0.1",
+                        )
+                    )
+                    await proxy_nursery.start(run_proxy, handle)
+                try:
+                    yield EmbeddedCluster(registry, broker, root, handle)
+                finally:
+                    # The proxy first: it is a client of the broker.
+                    proxy_nursery.cancel_scope.cancel()
+            assert broker.supervisor is not None
+            with trio.CancelScope(shield=True):
+                await broker.supervisor.aclose()
+            nursery.cancel_scope.cancel()
     finally:
         if temporary:
             shutil.rmtree(root, ignore_errors=True)

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import collections
+import json
 import logging
 import os
 import re
@@ -19,8 +20,10 @@ import trio
 from actors.broker.broker import Broker
 from actors.broker.config import load_broker_config
 from actors.registry import Registry, RegistryConfig
+from boltmq.launcher.proxy import ProxyHandle, run_proxy
 from boltmq.launcher.state import NodeExited, NodeState, RunningCluster
-from boltmq.spec import BROKER, REGISTRY, NodeSpec
+from boltmq.spec import BROKER, PROXY, REGISTRY, NodeSpec
+from proxy.config import ProxyConfig, config_values
 from supervisors.config import format_properties, load_config
 from supervisors.supervisor import ChildSpec, RestartPolicy, Supervisor, SupervisorEscalation
 
@@ -36,9 +39,11 @@ NODE_STOP_TIMEOUT = 20.0
 
 #: The line each kind of node logs once it serves, and the port it names: the node itself
 #: says it is ready (a TCP connect could reach another process on its port). The lines are
-#: the registry's (actors/registry/service.py) and the broker's (actors/broker/broker.py).
+#: the registry's (actors/registry/service.py), the broker's (actors/broker/broker.py) and the
+#: proxy's (boltmq/launcher/proxy.py, boltmq/cli/proxy.py).
 READY_LINES = {
     REGISTRY: re.compile(rb"registry ready: tcp port (\d+)"),
+    PROXY: re.compile(rb"proxy ready: gRPC port (\d+)"),
     BROKER: re.compile(rb"broker \S+ \(.*\) of cluster \S+ ready on [^\s,;]*:(\d+)"),
 }
 
@@ -117,9 +122,7 @@ class _ProcessNode:
         self.runs += 1
         self.ready, self.ready_or_ended = False, trio.Event()
         self.last_error = self.last_line = ""
-        conf = node.data_dir / f"{node.kind}.conf"
-        conf.write_text(format_properties(dict(node.properties)), encoding="utf-8")
-        command = [sys.executable, "-m", "boltmq.cli", node.kind, "-c", str(conf)]
+        command = [sys.executable, "-m", "boltmq.cli", *self._config_arguments()]
         # A session of its own: a terminal's Ctrl-C reaches the launcher only, which then
         # stops the nodes in order.
         process = await trio.lowlevel.open_process(
@@ -156,6 +159,19 @@ class _ProcessNode:
         if self.stopping:
             return
         raise self._ended(state.last_exit)
+
+    def _config_arguments(self) -> list[str]:
+        """The node's kind and its config file, written now: a properties file for registries
+        and brokers, rmq-proxy.json for a proxy (as RocketMQ's own proxy takes it)."""
+        node = self.node
+        node.data_dir.mkdir(parents=True, exist_ok=True)
+        if node.kind == PROXY:
+            conf = node.data_dir / "rmq-proxy.json"
+            conf.write_text(json.dumps(dict(node.properties), indent=2), encoding="utf-8")
+            return [node.kind, "-pc", str(conf)]
+        conf = node.data_dir / f"{node.kind}.conf"
+        conf.write_text(format_properties(dict(node.properties)), encoding="utf-8")
+        return [node.kind, "-c", str(conf)]
 
     def _ended(self, why: str) -> NodeExited:
         """Say in one line that the node ended, why, and whether it is restarted; the error
@@ -251,7 +267,7 @@ class _InProcessNode:
         self.cluster = cluster
         self.node = node
         self.state = cluster.states[node.name]
-        self.server: Registry | Broker | None = None
+        self.server: Registry | Broker | ProxyHandle | None = None
         self.runs = 0
         self.stopping = False
         #: When it ended after being ready, for as long as its supervisor counts restarts.
@@ -266,7 +282,9 @@ class _InProcessNode:
         self.runs += 1
         started = False
         properties: dict[str, object] = dict(node.properties)
-        if node.kind == REGISTRY:
+        if node.kind == PROXY:
+            self.server = ProxyHandle(ProxyConfig(**config_values(node.properties, node.name)))
+        elif node.kind == REGISTRY:
             registry = Registry(load_config(RegistryConfig, None, properties))
             await registry.load()
             self.server = registry
@@ -275,7 +293,10 @@ class _InProcessNode:
         self.cluster._in_process[node.name] = self.server
         try:
             async with trio.open_nursery() as nursery:
-                await nursery.start(self.server.run)
+                if isinstance(self.server, ProxyHandle):
+                    await nursery.start(run_proxy, self.server)
+                else:
+                    await nursery.start(self.server.run)
                 state.pid, state.started_at = os.getpid(), time.time()
                 self.cluster._changed(state, "running", "in process")
                 task_status.started()

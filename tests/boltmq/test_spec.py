@@ -18,6 +18,7 @@ from boltmq.cli.broker import run_spec
 from boltmq.spec import (
     BROKER,
     EXAMPLE_SPEC,
+    PROXY,
     REGISTRY,
     ClusterSpec,
     NodeSpec,
@@ -56,19 +57,44 @@ def example(tmp_path: Path) -> ClusterSpec:
 # -- the example spec ---------------------------------------------------------------------------
 
 
-def test_example_has_five_nodes_in_start_order(tmp_path: Path) -> None:
+def test_example_has_six_nodes_in_start_order(tmp_path: Path) -> None:
     spec = example(tmp_path)
-    assert spec.names() == ["registry-1", "registry-2", "broker-a-0", "broker-b-0", "broker-a-1"]
-    assert [node.kind for node in spec.nodes] == [REGISTRY, REGISTRY, BROKER, BROKER, BROKER]
-    assert [node.role for node in spec.nodes] == [
-        "registry", "registry", "SYNC_MASTER", "ASYNC_MASTER", "SLAVE",
+    assert spec.names() == [
+        "registry-1", "registry-2", "broker-a-0", "broker-b-0", "broker-a-1", "proxy-1",
     ]  # fmt: skip
-    assert [node.rank for node in spec.nodes] == [0, 0, 1, 1, 2]
-    assert [node.port for node in spec.nodes] == [9876, 9886, 10911, 10931, 10921]
-    assert [node.in_process for node in spec.nodes] == [False] * 5
+    assert [node.kind for node in spec.nodes] == [
+        REGISTRY, REGISTRY, BROKER, BROKER, BROKER, PROXY,
+    ]  # fmt: skip
+    assert [node.role for node in spec.nodes] == [
+        "registry", "registry", "SYNC_MASTER", "ASYNC_MASTER", "SLAVE", "proxy",
+    ]  # fmt: skip
+    assert [node.rank for node in spec.nodes] == [0, 0, 1, 1, 2, 3]
+    assert [node.port for node in spec.nodes] == [9876, 9886, 10911, 10931, 10921, 8081]
+    assert [node.in_process for node in spec.nodes] == [False] * 6
     assert spec.registries == spec.nodes[:2]
-    assert spec.brokers == spec.nodes[2:]
+    assert spec.brokers == spec.nodes[2:5]
+    assert spec.proxies == spec.nodes[5:]
+    assert spec.proxies[0].properties["namesrvAddr"] == spec.namesrv_addr
     assert spec.path == tmp_path / "cluster.toml"
+
+
+def test_proxy_nodes_take_rmq_proxy_json_keys_and_are_checked(tmp_path: Path) -> None:
+    base = '[[registry]]\nlistenPort = 19876\n'
+    spec = parse_spec(
+        base + "[[proxy]]\n[[proxy]]\ngrpcServerPort = 18095\nmaxMessageSize = 1024\n",
+        base_dir=tmp_path,
+    )
+    assert [(n.name, n.port, n.bind_address) for n in spec.proxies] == [
+        ("proxy-1", 8081, "127.0.0.1"), ("proxy-2", 18095, "127.0.0.1"),
+    ]  # fmt: skip
+    with pytest.raises(SpecError, match=r"proxy\[1\]\.grpcServerPort: port 19876 is registry"):
+        parse_spec(base + "[[proxy]]\ngrpcServerPort = 19876\n", base_dir=tmp_path)
+    with pytest.raises(SpecError, match=r"proxy\[1\].*maxMessageSize must be a int"):
+        parse_spec(base + '[[proxy]]\nmaxMessageSize = "lots"\n', base_dir=tmp_path)
+    with pytest.raises(SpecError, match=r"proxy\[1\]\.namesrvAddr: is set by the launcher"):
+        parse_spec(base + '[[proxy]]\nnamesrvAddr = "1.2.3.4:9876"\n', base_dir=tmp_path)
+    with pytest.raises(SpecError, match=r"proxy\[1\]\.grpcPort"):
+        parse_spec(base + "[[proxy]]\ngrpcPort = 1\n", base_dir=tmp_path)
 
 
 def test_example_namesrv_addr_lists_every_registry(tmp_path: Path) -> None:
@@ -132,7 +158,7 @@ def test_node_lookup_names_the_known_nodes(tmp_path: Path) -> None:
         spec.node("broker-c-0")
     assert caught.value.args[0] == (
         "no node 'broker-c-0' in the spec (nodes: registry-1, registry-2, broker-a-0, "
-        "broker-b-0, broker-a-1)"
+        "broker-b-0, broker-a-1, proxy-1)"
     )
 
 
