@@ -89,17 +89,26 @@ def rmq5_python() -> Path:
     return python
 
 
-async def run_rmq5(python: Path, home: Path, script: str, *args: str) -> list[dict[str, Any]]:
+async def run_rmq5(
+    python: Path, home: Path, script: str, *args: str, env: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
     """Run ``tests/interop/rmq5/<script>`` to completion; its JSON lines, parsed.
 
-    ``home`` is the program's HOME (the client writes its logs under ~/logs). The program must
-    end by printing ``{"done": true}``; anything else fails the test with its output.
+    ``home`` is the program's HOME (the client writes its logs under ~/logs); ``env`` adds
+    variables. The program must end by printing ``{"done": true}``; anything else fails the
+    test with its output.
     """
     with anyio.fail_after(RUN_TIMEOUT):
         done = await anyio.run_process(
             [str(python), str(SCRIPTS / script), *args],
             check=False,
-            env={**os.environ, "HOME": str(home), "PYTHONPATH": "", "PYTHONUNBUFFERED": "1"},
+            env={
+                **os.environ,
+                "HOME": str(home),
+                "PYTHONPATH": "",
+                "PYTHONUNBUFFERED": "1",
+                **(env or {}),
+            },
         )
     out = done.stdout.decode(errors="replace")
     lines = []
