@@ -200,3 +200,31 @@ def test_official_client_signatures_pass_the_proxy_acl(
                 assert proxy.service.acl.refused >= 1
 
     asyncio.run(main())
+
+
+def test_the_documented_example_runs(
+    proxy_cluster: BoltProcess, rmq5_python: Path, tmp_path: Path
+) -> None:
+    topic = _unique("Rmq5Doc")
+    page = (Path(__file__).parents[2] / "docs" / "proxy.md").read_text()
+    program = (Path(__file__).parent / "rmq5" / "quickstart.py").read_text()
+    example = program.split("line for line -")[1].split("\n", 1)[1].split("# -- end")[0]
+    # The page shows the same lines, with the endpoint and topic written out.
+    shown = example.replace(
+        'endpoint, topic = sys.argv[1], sys.argv[2]  # the doc writes "127.0.0.1:8081", '
+        '"TopicTest"\n',
+        'endpoint, topic = "127.0.0.1:8081", "TopicTest"\n',
+    ).replace('print(json.dumps({"sent": receipt.message_id}))', "print(receipt.message_id)")
+    assert shown.strip() in page
+
+    async def body(proxy: ProxyServer) -> None:
+        (line,) = await run_rmq5(
+            rmq5_python, tmp_path, "quickstart.py", f"127.0.0.1:{proxy.port}", topic
+        )
+        async with _consumer(proxy_cluster) as consumer:
+            await consumer.subscribe(topic)
+            (stored,) = await poll_until(consumer, 1, timeout=30)
+        assert stored.properties[MessageConst.UNIQ_KEY] == line["sent"]
+        assert stored.tags == "TagA" and stored.keys == ["order-1"]
+
+    _with_proxy(proxy_cluster, topic, 1, body)
