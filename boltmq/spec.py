@@ -34,15 +34,16 @@ import attrs
 from actors.broker.config import BrokerConfig
 from actors.registry.config import KEYS as REGISTRY_KEYS
 from actors.registry.config import RegistryConfig
-from proxy.config import KEYS as PROXY_KEYS
+from proxy.config import KEYS as PROXY_CONFIG_KEYS
 from proxy.config import ConfigError as ProxyConfigError
-from proxy.config import ProxyConfig
-from proxy.config import config_values as proxy_config_values
+from proxy.config import load_config as load_proxy_config
 from storage import BrokerRole
 from supervisors.config import ConfigError, build_config, property_key
 from supervisors.metrics_http import MetricsExporterType
 
 BROKER_KEYS = frozenset(property_key(field) for field in attrs.fields(BrokerConfig))
+#: A [[proxy]] node's keys: rmq-proxy.json's that the proxy uses.
+PROXY_KEYS = frozenset(PROXY_CONFIG_KEYS)
 #: Keys of the spec itself, at its top level.
 SPEC_KEYS = frozenset(
     {"dataDir", "logDir", "inProcess", "defaults", "registry", "broker", "proxy"}
@@ -264,7 +265,7 @@ class _Checker:
             properties.setdefault("bindAddress", LOOPBACK)
             properties["namesrvAddr"] = namesrv
             try:
-                config = ProxyConfig(**proxy_config_values(properties, f"{self.where}: {key}"))
+                config = load_proxy_config(None, keyed=properties)
             except ProxyConfigError as exc:
                 raise SpecError(f"{self.where}: {key}: {exc}") from None
             self._claim(config.grpc_server_port, key, "grpcServerPort")

@@ -42,6 +42,7 @@ from protocol.message import (
     properties_to_string,
     tag_hash_code,
 )
+from proxy import metrics
 from proxy._pb.apache.rocketmq.v2 import definition_pb2 as pb
 from proxy._pb.apache.rocketmq.v2 import service_pb2 as spb
 from proxy.route import RouteService, validate_topic
@@ -231,6 +232,7 @@ class SendService:
                 status=status(code, f"broker {queue.broker_name}: {response.remark or ''}")
             )
         answer = decode_send_response(response.ext_fields)
+        metrics.messages_in(topic, message.system_properties.message_type)
         transaction_id = ""
         if sys_flag & MessageSysFlag.TRANSACTION_PREPARED:
             _, commit_log_offset = decode_offset_msg_id(answer.msg_id)

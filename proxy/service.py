@@ -5,27 +5,37 @@ message classes (`handler`), so no generated servicer stubs are needed. Each met
 to the module of its family (route, send, telemetry, consume); RPCs not served answer Code
 NOT_IMPLEMENTED in their status, which clients report as such rather than as a broken
 connection.
+
+`handler` wraps every method once: the ACL check (when the proxy has accounts), the latency
+histogram, and a last guard that turns an unexpected error into INTERNAL_SERVER_ERROR with a
+logged traceback, so one bad call never takes the stream or the server down.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Callable
+from time import perf_counter
 from typing import Any
 
 import grpc
 
+from proxy import metrics
 from proxy._pb.apache.rocketmq.v2 import definition_pb2 as pb
 from proxy._pb.apache.rocketmq.v2 import service_pb2 as spb
+from proxy.acl import ProxyAcl
 from proxy.consume import ConsumeService
 from proxy.route import RouteService
 from proxy.runtime import Context, ProxyRuntime
 from proxy.send import SendService
-from proxy.status import status
+from proxy.status import ProxyError, status
 from proxy.telemetry import TelemetryService
 
 __all__ = ["SERVICE_NAME", "MessagingService", "handler"]
 
 SERVICE_NAME = "apache.rocketmq.v2.MessagingService"
+
+log = logging.getLogger("boltmq.proxy")
 
 
 def _not_implemented(rpc: str) -> pb.Status:
@@ -35,8 +45,10 @@ def _not_implemented(rpc: str) -> pb.Status:
 class MessagingService:
     """The RPCs, each ``(request, context) -> response`` (streams: async iterators)."""
 
-    def __init__(self, runtime: ProxyRuntime) -> None:
+    def __init__(self, runtime: ProxyRuntime, acl: ProxyAcl | None = None) -> None:
         self.runtime = runtime
+        #: Checks each call's signature and permissions; None: ACL off.
+        self.acl = acl
         self.routes = RouteService(runtime)
         self.sends = SendService(runtime, self.routes)
         self.clients = TelemetryService(runtime)
@@ -225,14 +237,73 @@ def handler(service: MessagingService) -> grpc.GenericRpcHandler:
     handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
     for rpc, (method, request_type, response_type, kind) in _RPCS.items():
         behaviour = getattr(service, method)
-        make = {
-            "unary": grpc.unary_unary_rpc_method_handler,
-            "stream": grpc.unary_stream_rpc_method_handler,
-            "bidi": grpc.stream_stream_rpc_method_handler,
-        }[kind]
-        handlers[rpc] = make(
-            behaviour,
-            request_deserializer=request_type.FromString,
-            response_serializer=response_type.SerializeToString,
-        )
+        if kind == "unary":
+            handlers[rpc] = grpc.unary_unary_rpc_method_handler(
+                _unary(service, rpc, behaviour, response_type),
+                request_deserializer=request_type.FromString,
+                response_serializer=response_type.SerializeToString,
+            )
+        elif kind == "stream":
+            handlers[rpc] = grpc.unary_stream_rpc_method_handler(
+                _stream(service, rpc, behaviour, response_type),
+                request_deserializer=request_type.FromString,
+                response_serializer=response_type.SerializeToString,
+            )
+        else:
+            handlers[rpc] = grpc.stream_stream_rpc_method_handler(
+                _stream(service, rpc, behaviour, response_type),
+                request_deserializer=request_type.FromString,
+                response_serializer=response_type.SerializeToString,
+            )
     return grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)
+
+
+def _unary(
+    service: MessagingService, rpc: str, behaviour: Callable[..., Any], response_type: type[Any]
+) -> Callable[[Any, Context], Any]:
+    async def call(request: Any, context: Context) -> Any:
+        started = perf_counter()
+        try:
+            if service.acl is not None:
+                service.acl.check(rpc, request, context)
+            response = await behaviour(request, context)
+        except ProxyError as exc:
+            response = response_type(status=exc.status())
+        except Exception as exc:
+            log.exception("%s from %s failed", rpc, context.peer())
+            response = response_type(
+                status=status(pb.INTERNAL_SERVER_ERROR, f"{rpc} failed in the proxy: {exc!r}")
+            )
+        metrics.rpc_done(rpc, response.status.code, started)
+        return response
+
+    return call
+
+
+def _stream(
+    service: MessagingService, rpc: str, behaviour: Callable[..., Any], response_type: type[Any]
+) -> Callable[[Any, Context], AsyncIterator[Any]]:
+    async def call(request: Any, context: Context) -> AsyncIterator[Any]:
+        started = perf_counter()
+        code: int = pb.OK
+        try:
+            if service.acl is not None:
+                # A stream of requests (Telemetry) is checked on its signature alone.
+                service.acl.check(rpc, request if rpc != "Telemetry" else None, context)
+            async for response in behaviour(request, context):
+                if response.HasField("status") and response.status.code != pb.OK:
+                    code = response.status.code
+                yield response
+        except ProxyError as exc:
+            code = exc.code
+            yield response_type(status=exc.status())
+        except Exception as exc:
+            log.exception("%s from %s failed", rpc, context.peer())
+            code = pb.INTERNAL_SERVER_ERROR
+            yield response_type(
+                status=status(pb.INTERNAL_SERVER_ERROR, f"{rpc} failed in the proxy: {exc!r}")
+            )
+        finally:
+            metrics.rpc_done(rpc, code, started)
+
+    return call

@@ -23,7 +23,7 @@ from actors.registry import Registry, RegistryConfig
 from boltmq.launcher.proxy import ProxyHandle, run_proxy
 from boltmq.launcher.state import NodeExited, NodeState, RunningCluster
 from boltmq.spec import BROKER, PROXY, REGISTRY, NodeSpec
-from proxy.config import ProxyConfig, config_values
+from proxy.config import load_config as load_proxy_config
 from supervisors.config import format_properties, load_config
 from supervisors.supervisor import ChildSpec, RestartPolicy, Supervisor, SupervisorEscalation
 
@@ -283,7 +283,7 @@ class _InProcessNode:
         started = False
         properties: dict[str, object] = dict(node.properties)
         if node.kind == PROXY:
-            self.server = ProxyHandle(ProxyConfig(**config_values(node.properties, node.name)))
+            self.server = ProxyHandle(load_proxy_config(None, keyed=node.properties))
         elif node.kind == REGISTRY:
             registry = Registry(load_config(RegistryConfig, None, properties))
             await registry.load()

@@ -26,7 +26,7 @@ from typing import Any
 import anyio
 import pytest
 
-__all__ = ["REQUIREMENTS", "SCRIPTS", "cache_root", "rmq5_python", "run_rmq5"]
+__all__ = ["REQUIREMENTS", "SCRIPTS", "build_venv", "cache_root", "rmq5_python", "run_rmq5"]
 
 HERE = Path(__file__).parent
 REQUIREMENTS = HERE / "rmq5-requirements.txt"
@@ -49,6 +49,17 @@ def cache_root() -> Path:
 @pytest.fixture(scope="session")
 def rmq5_python() -> Path:
     """The python of the official client's venv, built when missing or stale."""
+    try:
+        return build_venv()
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+
+
+def build_venv() -> Path:
+    """Build the official client's venv when missing or stale; its python.
+
+    RuntimeError says which step failed and why (a half-built venv is removed).
+    """
     digest = hashlib.sha256(REQUIREMENTS.read_bytes()).hexdigest()[:16]
     venv = cache_root() / f"rmq5-client-{digest}"
     stamp = venv / ".boltmq-ready"
@@ -74,7 +85,7 @@ def rmq5_python() -> Path:
         done = subprocess.run(step, capture_output=True, text=True, timeout=BUILD_TIMEOUT)
         if done.returncode != 0:
             shutil.rmtree(venv, ignore_errors=True)
-            pytest.fail(
+            raise RuntimeError(
                 f"building the RocketMQ 5 client's venv failed at {' '.join(step)}:\n"
                 f"{done.stderr.strip()[-3000:]}"
             )
@@ -84,22 +95,31 @@ def rmq5_python() -> Path:
     )  # fmt: skip
     if check.returncode != 0:
         shutil.rmtree(venv, ignore_errors=True)
-        pytest.fail(f"the RocketMQ 5 client does not import:\n{check.stderr[-3000:]}")
+        raise RuntimeError(f"the RocketMQ 5 client does not import:\n{check.stderr[-3000:]}")
     stamp.write_text(digest + "\n")
     return python
 
 
-async def run_rmq5(python: Path, home: Path, script: str, *args: str) -> list[dict[str, Any]]:
+async def run_rmq5(
+    python: Path, home: Path, script: str, *args: str, env: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
     """Run ``tests/interop/rmq5/<script>`` to completion; its JSON lines, parsed.
 
-    ``home`` is the program's HOME (the client writes its logs under ~/logs). The program must
-    end by printing ``{"done": true}``; anything else fails the test with its output.
+    ``home`` is the program's HOME (the client writes its logs under ~/logs); ``env`` adds
+    variables. The program must end by printing ``{"done": true}``; anything else fails the
+    test with its output.
     """
     with anyio.fail_after(RUN_TIMEOUT):
         done = await anyio.run_process(
             [str(python), str(SCRIPTS / script), *args],
             check=False,
-            env={**os.environ, "HOME": str(home), "PYTHONPATH": "", "PYTHONUNBUFFERED": "1"},
+            env={
+                **os.environ,
+                "HOME": str(home),
+                "PYTHONPATH": "",
+                "PYTHONUNBUFFERED": "1",
+                **(env or {}),
+            },
         )
     out = done.stdout.decode(errors="replace")
     lines = []

@@ -17,6 +17,8 @@ from pathlib import Path
 import anyio
 import pytest
 
+from actors.acl import AccessValidator
+from boltmq.cli.proxy import PlainAclBook
 from client import PullConsumer
 from protocol.bodies import ConsumeFromWhere
 from protocol.message import MessageConst, MessageExt
@@ -159,3 +161,70 @@ def test_official_transactions_commit_roll_back_and_resolve_by_check_back(
         assert ids == {sent["commit"]: b"commit", sent["check"]: b"check"}
 
     _with_proxy(proxy_cluster, topic, 2, body)
+
+
+def test_official_client_signatures_pass_the_proxy_acl(
+    proxy_cluster: BoltProcess, rmq5_python: Path, tmp_path: Path
+) -> None:
+    topic = _unique("Rmq5Acl")
+    acl_file = tmp_path / "plain_acl.yml"
+    acl_file.write_text(
+        "accounts:\n"
+        "  - accessKey: rmq5-producer\n"
+        "    secretKey: rmq5-secret\n"
+        "    defaultTopicPerm: DENY\n"
+        f"    topicPerms: [{topic}=PUB]\n"
+    )
+    validator = AccessValidator(acl_file)
+    validator.load()
+
+    async def main() -> None:
+        with anyio.fail_after(150):
+            await create_topic(proxy_cluster.registry, topic, 1)
+            async with running_proxy(
+                proxy_cluster.registry, acl_enable=True, accounts=PlainAclBook(validator)
+            ) as proxy:
+                endpoint = f"127.0.0.1:{proxy.port}"
+                good = {"RMQ5_ACCESS_KEY": "rmq5-producer", "RMQ5_SECRET_KEY": "rmq5-secret"}
+                (sent,) = await run_rmq5(
+                    rmq5_python, tmp_path, "producer.py", endpoint, "try", topic, env=good
+                )
+                assert "sent" in sent, sent
+                bad = {**good, "RMQ5_SECRET_KEY": "not-the-secret"}
+                (refused,) = await run_rmq5(
+                    rmq5_python, tmp_path, "producer.py", endpoint, "try", topic, env=bad
+                )
+                # The client reports the refused route lookup; the proxy's ACL refused it.
+                assert "error" in refused, refused
+                assert proxy.service is not None and proxy.service.acl is not None
+                assert proxy.service.acl.refused >= 1
+
+    asyncio.run(main())
+
+
+def test_the_documented_example_runs(
+    proxy_cluster: BoltProcess, rmq5_python: Path, tmp_path: Path
+) -> None:
+    topic = _unique("Rmq5Doc")
+    page = (Path(__file__).parents[2] / "docs" / "proxy.md").read_text()
+    program = (Path(__file__).parent / "rmq5" / "quickstart.py").read_text()
+    example = program.split("line for line -")[1].split("\n", 1)[1].split("# -- end")[0]
+    # The page shows the same lines, with the endpoint and topic written out.
+    shown = example.replace(
+        'endpoint, topic = sys.argv[1], sys.argv[2]  # the doc writes "127.0.0.1:8081", '
+        '"TopicTest"\n',
+        'endpoint, topic = "127.0.0.1:8081", "TopicTest"\n',
+    ).replace('print(json.dumps({"sent": receipt.message_id}))', "print(receipt.message_id)")
+    assert shown.strip() in page
+
+    async def body(proxy: ProxyServer) -> None:
+        (line,) = await run_rmq5(
+            rmq5_python, tmp_path, "quickstart.py", f"127.0.0.1:{proxy.port}", topic
+        )
+        async with _consumer(proxy_cluster) as consumer:
+            await consumer.subscribe(topic)
+            (stored,) = await poll_until(consumer, 1, timeout=30)
+        assert stored.properties[MessageConst.UNIQ_KEY] == line["sent"]
+        assert stored.tags == "TagA" and stored.keys == ["order-1"]
+
+    _with_proxy(proxy_cluster, topic, 1, body)

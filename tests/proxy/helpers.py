@@ -21,6 +21,7 @@ from client import Admin, ClientInstance
 from proxy import ProxyConfig, ProxyServer
 from proxy._pb.apache.rocketmq.v2 import definition_pb2 as pb
 from proxy._pb.apache.rocketmq.v2 import service_pb2 as spb
+from proxy.acl import AccountBook
 from proxy.service import _RPCS, SERVICE_NAME
 from tests.client.helpers import BoltProcess, wait_for_route
 
@@ -53,10 +54,12 @@ async def create_topic(namesrv: str, topic: str, queues: int = 4) -> None:
 
 
 @contextlib.asynccontextmanager
-async def running_proxy(namesrv: str, **settings: Any) -> AsyncIterator[ProxyServer]:
+async def running_proxy(
+    namesrv: str, accounts: AccountBook | None = None, **settings: Any
+) -> AsyncIterator[ProxyServer]:
     """A proxy on an ephemeral loopback port in front of ``namesrv``."""
     config = ProxyConfig(namesrv_addr=namesrv, grpc_server_port=0, **settings)
-    async with ProxyServer(config) as server:
+    async with ProxyServer(config, accounts) as server:
         yield server
 
 

@@ -5,14 +5,18 @@ Run by tests/interop/test_rmq5_client.py with the client's own venv:
     python producer.py ENDPOINT MODE TOPIC [COUNT]
 
 MODE is normal (COUNT messages with tags, keys and a property), fifo (COUNT messages over
-three message groups), delay (one message due in COUNT seconds) or transaction (three half
+three message groups), delay (one message due in COUNT seconds), transaction (three half
 messages: one committed, one rolled back, one left to the server's check, which this
-program's TransactionChecker commits). Prints one JSON object a line, then {"done": true}.
+program's TransactionChecker commits) or try (start and send one message, printing
+{"sent": ...} or {"error": ...} instead of failing). The credentials are RMQ5_ACCESS_KEY and
+RMQ5_SECRET_KEY from the environment (none when unset). Prints one JSON object a line, then
+{"done": true}.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import time
@@ -55,9 +59,24 @@ def message(topic: str, body: str) -> Message:
 def main() -> None:
     endpoint, mode, topic = sys.argv[1:4]
     count = int(sys.argv[4]) if len(sys.argv) > 4 else 1
-    config = ClientConfiguration(endpoint, Credentials())
+    credentials = Credentials(
+        os.environ.get("RMQ5_ACCESS_KEY", ""), os.environ.get("RMQ5_SECRET_KEY", "")
+    )
+    config = ClientConfiguration(endpoint, credentials)
     checker = CommitOnCheck() if mode == "transaction" else None
     producer = Producer(config, (topic,), checker)
+    if mode == "try":
+        try:
+            producer.startup()
+            receipt = producer.send(message(topic, "tried"))
+            emit(sent=receipt.message_id)
+        except Exception as exc:
+            emit(error=f"{type(exc).__name__}: {exc}")
+        finally:
+            if producer.is_running:
+                producer.shutdown()
+        emit(done=True)
+        return
     producer.startup()
     try:
         if mode == "normal":
