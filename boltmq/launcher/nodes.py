@@ -290,7 +290,8 @@ class _InProcessNode:
             self.server = registry
         else:
             self.server = Broker(load_broker_config(None, properties))
-        self.cluster._in_process[node.name] = self.server
+        if not isinstance(self.server, ProxyHandle):
+            self.cluster._in_process[node.name] = self.server
         try:
             async with trio.open_nursery() as nursery:
                 if isinstance(self.server, ProxyHandle):

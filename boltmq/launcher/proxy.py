@@ -67,15 +67,16 @@ async def run_proxy(
     future: Future[None] | None = None
     stop: anyio.Event | None = None
     try:
-        future, (handle.port, stop) = await trio.to_thread.run_sync(
+        running, (handle.port, stop) = await trio.to_thread.run_sync(
             portal.start_task, _serve, handle.config
         )
+        future = running
         log.info(
             "proxy ready: gRPC port %d; registries: %s", handle.port, handle.config.namesrv_addr
         )
         task_status.started()
         # Wait in a thread the host may abandon: cancelling the host stops the proxy below.
-        await trio.to_thread.run_sync(future.result, abandon_on_cancel=True)
+        await trio.to_thread.run_sync(running.result, abandon_on_cancel=True)
         raise RuntimeError("the gRPC proxy stopped by itself")
     finally:
         with trio.CancelScope(shield=True):
