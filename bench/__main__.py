@@ -2,8 +2,9 @@
 
 Names: remoting, codec, client-cpu, store, registry, broker, broker-cpu, group-commit, stats,
 ha, pipeline-write, pipeline-read, monitor, metrics, filter (default: these, in that order),
-and fuzz, soak, scale and compare (BoltMQ beside Apache RocketMQ, NATS, RabbitMQ and Redis),
-which run only when named. Arguments after a single name go to that benchmark:
+and fuzz, soak, scale, compare (BoltMQ beside Apache RocketMQ, NATS, RabbitMQ and Redis) and
+proxy (the official RocketMQ 5 client through the gRPC proxy), which run only when named.
+Arguments after a single name go to that benchmark:
 ``python -m bench fuzz --inputs 1000000``, ``python -m bench soak --duration 600``.
 Each benchmark module has ``main(argv)``; with ``--quick`` each gets the arguments for a short
 run (its own ``--quick`` where it has one, else a short ``--seconds``). Modules are imported
@@ -36,6 +37,7 @@ BENCHMARKS = {
     "monitor": "bench.bench_monitor:main",
     "metrics": "bench.bench_metrics:main",
     "filter": "bench.bench_filter:main",
+    "proxy": "bench.bench_proxy:main",
     "fuzz": "bench.fuzz:main",
     "soak": "bench.soak:main",
     "scale": "bench.scale:main",
@@ -43,7 +45,7 @@ BENCHMARKS = {
 }
 #: Run only when named: long by design (a million inputs, a ten-minute soak, 10 GiB written,
 #: every peer).
-ON_REQUEST = frozenset({"fuzz", "soak", "scale", "compare"})
+ON_REQUEST = frozenset({"fuzz", "soak", "scale", "compare", "proxy"})
 # remoting and registry take only --seconds; the others have --quick of their own.
 QUICK_ARGS = {
     "remoting": ["--seconds", "0.5"],
@@ -61,6 +63,7 @@ QUICK_ARGS = {
     "monitor": ["--quick"],
     "metrics": ["--quick"],
     "filter": ["--quick"],
+    "proxy": ["--quick"],
     "fuzz": ["--quick"],
     "soak": ["--quick"],
     "scale": ["--quick"],
