@@ -11,6 +11,10 @@ Where that fails (no C compiler, Cython missing or failing) the install still su
 hook warns with the reason and builds a pure wheel, whose codecs run their pure-Python code;
 ``boltmq --version`` then says ``codecs: pure (...)``.
 
+The same hook generates the gRPC proxy's protobuf modules (``proxy/_pb``, from ``proxy/protos``,
+with grpcio-tools, a build requirement only) into the wheel, or in place for an editable
+install. Those are required, so a failure there fails the build.
+
 The build runs in an isolated environment holding only the build requirements, so the compile
 step is loaded from ``tools/compile_speedups.py`` by its path (importing nothing of the package).
 """
@@ -35,8 +39,10 @@ class SpeedupsBuildHook(BuildHookInterface):
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
         """Compile for a wheel target; on failure warn and leave the wheel pure."""
         self._work: Path | None = None
+        self._protos: Path | None = None
         if self.target_name != "wheel":
             return  # the sdist ships the .pyx and this hook; its install compiles
+        self._generate_protos(version == "editable", build_data)
         compiler = _load_compiler(Path(self.root))
         source = Path(self.root, "protocol", "_speedups.pyx")
         editable = version == "editable"
@@ -61,15 +67,34 @@ class SpeedupsBuildHook(BuildHookInterface):
         build_data["pure_python"] = False
         build_data["infer_tag"] = True
 
+    def _generate_protos(self, editable: bool, build_data: dict[str, Any]) -> None:
+        protos = _load_tool(Path(self.root), "compile_protos")
+        root = Path(self.root)
+        if editable:
+            if not protos.is_fresh(root):
+                protos.generate(root)
+            return
+        self._protos = Path(tempfile.mkdtemp(prefix="boltmq-wheel-pb-"))
+        out = self._protos / "_pb"
+        protos.generate(root, out)
+        for path in out.rglob("*"):
+            if path.is_file():
+                build_data["force_include"][str(path)] = f"proxy/_pb/{path.relative_to(out)}"
+
     def finalize(self, version: str, build_data: dict[str, Any], artifact_path: str) -> None:
         """Remove the build directory once the wheel holds the extension."""
-        if self._work is not None:
-            shutil.rmtree(self._work, ignore_errors=True)
+        for work in (self._work, self._protos):
+            if work is not None:
+                shutil.rmtree(work, ignore_errors=True)
 
 
 def _load_compiler(root: Path) -> ModuleType:
-    path = root / "tools" / "compile_speedups.py"
-    spec = importlib.util.spec_from_file_location("_boltmq_compile_speedups", path)
+    return _load_tool(root, "compile_speedups")
+
+
+def _load_tool(root: Path, name: str) -> ModuleType:
+    path = root / "tools" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"_boltmq_{name}", path)
     assert spec is not None and spec.loader is not None, path
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

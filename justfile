@@ -52,7 +52,7 @@ build-ext *ARGS: (sync "build")
 # installs once.
 # Lint (ruff), type-check (mypy) and check the layers (import-linter).
 lint: (sync "test,lint,build")
-    .venv/bin/ruff check protocol supervisors storage actors client monitor pipeline boltmq tests bench tools
+    .venv/bin/ruff check protocol supervisors storage actors client monitor pipeline proxy boltmq tests bench tools
     .venv/bin/mypy
     .venv/bin/lint-imports
 

@@ -10,6 +10,10 @@ A stamp beside the extension holds the SHA-256 of the .pyx it was built from, so
 an edit rebuilds, ``--status`` says when the extension is stale, and the package does not load a
 stale one.
 
+It also generates the gRPC proxy's protobuf modules (``proxy/_pb``, from ``proxy/protos``) when
+missing or stale (``tools.compile_protos``); those are required, so ``--soft`` does not cover
+them.
+
     python -m tools.build_ext            # build when missing or stale
     python -m tools.build_ext --status   # compiled, stale or pure
     python -m tools.build_ext --clean    # remove it: pure Python again
@@ -22,6 +26,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from tools import compile_protos
 from tools.compile_speedups import compile_extension, extension_name, source_digest, stamp_path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,8 +96,26 @@ def main(argv: list[str] | None = None) -> int:
             f"build-ext: FAILED, the pure-Python codecs run instead: {exc}",
             file=sys.stderr,
         )
-        return 0 if args.soft else 1
+        return protos() if args.soft else 1
     print(f"build-ext: {MODULE} {'compiled' if built else 'already up to date'}")
+    return protos()
+
+
+def protos() -> int:
+    """Generate the proxy's protobuf modules when missing or stale; 1 when that fails.
+
+    Not optional as the codecs are (the proxy cannot run without them), so ``--soft`` does not
+    cover a failure here.
+    """
+    if compile_protos.is_fresh(ROOT):
+        print("build-ext: proxy protobuf modules already up to date")
+        return 0
+    try:
+        compile_protos.generate(ROOT)
+    except (RuntimeError, OSError) as exc:
+        print(f"build-ext: FAILED to generate the proxy's protobuf modules: {exc}", file=sys.stderr)
+        return 1
+    print(f"build-ext: proxy protobuf modules generated into {compile_protos.OUT_DIR}")
     return 0
 
 

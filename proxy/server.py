@@ -1,0 +1,120 @@
+"""`ProxyServer` and `serve`: the gRPC server on asyncio, in front of the registry's brokers.
+
+grpc.aio (grpcio's asyncio server) is the stack: well kept, the official clients' own, and
+asynchronous, where the synchronous grpcio server would hold a thread for every long-polling
+receive and every telemetry stream. BoltMQ's client runs on anyio, so it shares the loop.
+
+    async with ProxyServer(ProxyConfig(namesrv_addr="127.0.0.1:9876", grpc_server_port=0)) as p:
+        print(p.port)        # the bound port
+        await p.wait_closed()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from types import TracebackType
+
+import grpc
+
+from client import ClientInstance
+from proxy.config import ProxyConfig
+from proxy.runtime import ProxyRuntime
+from proxy.service import MessagingService, handler
+
+__all__ = ["ProxyServer", "serve"]
+
+log = logging.getLogger("boltmq.proxy")
+
+#: How long a graceful stop lets calls in flight finish before they are cancelled.
+STOP_GRACE = 3.0
+
+
+class ProxyServer:
+    """The proxy's gRPC server and client core; an async context manager (asyncio)."""
+
+    def __init__(self, config: ProxyConfig) -> None:
+        self.config = config
+        self.port = 0
+        self._server: grpc.aio.Server | None = None
+        self._instance: ClientInstance | None = None
+        self.runtime: ProxyRuntime | None = None
+        self.service: MessagingService | None = None
+        self._closed = asyncio.Event()
+
+    async def __aenter__(self) -> ProxyServer:
+        config = self.config
+        instance = ClientInstance(
+            config.namesrv_addr,
+            instance_name="proxy",
+            timeout=config.request_timeout,
+            access_key=config.access_key or None,
+            secret_key=config.secret_key or None,
+        )
+        await instance.__aenter__()
+        self._instance = instance
+        try:
+            self.runtime = ProxyRuntime(config=config, instance=instance)
+            self.service = MessagingService(self.runtime)
+            server = grpc.aio.server()
+            server.add_generic_rpc_handlers((handler(self.service),))
+            host = config.bind_address
+            address = (
+                f"[{host}]:{config.grpc_server_port}"
+                if ":" in host
+                else (f"{host}:{config.grpc_server_port}")
+            )
+            try:
+                self.port = server.add_insecure_port(address)
+            except RuntimeError as exc:
+                raise OSError(f"cannot listen on {address} for gRPC: {exc}") from exc
+            await server.start()
+            self._server = server
+            self.runtime.advertised = _advertised(config, self.port)
+        except BaseException:
+            await instance.__aexit__(None, None, None)
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Stop: let calls in flight finish (up to `STOP_GRACE`), then drop the brokers."""
+        try:
+            if self._server is not None:
+                server, self._server = self._server, None
+                await server.stop(STOP_GRACE)
+        finally:
+            if self._instance is not None:
+                instance, self._instance = self._instance, None
+                await instance.__aexit__(None, None, None)
+            self._closed.set()
+
+    async def wait_closed(self) -> None:
+        """Wait until the server is closed (forever, until cancelled, in `serve`)."""
+        await self._closed.wait()
+
+
+async def serve(config: ProxyConfig, ready: Callable[[ProxyServer], None] | None = None) -> None:
+    """Run the proxy until cancelled; ``ready`` is called with the server once it listens."""
+    async with ProxyServer(config) as server:
+        if ready is not None:
+            ready(server)
+        await server.wait_closed()
+
+
+def _advertised(config: ProxyConfig, port: int) -> tuple[str, int]:
+    if config.advertised_address:
+        host, _, given = config.advertised_address.rpartition(":")
+        return host or config.advertised_address, int(given) if given.isdigit() else port
+    host = config.bind_address
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    return host, port
