@@ -19,6 +19,8 @@ Layers, bottom up:
   over its parts: rebalance (rebalance.py), the listener run concurrently or orderly with
   retries (consume_service.py), long-polling pulls (pull_service.py) into each queue's
   `ProcessQueue` (process_queue.py); offsets on the broker or in a local file (offset_store.py).
+- `PopClient` (pop.py) and `SimpleConsumer` (simple_consumer.py): RocketMQ 5's pop
+  consumption: receive messages invisible for a while, ack each by its receipt handle.
 - `Admin` (admin/, a module per family of calls): topics, groups, routes, stats and lag,
   message lookups, offset resets.
 - `BlockingProducer` / `BlockingPullConsumer` / `BlockingPushConsumer` (blocking.py): the same
@@ -32,6 +34,14 @@ from client.blocking import BlockingProducer, BlockingPullConsumer, BlockingPush
 from client.instance import ClientInstance
 from client.message import Message, MQClientError, SendResult, SendStatus
 from client.options import ConnectionOptions
+from client.pop import (
+    MessageQueueAssignment,
+    PopClient,
+    PoppedMessage,
+    PopResult,
+    PopStatus,
+    ReceiptHandle,
+)
 from client.producer import (
     MessageQueueSelector,
     Producer,
@@ -47,6 +57,7 @@ from client.push_consumer import (
 )
 from client.request_reply import RequestHandle, RequestTimeout, create_reply_message
 from client.selector import MessageSelector
+from client.simple_consumer import SimpleConsumer
 from client.subscription import Subscription
 from client.transaction import (
     LocalTransactionState,
@@ -67,17 +78,24 @@ __all__ = [
     "LocalTransactionState",
     "MQClientError",
     "Message",
+    "MessageQueueAssignment",
     "MessageQueueSelector",
     "MessageSelector",
+    "PopClient",
+    "PopResult",
+    "PopStatus",
+    "PoppedMessage",
     "Producer",
     "ProducerStatistics",
     "PullConsumer",
     "PushConsumer",
+    "ReceiptHandle",
     "RequestHandle",
     "RequestTimeout",
     "SendHandle",
     "SendResult",
     "SendStatus",
+    "SimpleConsumer",
     "Subscription",
     "TransactionProducer",
     "TransactionSendResult",

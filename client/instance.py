@@ -25,6 +25,7 @@ import anyio.abc
 
 from client.message import MQClientError
 from client.options import ConnectionOptions, connection_options
+from client.pop import PopClient
 from client.request_reply import ReplyTable
 from protocol import names
 from protocol.bodies import (
@@ -428,6 +429,10 @@ class ClientInstance:
         if response.code != ResponseCode.SUCCESS:
             raise MQClientError(response.code, f"offset of {queue}: {response.remark}")
         return decode_header(QueryConsumerOffsetResponseHeader, response.ext_fields).offset
+
+    def pop_client(self) -> PopClient:
+        """RocketMQ 5's pop codes over this instance's connections (client.pop)."""
+        return PopClient(self)
 
     async def invoke_broker(
         self, address: str, request: RemotingCommand, timeout: float | None = None

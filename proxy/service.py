@@ -52,7 +52,7 @@ class MessagingService:
         self.routes = RouteService(runtime)
         self.sends = SendService(runtime, self.routes)
         self.clients = TelemetryService(runtime)
-        self.consume = ConsumeService()
+        self.consume = ConsumeService(runtime)
 
     # -- routes and clients ---------------------------------------------------------------
 
@@ -99,11 +99,14 @@ class MessagingService:
 
     # -- consuming (proxy/consume.py) -------------------------------------------------------
 
-    def receive_message(
+    async def receive_message(
         self, request: spb.ReceiveMessageRequest, context: Context
     ) -> AsyncIterator[spb.ReceiveMessageResponse]:
         """ReceiveMessage: see `ConsumeService.receive_message`."""
-        return self.consume.receive_message(request, context)
+        # An async generator function itself: grpc.aio serves a plain function's result as a
+        # synchronous iterator.
+        async for response in self.consume.receive_message(request, context):
+            yield response
 
     async def ack_message(
         self, request: spb.AckMessageRequest, context: Context

@@ -134,6 +134,9 @@ class SubscriptionGroupConfig(Body):
     broker_id: int = 0
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    #: RocketMQ 5: pops of the group are FIFO (a queue's next message after the last's ack).
+    #: None (unset) is left out of the JSON, which stays RocketMQ 4.x's.
+    consume_message_orderly: bool | None = None
 
 
 @attrs.frozen(kw_only=True)
