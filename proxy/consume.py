@@ -322,7 +322,7 @@ class ConsumeService:
 
     async def _broker_for(self, topic: str, queue: pb.MessageQueue) -> tuple[str, int]:
         """(master address, queue id) to pop: the broker the queue names if it is readable,
-        else the first readable one; queue -1 unless the queue names one it has."""
+        else the first readable one; queue -1."""
         instance = self.runtime.instance
         route = await instance.route(topic)
         if route is None:
@@ -333,8 +333,10 @@ class ConsumeService:
         for name in ([wanted] if wanted in readable else []) + sorted(readable):
             address = instance.master_address(name)
             if address is not None:
-                queue_id = queue.id if name == wanted and 0 <= queue.id < readable[name] else -1
-                return address, queue_id
+                # Any queue of that broker, as RocketMQ's proxy pops (its broker-acting queue):
+                # clients name a queue only to pick a broker (the 5.x Node client names queue 0
+                # always).
+                return address, -1
         raise ProxyError(pb.FORBIDDEN, f"topic {topic} has no readable queue with a master")
 
     async def _group_config(self, group: str, topic: str) -> SubscriptionGroupConfig | None:
