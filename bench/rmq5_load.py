@@ -63,10 +63,16 @@ def receive(endpoint: str, topic: str, group: str, count: int) -> None:
     pending = []
     while received < count and time.perf_counter() < deadline:
         for message in consumer.receive(32, 30):
-            pending.append(consumer.ack_async(message))
+            # 5.1.2's ack_async drops the future its _ack_async returns.
+            pending.append(consumer._ack_async(message))
             received += 1
-    for future in pending:
-        future.result(60)
+    # Futures of the client's own loop (asyncio's, which take no timeout): wait for each.
+    deadline = time.perf_counter() + 60
+    while not all(future.done() for future in pending) and time.perf_counter() < deadline:
+        time.sleep(0.01)
+    failed = [future.exception() for future in pending if future.done() and future.exception()]
+    if failed or not all(future.done() for future in pending):
+        raise RuntimeError(f"acks failed or unfinished: {failed[:3]}")
     seconds = time.perf_counter() - started
     consumer.shutdown()
     print(json.dumps({"messages": received, "seconds": seconds}), flush=True)
