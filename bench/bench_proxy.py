@@ -185,13 +185,22 @@ async def _main(args: argparse.Namespace) -> None:
                             while not await instance.fetch_route(topic):
                                 await trio.sleep(0.2)
                 n = args.messages
-                print(f"bench proxy: {n:,} messages of 1 KiB per cell, {QUEUES} queues, "
-                      f"{WINDOW} in flight; proxy {endpoint}, registry {namesrv}", flush=True)  # fmt: skip
+                print(
+                    f"bench proxy: {n:,} messages of 1 KiB per cell, {QUEUES} queues, {WINDOW} in "
+                    f"flight; proxy {endpoint}, registry {namesrv}",
+                    flush=True,
+                )
+                grpc_group = f"CG_bench_grpc_{uuid.uuid4().hex[:6]}"
                 rows = [
-                    ("send, remoting (BoltMQ)", lambda: _remoting_send(namesrv, topics["remoting"], n)),
-                    ("send, gRPC (official 5.x)", lambda: _rmq5(python, home, "send", endpoint, topics["grpc"], n, WINDOW)),
-                    ("receive+ack, remoting pop", lambda: _remoting_receive(namesrv, topics["remoting"], n)),
-                    ("receive+ack, gRPC (5.x)", lambda: _rmq5(python, home, "receive", endpoint, topics["grpc"], f"CG_bench_grpc_{uuid.uuid4().hex[:6]}", n)),
+                    ("send, remoting (BoltMQ)",
+                     lambda: _remoting_send(namesrv, topics["remoting"], n)),
+                    ("send, gRPC (official 5.x)",
+                     lambda: _rmq5(python, home, "send", endpoint, topics["grpc"], n, WINDOW)),
+                    ("receive+ack, remoting pop",
+                     lambda: _remoting_receive(namesrv, topics["remoting"], n)),
+                    ("receive+ack, gRPC (5.x)",
+                     lambda: _rmq5(python, home, "receive", endpoint, topics["grpc"], grpc_group,
+                                   n)),
                 ]  # fmt: skip
                 for label, work in rows:
                     print(_line(label, await _measure(nodes, work)), flush=True)

@@ -17,8 +17,14 @@ import sys
 import threading
 import time
 
-from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message, Producer
-from rocketmq import SimpleConsumer
+from rocketmq import (
+    ClientConfiguration,
+    Credentials,
+    FilterExpression,
+    Message,
+    Producer,
+    SimpleConsumer,
+)
 
 BODY = b"x" * 1024
 
