@@ -201,7 +201,7 @@ class Broker:
         self.metrics_collector = BrokerMetricsCollector(
             MetricsParts(
                 config, self.store, self.topics, self.groups, self.offsets, self.clients,
-                self.ha, self.stats, self.request_stats,
+                self.ha, self.stats, self.request_stats, self.pop,
             )
         )  # fmt: skip
 

@@ -227,9 +227,7 @@ class ConfigAdmin:
             )  # fmt: skip
         return request.response()
 
-    def get_topic_config(
-        self, connection: Connection, request: RemotingCommand
-    ) -> RemotingCommand:
+    def get_topic_config(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
         """GET_TOPIC_CONFIG (RocketMQ 5): the topic's config with its attributes, as the JSON
         of RocketMQ 5's TopicConfigAndQueueMapping (no static-topic mapping here)."""
         header = decode_header(GetTopicConfigRequestHeader, request.ext_fields)

@@ -166,7 +166,7 @@ def request_table(parts: HandlerParts) -> dict[RequestCode, Handler]:
 def stats_parts(parts: HandlerParts) -> StatsParts:
     """The statistics requests' share of ``parts`` (also GET_BROKER_RUNTIME_INFO's)."""
     p = parts
-    return StatsParts(p.config, p.store, p.topics, p.offsets, p.clients, p.ha, p.stats)
+    return StatsParts(p.config, p.store, p.topics, p.offsets, p.clients, p.ha, p.stats, p.pop)
 
 
 def register_handlers(dispatcher: Dispatcher, parts: HandlerParts) -> None:

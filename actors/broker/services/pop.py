@@ -155,6 +155,37 @@ class Revive:
 PopCommand = Pop | Ack | ChangeInvisibleTime | Revive
 
 
+@attrs.define
+class PopGroupCounters:
+    """Counts of one (group, topic) since the broker started (memory only, as RocketMQ's
+    BrokerStatsManager keeps its GROUP_CK_NUMS, GROUP_ACK_NUMS and DLQ_PUT_NUMS)."""
+
+    ck_nums: int = 0  # messages handed out by pops
+    ack_nums: int = 0  # messages acked
+    revive_nums: int = 0  # messages that came back after their invisible time ended
+    dlq_put_nums: int = 0  # messages moved to %DLQ%<group>
+
+
+@attrs.frozen(kw_only=True)
+class PopGroupStats:
+    """What an operator sees of one pop group on one topic: `PopGroupCounters` and the
+    messages in flight now (handed out, not yet acked nor come back), per queue read."""
+
+    group: str
+    topic: str
+    ck_nums: int
+    ack_nums: int
+    revive_nums: int
+    dlq_put_nums: int
+    #: (topic read: the topic or its pop retry topic, queue id) -> messages in flight.
+    in_flight: dict[tuple[str, int], int]
+
+    @property
+    def in_flight_total(self) -> int:
+        """Messages in flight over every queue."""
+        return sum(self.in_flight.values())
+
+
 @attrs.frozen(kw_only=True)
 class PopStatistics(ActorStatistics):
     """The pop service's counters."""
@@ -204,6 +235,8 @@ class PopService(Actor[PopCommand]):
         self._something_due = trio.Event()
         self._revive_asked = False
         self.popped = self.acked = self.revived = self.dead_lettered = 0
+        #: (group, topic) -> its counters; a few int adds per pop, ack and revive.
+        self.group_counters: dict[tuple[str, str], PopGroupCounters] = {}
 
     # -- life ---------------------------------------------------------------------------------
 
@@ -263,6 +296,35 @@ class PopService(Actor[PopCommand]):
             revived=self.revived,
             dead_lettered=self.dead_lettered,
         )
+
+    def group_stats(self, group: str | None = None) -> list[PopGroupStats]:
+        """Each (group, topic) that popped here (only ``group``'s when given), with its
+        messages in flight; read inline by GET_CONSUME_STATS and the metrics scrape."""
+        in_flight: dict[tuple[str, str], dict[tuple[str, int], int]] = {}
+        for ck in self.checkpoints.values():
+            if group is not None and ck.group != group:
+                continue
+            waiting = len(ck.offsets) - len(ck.acked)
+            if waiting > 0:
+                queues = in_flight.setdefault((ck.group, ck.origin_topic), {})
+                queue = (ck.topic, ck.queue_id)
+                queues[queue] = queues.get(queue, 0) + waiting
+        keys = {k for k in self.group_counters if group is None or k[0] == group}
+        stats = []
+        for key in sorted(keys | set(in_flight)):
+            counters = self.group_counters.get(key) or PopGroupCounters()
+            stats.append(PopGroupStats(
+                group=key[0], topic=key[1], ck_nums=counters.ck_nums,
+                ack_nums=counters.ack_nums, revive_nums=counters.revive_nums,
+                dlq_put_nums=counters.dlq_put_nums, in_flight=in_flight.get(key, {}),
+            ))  # fmt: skip
+        return stats
+
+    def _counters(self, group: str, topic: str) -> PopGroupCounters:
+        counters = self.group_counters.get((group, topic))
+        if counters is None:
+            counters = self.group_counters[(group, topic)] = PopGroupCounters()
+        return counters
 
     def has_message(self, group: str, topic: str, queue_id: int, read_queue_nums: int) -> bool:
         """Whether a pop of the group's topic (queue -1: any) would find a message now
@@ -392,6 +454,7 @@ class PopService(Actor[PopCommand]):
         else:
             self._set_pop_offset(pop.group, topic, queue_id, result.next_begin_offset)
         self.popped += len(messages)
+        self._counters(pop.group, pop.topic).ck_nums += len(messages)
         broker = self.config.broker_name
         records = [
             with_handle(m, pop.topic, extra_info(ck, broker, m.queue_offset), pop_time,
@@ -448,6 +511,7 @@ class PopService(Actor[PopCommand]):
         ck = self._in_flight(ack.group, ack.topic, ack.handle, ack.offset)
         await self._store_acks(ck, [ack.offset])
         self.acked += 1
+        self._counters(ck.group, ck.origin_topic).ack_nums += 1
         if ck.order:
             self.order_deliveries.pop((*ck.queue, ack.offset), None)
             self._set_pop_offset(ck.group, ck.topic, ck.queue_id, ck.order_point)
@@ -513,6 +577,8 @@ class PopService(Actor[PopCommand]):
         retryMaxTimes + 1 times goes to the DLQ instead, and the queue moves past it."""
         for offset in waiting:
             self.order_deliveries[(*ck.queue, offset)] = self._deliveries(ck, offset) + 1
+        counters = self._counters(ck.group, ck.origin_topic)
+        counters.revive_nums += len(waiting)  # back in their queue (less those dead-lettered)
         max_times = self._max_times(ck.group)
         for offset in sorted(waiting):
             # The head was handed out at least as often as any message after it.
@@ -527,6 +593,7 @@ class PopService(Actor[PopCommand]):
                             ck.topic, ck.queue_id, offset, exc)  # fmt: skip
                 break
             self.order_deliveries.pop((*ck.queue, offset), None)
+            counters.revive_nums -= 1
         self._set_pop_offset(ck.group, ck.topic, ck.queue_id, ck.order_point)
         if self.checkpoints.pop(ck.key, None) is not None:
             self._commit_revive_offset()
@@ -548,7 +615,8 @@ class PopService(Actor[PopCommand]):
         properties.setdefault(MessageConst.RETRY_TOPIC, ck.origin_topic)
         properties.setdefault(MessageConst.ORIGIN_MESSAGE_ID, message.offset_msg_id)
         properties.setdefault(FIRST_POP_TIME, str(ck.pop_time))
-        if dead_letter or message.reconsume_times >= self._max_times(ck.group):
+        dead = dead_letter or message.reconsume_times >= self._max_times(ck.group)
+        if dead:
             topic, queues = dlq_topic(ck.group), 1
             self.dead_lettered += 1
         else:
@@ -568,6 +636,11 @@ class PopService(Actor[PopCommand]):
             log.warning("pop revive into %s failed: %s", topic, result.remark or result.status)
             return False
         self.revived += 1
+        counters = self._counters(ck.group, ck.origin_topic)
+        if dead:
+            counters.dlq_put_nums += 1
+        elif not ck.order:  # a FIFO release counted its messages already
+            counters.revive_nums += 1
         return True
 
     def _max_times(self, group: str) -> int:

@@ -213,9 +213,7 @@ class TopicConfigTable:
         """
         existing = self.topic_config_table.get(topic_config.topic_name)
         current = existing.attributes if existing is not None else {}
-        attributes = alter_attributes(
-            current, attribute_changes or {}, create=existing is None
-        )
+        attributes = alter_attributes(current, attribute_changes or {}, create=existing is None)
         stored = attrs.evolve(topic_config, attributes=attributes)
         self._put(stored, now_ms)
         return stored
