@@ -194,8 +194,9 @@ class Broker:
             clients=self.clients, ha=self.ha,
         )  # fmt: skip
         self.pop = PopService(
-            config, store=self.store, topics=self.topics, offsets=self.offsets, groups=self.groups
-        )
+            config, store=self.store, topics=self.topics, offsets=self.offsets, groups=self.groups,
+            ha=self.ha,
+        )  # fmt: skip
 
         #: Reads the parts above at each scrape (served with metricsExporterType=PROM).
         self.metrics_collector = BrokerMetricsCollector(

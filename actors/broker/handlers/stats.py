@@ -15,7 +15,8 @@ import attrs
 
 from actors.broker.config import BrokerConfig
 from actors.broker.ha import HighAvailability, ha_runtime_info
-from actors.broker.services.pop import PopGroupStats, PopService
+from actors.broker.services.pop import PopService
+from actors.broker.services.pop_state import PopGroupStats
 from actors.broker.services.stats import (
     BROKER_VERSION_DESC,
     NUMS,

@@ -30,7 +30,8 @@ from prometheus_client.registry import Collector
 
 from actors.broker.config import BrokerConfig
 from actors.broker.ha import HAClientStatistics, HAStatistics, HighAvailability
-from actors.broker.services.pop import PopGroupStats, PopService
+from actors.broker.services.pop import PopService
+from actors.broker.services.pop_state import PopGroupStats
 from actors.broker.services.request_stats import (
     MESSAGE_SIZE_BUCKETS,
     MESSAGE_TYPES,
