@@ -26,6 +26,7 @@ from actors.broker.config import BrokerConfig
 from actors.broker.services.pop import Ack, ChangeInvisibleTime, Pop, PopAnswer, PopService
 from actors.broker.services.pop_state import (
     MAX_POP_NUMS,
+    ORDER_REVIVE_QUEUE_ID,
     REVIVE_QUEUE_ID,
     PopRefused,
     ReceiptHandle,
@@ -267,6 +268,7 @@ class PopHandlers:
         handle = ReceiptHandle.parse(header.extra_info)
         ack = Ack(header.consumer_group, header.topic, handle, header.offset)
         status = await self.parts.pop.call(ack, timeout=self._timeout)
+        self._wake_fifo_waiters(header.consumer_group, header.topic, handle)
         return _ack_answer(request, [status])
 
     async def batch_ack_message(
@@ -284,9 +286,17 @@ class PopHandlers:
                     statuses.append(await self.parts.pop.call(ack, timeout=self._timeout))
                 except PopRefused as exc:
                     refused.append(f"{topic}:{handle.queue_id}@{offset}: {exc.remark}")
+            self._wake_fifo_waiters(group, topic, handle)
         if refused:
             return request.response(ResponseCode.NO_MESSAGE, "; ".join(refused))
         return _ack_answer(request, statuses)
+
+    def _wake_fifo_waiters(self, group: str, topic: str, handle: ReceiptHandle) -> None:
+        """An ack of a FIFO pop may free its queue: wake the pops and NOTIFICATIONs held on
+        it (they look again; held pulls of the queue do too, and find what they found)."""
+        if handle.revive_qid == ORDER_REVIVE_QUEUE_ID:
+            real = handle.real_topic(group, topic)
+            self.parts.pull_hold.notify_message_arriving(real, handle.queue_id, -1)
 
     def _check_queue(self, topic: str, queue_id: int) -> None:
         topic_config = self._topic(topic)

@@ -75,3 +75,35 @@ async def test_notification_of_a_fifo_queue_held_by_an_unacked_message(tmp_path:
         assert await has_msg(client, address, topic, order=True)
         (after,) = await pop(client, address, topic, **FIFO, attempt_id="n3")
         assert after.message.body == b"m1"
+
+
+async def test_a_held_fifo_queue_wakes_its_long_polls_when_acked(tmp_path: Path) -> None:
+    topic = "PopFifoWake"
+    async with RemotingClient() as client, open_cluster(tmp_path) as cluster:
+        address = cluster.broker_address
+        for i in range(3):
+            await send(client, address, topic, f"m{i}".encode(), queue_id=0)
+        answers: list[object] = []
+
+        async def notify() -> None:
+            request = notification_request(topic, queue_id=0, order=True, poll_ms=20_000)
+            answer = await call(client, address, request, 30)
+            answers.append((answer.ext_fields or {}).get("hasMsg"))
+
+        async def long_pop() -> None:
+            found = await pop(client, address, topic, **FIFO, attempt_id="w9", poll_ms=20_000)
+            answers.append([p.message.body for p in found])
+
+        for attempt, waiter, woken in (("w1", notify, "true"), ("w2", long_pop, [b"m2"])):
+            (held,) = await pop(
+                client, address, topic, **FIFO, attempt_id=attempt, invisible_ms=60_000
+            )
+            answers.clear()
+            with trio.fail_after(10):  # well inside the 20 s poll: the ack wakes it
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(waiter)
+                    await trio.sleep(0.3)
+                    assert answers == []  # held behind the unacked message
+                    answer = await call(client, address, ack_request(topic, held))
+                    assert answer.code == ResponseCode.SUCCESS, answer.remark
+            assert answers == [woken]
