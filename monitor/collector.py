@@ -33,6 +33,7 @@ from protocol.bodies import (
     ClusterInfo,
     ConsumerConnection,
     OffsetWrapper,
+    PopConsumeStats,
     ProducerInfo,
     TopicConfig,
     TopicOffset,
@@ -63,6 +64,8 @@ class GroupDetail:
     #: (topic, broker name, queue id) -> offsets and the last consumed message's store time.
     progress: dict[tuple[str, str, int], OffsetWrapper]
     consume_tps: float
+    #: A group that pops (RocketMQ 5): topic -> its pop figures summed over the masters.
+    pop: dict[str, PopConsumeStats] = attrs.Factory(dict)
 
 
 @attrs.frozen
@@ -294,6 +297,7 @@ class Collector:
     async def _fetch_group(self, masters: list[BrokerSample], group: str) -> None:
         connection: ConsumerConnection | None = None
         progress: dict[tuple[str, str, int], OffsetWrapper] = {}
+        pop: dict[str, PopConsumeStats] = {}
         tps = 0.0
         for broker in masters:
             try:
@@ -305,7 +309,9 @@ class Collector:
             tps += stats.consume_tps
             for mq, wrapper in stats.offset_table.items():
                 progress[(mq.topic, mq.broker_name, mq.queue_id)] = wrapper
-        self.group_details[group] = GroupDetail(time.monotonic(), connection, progress, tps)
+            for line in stats.pop_stats or ():
+                pop[line.topic] = _add_pop(pop.get(line.topic), line)
+        self.group_details[group] = GroupDetail(time.monotonic(), connection, progress, tps, pop)
 
     def _forget_gone(self, brokers: list[BrokerSample]) -> None:
         answered = {b.broker_name: b for b in brokers if b.is_master and b.error is None}
@@ -357,3 +363,15 @@ async def _gather(jobs: list[Callable[[], Awaitable[None]]]) -> None:
 def _describe(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     return text.splitlines()[0][:200]
+
+
+def _add_pop(total: PopConsumeStats | None, line: PopConsumeStats) -> PopConsumeStats:
+    """Two masters' pop figures of one topic, summed."""
+    if total is None:
+        return line
+    return PopConsumeStats(
+        topic=line.topic, ck_nums=total.ck_nums + line.ck_nums,
+        ack_nums=total.ack_nums + line.ack_nums, in_flight=total.in_flight + line.in_flight,
+        revive_nums=total.revive_nums + line.revive_nums,
+        dlq_put_nums=total.dlq_put_nums + line.dlq_put_nums,
+    )  # fmt: skip

@@ -333,6 +333,8 @@ class Model:
                 else None
             )
             lag = lags.get(key)
+            # A pop group's retries wait in its pop retry topic of this topic.
+            pop = detail.pop.get(topic) if detail is not None else None
             lag_history = self._lag_history.setdefault(key, deque(maxlen=t.stall_refreshes + 1))
             if lag is not None:
                 lag_history.append(lag)
@@ -374,10 +376,16 @@ class Model:
                         detail.progress if detail else {}, topic, sample.wall_ms
                     ),
                     catch_up_s=catch_up,
-                    retry_depth=lags.get((group, names.retry_topic(group))),
+                    retry_depth=(
+                        derive.backlog(detail.progress, names.pop_retry_topic(group, topic))
+                        if detail is not None and pop is not None
+                        else lags.get((group, names.retry_topic(group)))
+                    ),
                     dlq_depth=derive.messages(topic_by_name.get(names.dlq_topic(group))),
                     status=status,
                     reason=reason,
+                    in_flight=pop.in_flight if pop is not None else None,
+                    acked=pop.ack_nums if pop is not None else None,
                 )
             )
         return rows

@@ -80,6 +80,16 @@ def group_lags(sample: Sample) -> dict[tuple[str, str], int]:
     return lags
 
 
+def backlog(progress: Mapping[tuple[str, str, int], OffsetWrapper], topic: str) -> int:
+    """Messages of ``topic`` not yet consumed, from a group's consume stats (a pop group's
+    retry topic has rows there before the group first popped from it)."""
+    return sum(
+        max(0, wrapper.broker_offset - wrapper.consumer_offset)
+        for (queue_topic, _, _), wrapper in progress.items()
+        if queue_topic == topic
+    )
+
+
 def lag_latency(
     progress: Mapping[tuple[str, str, int], OffsetWrapper], topic: str, now_ms: int
 ) -> float | None:

@@ -101,6 +101,10 @@ class GroupRow:
     dlq_depth: int | None
     status: str
     reason: str
+    #: A pop group's (RocketMQ 5) messages popped and not yet acked nor come back, and
+    #: acked since its brokers started; None for a group that does not pop.
+    in_flight: int | None = None
+    acked: int | None = None
 
 
 @attrs.frozen(kw_only=True)

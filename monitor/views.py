@@ -218,11 +218,16 @@ GROUP_COLUMNS: list[Column[GroupRow]] = [
     Column("catch up", lambda r: r.catch_up_s or 0, lambda r: seconds(r.catch_up_s)),
     Column("retry", lambda r: r.retry_depth or 0, lambda r: count(r.retry_depth)),
     Column("dlq", lambda r: r.dlq_depth or 0, lambda r: count(r.dlq_depth)),
+    # A pop group's (RocketMQ 5); "-" for a group that pulls.
+    Column("in flight", lambda r: r.in_flight or 0, lambda r: count(r.in_flight)),
+    Column("acked", lambda r: r.acked or 0, lambda r: count(r.acked)),
     Column("status", lambda r: r.status, justify="left"),
 ]
 #: Group, topic and lag always show. Status goes last of all, and can go: the row's colour
 #: still says it (red stalled or slow, yellow growing).
 GROUP_GIVE_WAY: tuple[Step, ...] = (
+    (DROP, "acked"),
+    (DROP, "in flight"),
     (DROP, "lag latency"),
     (DROP, "catch up"),
     (DROP, "retry"),

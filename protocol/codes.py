@@ -103,6 +103,8 @@ class RequestCode(enum.IntEnum):
     ADD_WRITE_PERM_OF_BROKER = 327
     GET_ALL_PRODUCER_INFO = 328
     DELETE_EXPIRED_COMMITLOG = 329
+    # RocketMQ 5: one topic's config with its attributes (a gRPC front reads message.type).
+    GET_TOPIC_CONFIG = 351
     # RocketMQ 5's pop consumption (served for a 5.x front such as a gRPC proxy).
     QUERY_ASSIGNMENT = 400
     POP_MESSAGE = 200050

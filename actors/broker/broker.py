@@ -194,14 +194,15 @@ class Broker:
             clients=self.clients, ha=self.ha,
         )  # fmt: skip
         self.pop = PopService(
-            config, store=self.store, topics=self.topics, offsets=self.offsets, groups=self.groups
-        )
+            config, store=self.store, topics=self.topics, offsets=self.offsets, groups=self.groups,
+            ha=self.ha,
+        )  # fmt: skip
 
         #: Reads the parts above at each scrape (served with metricsExporterType=PROM).
         self.metrics_collector = BrokerMetricsCollector(
             MetricsParts(
                 config, self.store, self.topics, self.groups, self.offsets, self.clients,
-                self.ha, self.stats, self.request_stats,
+                self.ha, self.stats, self.request_stats, self.pop,
             )
         )  # fmt: skip
 

@@ -20,6 +20,7 @@ from protocol.bodies import (
     ConsumeStats,
     MessageQueue,
     OffsetWrapper,
+    PopConsumeStats,
     ProducerConnection,
     SubscriptionGroupConfig,
 )
@@ -50,6 +51,14 @@ class GroupConsumeStats:
 
     offset_table: dict[MessageQueue, OffsetWrapper]
     consume_tps: float
+    #: A group that pops (RocketMQ 5): its figures per topic, summed over the brokers;
+    #: empty for other groups.
+    pop_stats: dict[str, PopConsumeStats] = attrs.Factory(dict)
+
+    @property
+    def pops(self) -> bool:
+        """Whether the group consumes by pop on some broker."""
+        return bool(self.pop_stats)
 
     @property
     def lag(self) -> int:
@@ -104,6 +113,7 @@ class GroupCalls(BrokerCalls):
             addresses = list((await self.masters()).values())
         table: dict[MessageQueue, OffsetWrapper] = {}
         tps = 0.0
+        pop_stats: dict[str, PopConsumeStats] = {}
         header = GetConsumeStatsRequestHeader(consumer_group=group, topic=topic)
         for address in addresses:
             request = RemotingCommand.request(RequestCode.GET_CONSUME_STATS, encode_header(header))
@@ -113,7 +123,9 @@ class GroupCalls(BrokerCalls):
             stats = ConsumeStats.from_json(response.body or b"{}")
             table.update(stats.offset_table)
             tps += stats.consume_tps
-        return GroupConsumeStats(table, tps)
+            for line in stats.pop_stats or ():
+                pop_stats[line.topic] = _add_pop(pop_stats.get(line.topic), line)
+        return GroupConsumeStats(table, tps, pop_stats)
 
     async def consumer_connections(self, group: str) -> ConsumerConnection:
         """Live consumers of ``group`` (GET_CONSUMER_CONNECTION_LIST), from the first that knows."""
@@ -177,3 +189,15 @@ class GroupCalls(BrokerCalls):
         raise MQClientError(
             ResponseCode.CONSUMER_NOT_ONLINE, f"consumer {client_id} of {group}: {last}"
         )
+
+
+def _add_pop(total: PopConsumeStats | None, line: PopConsumeStats) -> PopConsumeStats:
+    """Two brokers' pop figures of one topic, summed."""
+    if total is None:
+        return line
+    return PopConsumeStats(
+        topic=line.topic, ck_nums=total.ck_nums + line.ck_nums,
+        ack_nums=total.ack_nums + line.ack_nums, in_flight=total.in_flight + line.in_flight,
+        revive_nums=total.revive_nums + line.revive_nums,
+        dlq_put_nums=total.dlq_put_nums + line.dlq_put_nums,
+    )  # fmt: skip

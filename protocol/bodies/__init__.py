@@ -15,8 +15,9 @@ A bad body raises `BodyError` (a ValueError) naming the body class and the place
 
 By family: ``_codec`` (the base class, the converter, `MessageQueue`), ``_route`` (route data,
 registry answers, perm bits), ``_broker`` (topic config, REGISTER_BROKER, the broker's JSON
-files), ``_client`` (heartbeat, locks, connections, a push consumer's answers) and ``_admin``
-(stats, offset resets, time spans). Import every name from this package.
+files), ``_attributes`` (RocketMQ 5's topic attributes and their change strings), ``_client``
+(heartbeat, locks, connections, a push consumer's answers) and ``_admin`` (stats, offset
+resets, time spans). Import every name from this package.
 """
 
 from protocol.bodies._admin import (
@@ -24,11 +25,21 @@ from protocol.bodies._admin import (
     BrokerStatsItem,
     ConsumeStats,
     OffsetWrapper,
+    PopConsumeStats,
     QueryConsumeTimeSpanBody,
     QueueTimeSpan,
     ResetOffsetBody,
     TopicOffset,
     TopicStatsTable,
+)
+from protocol.bodies._attributes import (
+    MESSAGE_TYPE,
+    MESSAGE_TYPES,
+    TOPIC_ATTRIBUTES,
+    TopicAttributeError,
+    alter_attributes,
+    format_attribute_changes,
+    parse_attribute_changes,
 )
 from protocol.bodies._broker import (
     ConsumerOffsetSerializeWrapper,
@@ -114,6 +125,7 @@ __all__ = [
     "MessageModel",
     "MessageQueue",
     "OffsetWrapper",
+    "PopConsumeStats",
     "ProcessQueueInfo",
     "ProducerConnection",
     "ProducerData",
@@ -127,8 +139,15 @@ __all__ = [
     "SubscriptionData",
     "SubscriptionGroupConfig",
     "SubscriptionGroupWrapper",
+    "MESSAGE_TYPE",
+    "MESSAGE_TYPES",
+    "TOPIC_ATTRIBUTES",
+    "TopicAttributeError",
     "TopicConfig",
     "TopicConfigSerializeWrapper",
+    "alter_attributes",
+    "format_attribute_changes",
+    "parse_attribute_changes",
     "TopicFilterType",
     "TopicList",
     "TopicOffset",

@@ -19,6 +19,23 @@ class OffsetWrapper(Body):
     broker_offset: int = 0
     consumer_offset: int = 0
     last_timestamp: int = 0
+    #: BoltMQ, a pop group's queue only: messages popped and not yet acked nor come back
+    #: (left out otherwise, so a 4.x answer is unchanged; 4.x tools ignore it).
+    in_flight: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class PopConsumeStats(Body):
+    """BoltMQ: one pop group's figures on one topic of one broker, in ConsumeStats'
+    ``popStats``; the counts are since the broker started, named after RocketMQ 5's
+    BrokerStatsManager keys (GROUP_CK_NUMS, GROUP_ACK_NUMS, DLQ_PUT_NUMS)."""
+
+    topic: str
+    ck_nums: int = 0  # messages popped
+    ack_nums: int = 0  # messages acked
+    in_flight: int = 0  # popped, not yet acked nor come back
+    revive_nums: int = 0  # come back after their invisible time (retried)
+    dlq_put_nums: int = 0  # moved to the dead-letter queue
 
 
 @attrs.frozen(kw_only=True)
@@ -28,6 +45,8 @@ class ConsumeStats(Body):
     _fastjson_form: ClassVar[bool] = True
     offset_table: dict[MessageQueue, OffsetWrapper] = attrs.Factory(dict)
     consume_tps: float = 0.0
+    #: BoltMQ: a group that pops has a line per topic here (absent for other groups).
+    pop_stats: list[PopConsumeStats] | None = None
 
 
 @attrs.frozen(kw_only=True)

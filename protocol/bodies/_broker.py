@@ -8,12 +8,19 @@ from __future__ import annotations
 import enum
 import struct
 import zlib
-from typing import ClassVar, Self
+from typing import Any, ClassVar, Self
 
 import attrs
 import orjson
 
-from protocol.bodies._codec import Body, BodyError, register_enum
+from protocol.bodies._attributes import MESSAGE_TYPE
+from protocol.bodies._codec import (
+    Body,
+    BodyError,
+    converter,
+    register_enum,
+    unstructure_factory,
+)
 from protocol.bodies._route import PERM_READ, PERM_WRITE
 
 
@@ -46,6 +53,29 @@ class TopicConfig(Body):
     topic_filter_type: TopicFilterType = TopicFilterType.SINGLE_TAG
     topic_sys_flag: int = 0
     order: bool = False
+    #: RocketMQ 5's topic attributes (``message.type`` -> ``FIFO``, ...): see
+    #: `protocol.bodies.alter_attributes`. Not part of the hash, as a dict cannot be.
+    attributes: dict[str, str] = attrs.field(factory=dict, hash=False)
+
+    @property
+    def message_type(self) -> str:
+        """RocketMQ 5's ``message.type`` attribute; NORMAL when it is not set."""
+        return self.attributes.get(MESSAGE_TYPE, "NORMAL")
+
+
+_unstructure_topic_config = unstructure_factory(TopicConfig)
+
+
+def _topic_config_obj(config: TopicConfig) -> dict[str, Any]:
+    # Empty attributes are left out, so a topic without them is written byte for byte as a
+    # 4.x broker writes it (RocketMQ 5 writes "attributes":{}; either reads the other).
+    obj: dict[str, Any] = _unstructure_topic_config(config)
+    if not config.attributes:
+        del obj["attributes"]
+    return obj
+
+
+converter.register_unstructure_hook(TopicConfig, _topic_config_obj)
 
 
 @attrs.frozen(kw_only=True)
@@ -83,6 +113,10 @@ class RegisterBrokerBody(Body):
                 f"{config.topic_name} {config.read_queue_nums} {config.write_queue_nums} "
                 f"{config.perm} {config.topic_filter_type.name}"
             )
+            if config.attributes:
+                # RocketMQ 5's sixth field; left out when empty, as a 4.x registry takes
+                # exactly five.
+                line += " " + orjson.dumps(config.attributes).decode()
             parts.append(_framed(line.encode()))
         parts.append(_framed(orjson.dumps(self.filter_server_list)))
         return zlib.compress(b"".join(parts), 9)
@@ -101,16 +135,18 @@ class RegisterBrokerBody(Body):
             version = DataVersion.from_json(reader.framed())
             table: dict[str, TopicConfig] = {}
             for _ in range(reader.read_int()):
-                fields = reader.framed().decode().split(" ")
+                fields = reader.framed().decode().split(" ", 5)
                 if len(fields) < 5:
                     raise BodyError(f"bad topic line {' '.join(fields)!r}")
                 name, read, write, perm, filter_type = fields[:5]
+                attributes = _attributes_field(fields[5]) if len(fields) > 5 else {}
                 table[name] = TopicConfig(
                     topic_name=name,
                     read_queue_nums=int(read),
                     write_queue_nums=int(write),
                     perm=int(perm),
                     topic_filter_type=TopicFilterType[filter_type],
+                    attributes=attributes,
                 )
             servers = orjson.loads(reader.framed())
         except (zlib.error, struct.error, KeyError, ValueError) as exc:
@@ -161,6 +197,17 @@ class DelayOffsetSerializeWrapper(Body):
 
     _fastjson_form: ClassVar[bool] = True
     offset_table: dict[int, int] = attrs.Factory(dict)
+
+
+def _attributes_field(text: str) -> dict[str, str]:
+    # As RocketMQ 5: an attributes field that does not parse is dropped, not fatal.
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return {}
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): str(v) for k, v in value.items()}
 
 
 def _framed(data: bytes) -> bytes:

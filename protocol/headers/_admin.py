@@ -17,6 +17,17 @@ class CreateTopicRequestHeader:
     topic_filter_type: str
     topic_sys_flag: int | None = None
     order: bool
+    #: RocketMQ 5's attribute changes, ``"+message.type=FIFO,-key"`` (absent from 4.x).
+    attributes: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class GetTopicConfigRequestHeader:
+    """GET_TOPIC_CONFIG (RocketMQ 5) request header; ``lo`` asks for the static-topic queue
+    mapping, which this broker does not have (its answer leaves it out)."""
+
+    topic: str
+    lo: bool | None = None
 
 
 @attrs.frozen(kw_only=True)

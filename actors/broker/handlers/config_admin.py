@@ -36,9 +36,11 @@ from actors.broker.tables.topics import (
 from protocol.bodies import (
     BodyError,
     SubscriptionGroupConfig,
+    TopicAttributeError,
     TopicConfig,
     TopicFilterType,
     TopicList,
+    parse_attribute_changes,
 )
 from protocol.codes import ResponseCode
 from protocol.command import RemotingCommand
@@ -48,6 +50,7 @@ from protocol.headers import (
     DeleteSubscriptionGroupRequestHeader,
     DeleteTopicRequestHeader,
     GetBrokerConfigResponseHeader,
+    GetTopicConfigRequestHeader,
     decode_header,
     encode_header,
 )
@@ -194,18 +197,47 @@ class ConfigAdmin:
                 ResponseCode.SYSTEM_ERROR,
                 f"topicFilterType {header.topic_filter_type!r} is not SINGLE_TAG or MULTI_TAG",
             )
-        await parts.topics.call_persisted(UpdateTopicConfig(
-            TopicConfig(
-                topic_name=header.topic,
-                read_queue_nums=header.read_queue_nums,
-                write_queue_nums=header.write_queue_nums,
-                perm=header.perm,
-                topic_filter_type=filter_type,
-                topic_sys_flag=header.topic_sys_flag or 0,
-                order=header.order,
+        try:
+            changes = parse_attribute_changes(header.attributes)
+        except TopicAttributeError as exc:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR, f"topic {header.topic} not changed: {exc}"
             )
-        ))  # fmt: skip
+        try:
+            stored = await parts.topics.call_persisted(UpdateTopicConfig(
+                TopicConfig(
+                    topic_name=header.topic,
+                    read_queue_nums=header.read_queue_nums,
+                    write_queue_nums=header.write_queue_nums,
+                    perm=header.perm,
+                    topic_filter_type=filter_type,
+                    topic_sys_flag=header.topic_sys_flag or 0,
+                    order=header.order,
+                ),
+                tuple(changes.items()),
+            ))  # fmt: skip
+        except TopicAttributeError as exc:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR, f"topic {header.topic} not changed: {exc}"
+            )
+        if changes:
+            log.info(
+                "topic %s attributes set by %s: %s",
+                header.topic, connection.peer, stored.attributes or "{}",
+            )  # fmt: skip
         return request.response()
+
+    def get_topic_config(self, connection: Connection, request: RemotingCommand) -> RemotingCommand:
+        """GET_TOPIC_CONFIG (RocketMQ 5): the topic's config with its attributes, as the JSON
+        of RocketMQ 5's TopicConfigAndQueueMapping (no static-topic mapping here)."""
+        header = decode_header(GetTopicConfigRequestHeader, request.ext_fields)
+        topic_config = self.parts.topics.select(header.topic)
+        if topic_config is None:
+            return request.response(
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"topic {header.topic} does not exist on broker {self.parts.config.broker_name}",
+            )
+        return request.response(body=topic_config.to_json())
 
     async def delete_topic_in_broker(
         self, connection: Connection, request: RemotingCommand

@@ -26,6 +26,7 @@ from actors.broker.config import BrokerConfig
 from actors.broker.services.pop import Ack, ChangeInvisibleTime, Pop, PopAnswer, PopService
 from actors.broker.services.pop_state import (
     MAX_POP_NUMS,
+    ORDER_REVIVE_QUEUE_ID,
     REVIVE_QUEUE_ID,
     PopRefused,
     ReceiptHandle,
@@ -53,7 +54,7 @@ from protocol.headers import (
 )
 from protocol.message import record_properties
 from protocol.names import pop_retry_topic
-from storage import MessageStore
+from storage import MessageStore, PutMessageStatus
 
 #: A pop or notification waits at most this long (ms) whatever its pollTime says.
 MAX_POLL_TIME = 60_000
@@ -76,6 +77,12 @@ class PopHandlers:
 
     def __init__(self, parts: PopParts) -> None:
         self.parts = parts
+
+    @property
+    def _timeout(self) -> float:
+        """How long a request waits for the pop service: its puts may wait for a slave for
+        up to slaveTimeout on a SYNC_MASTER (one pop stores a checkpoint per queue)."""
+        return 3.0 + 4 * self.parts.config.slave_timeout / 1000
 
     # -- POP_MESSAGE --------------------------------------------------------------------------
 
@@ -104,7 +111,7 @@ class PopHandlers:
         watched = self._watched(header.consumer_group, header.topic, header.queue_id,
                                 topic_config)  # fmt: skip
         seen = self._max_offsets(watched)
-        answer = await self.parts.pop.call(pop())
+        answer = await self.parts.pop.call(pop(), timeout=self._timeout)
         poll_ms = min(max(header.poll_time, 0), MAX_POLL_TIME)
         if answer.records or poll_ms <= 0:
             return self._pop_response(request, answer)
@@ -123,7 +130,7 @@ class PopHandlers:
                 watched = self._watched(header.consumer_group, header.topic, header.queue_id,
                                         topic_config)  # fmt: skip
                 seen = self._max_offsets(watched)
-                answer = await self.parts.pop.call(pop())
+                answer = await self.parts.pop.call(pop(), timeout=self._timeout)
         finally:
             hold.release()
         return self._pop_response(request, answer)
@@ -259,8 +266,10 @@ class PopHandlers:
         header = decode_header(AckMessageRequestHeader, request.ext_fields)
         self._check_queue(header.topic, header.queue_id)
         handle = ReceiptHandle.parse(header.extra_info)
-        await self.parts.pop.call(Ack(header.consumer_group, header.topic, handle, header.offset))
-        return request.response(ResponseCode.SUCCESS)
+        ack = Ack(header.consumer_group, header.topic, handle, header.offset)
+        status = await self.parts.pop.call(ack, timeout=self._timeout)
+        self._wake_fifo_waiters(header.consumer_group, header.topic, handle)
+        return _ack_answer(request, [status])
 
     async def batch_ack_message(
         self, connection: Connection, request: RemotingCommand
@@ -269,15 +278,25 @@ class PopHandlers:
         (with each refusal named) when some were not in flight, the others acked still."""
         acks = _batch_acks(request.body)
         refused: list[str] = []
+        statuses: list[PutMessageStatus] = []
         for group, topic, handle, offsets in acks:
             for offset in offsets:
                 try:
-                    await self.parts.pop.call(Ack(group, topic, handle, offset))
+                    ack = Ack(group, topic, handle, offset)
+                    statuses.append(await self.parts.pop.call(ack, timeout=self._timeout))
                 except PopRefused as exc:
                     refused.append(f"{topic}:{handle.queue_id}@{offset}: {exc.remark}")
+            self._wake_fifo_waiters(group, topic, handle)
         if refused:
             return request.response(ResponseCode.NO_MESSAGE, "; ".join(refused))
-        return request.response(ResponseCode.SUCCESS)
+        return _ack_answer(request, statuses)
+
+    def _wake_fifo_waiters(self, group: str, topic: str, handle: ReceiptHandle) -> None:
+        """An ack of a FIFO pop may free its queue: wake the pops and NOTIFICATIONs held on
+        it (they look again; held pulls of the queue do too, and find what they found)."""
+        if handle.revive_qid == ORDER_REVIVE_QUEUE_ID:
+            real = handle.real_topic(group, topic)
+            self.parts.pull_hold.notify_message_arriving(real, handle.queue_id, -1)
 
     def _check_queue(self, topic: str, queue_id: int) -> None:
         topic_config = self._topic(topic)
@@ -302,7 +321,8 @@ class PopHandlers:
         pop_time, invisible_time = await self.parts.pop.call(
             ChangeInvisibleTime(
                 header.consumer_group, header.topic, handle, header.offset, header.invisible_time
-            )
+            ),
+            timeout=self._timeout,
         )
         answer = ChangeInvisibleTimeResponseHeader(
             pop_time=pop_time, invisible_time=invisible_time, revive_qid=REVIVE_QUEUE_ID
@@ -322,7 +342,7 @@ class PopHandlers:
         queues = topic_config.read_queue_nums
         watched = self._watched(group, topic, header.queue_id, topic_config)
         seen = self._max_offsets(watched)
-        has_msg = pop.has_message(group, topic, header.queue_id, queues)
+        has_msg = pop.has_message(group, topic, header.queue_id, queues, header.order)
         polling_full = False
         poll_ms = min(max(header.poll_time, 0), MAX_POLL_TIME)
         if not has_msg and poll_ms > 0:
@@ -337,7 +357,9 @@ class PopHandlers:
                         await self._wait_arrival(watched, seen, left)
                         watched = self._watched(group, topic, header.queue_id, topic_config)
                         seen = self._max_offsets(watched)
-                        has_msg = pop.has_message(group, topic, header.queue_id, queues)
+                        has_msg = pop.has_message(
+                            group, topic, header.queue_id, queues, header.order
+                        )
                 finally:
                     hold.release()
             else:
@@ -411,3 +433,29 @@ def _batch_acks(
     if not out:
         raise PopRefused(ResponseCode.NO_MESSAGE, "the batch ack names no message")
     return out
+
+
+#: Acks stored on the master whose answer still says what a send's would (SYNC_FLUSH,
+#: SYNC_MASTER): the ack holds, only its flush or its copy on a slave is not confirmed.
+_ACK_NOT_CONFIRMED = {
+    PutMessageStatus.FLUSH_DISK_TIMEOUT: (ResponseCode.FLUSH_DISK_TIMEOUT, "flushed to disk"),
+    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: (
+        ResponseCode.FLUSH_SLAVE_TIMEOUT,
+        "confirmed by a slave within slaveTimeout",
+    ),
+    PutMessageStatus.SLAVE_NOT_AVAILABLE: (
+        ResponseCode.SLAVE_NOT_AVAILABLE,
+        "copied: no slave is in sync",
+    ),
+}
+
+
+def _ack_answer(request: RemotingCommand, statuses: list[PutMessageStatus]) -> RemotingCommand:
+    """SUCCESS, or the first status of an ack held on the master but not confirmed."""
+    for status in statuses:
+        if status in _ACK_NOT_CONFIRMED:
+            code, what = _ACK_NOT_CONFIRMED[status]
+            return request.response(
+                code, f"acked on the master, but not {what}; do not ack it again"
+            )
+    return request.response(ResponseCode.SUCCESS)

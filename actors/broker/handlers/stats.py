@@ -8,12 +8,15 @@ inline: no request here changes anything.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Container, Iterable
 from pathlib import Path
 
 import attrs
 
 from actors.broker.config import BrokerConfig
 from actors.broker.ha import HighAvailability, ha_runtime_info
+from actors.broker.services.pop import PopService
+from actors.broker.services.pop_state import PopGroupStats
 from actors.broker.services.stats import (
     BROKER_VERSION_DESC,
     NUMS,
@@ -32,6 +35,7 @@ from protocol.bodies import (
     KVTable,
     MessageQueue,
     OffsetWrapper,
+    PopConsumeStats,
     TopicOffset,
     TopicStatsTable,
 )
@@ -44,6 +48,7 @@ from protocol.headers import (
     ViewBrokerStatsDataRequestHeader,
     decode_header,
 )
+from protocol.names import pop_retry_topic
 from storage import MessageStore
 from storage.results import put_latency_text
 
@@ -61,6 +66,8 @@ class StatsParts:
     clients: ClientManager
     ha: HighAvailability
     stats: BrokerStatsManager
+    #: Pop groups' figures (GET_CONSUME_STATS of a group that pops); None: no pop service.
+    pop: PopService | None = None
 
 
 class StatsHandlers:
@@ -126,12 +133,29 @@ class StatsHandlers:
         info = parts.clients.get_consumer_group_info(group)
         table: dict[MessageQueue, OffsetWrapper] = {}
         consume_tps = 0.0
+        pop_stats = self._pop_stats(group, header.topic)
+        # A pop group's queues in flight, by (topic read, queue id): the topic's and its
+        # pop retry topic's.
+        in_flight = {
+            queue: count for stat in pop_stats.values() for queue, count in stat.in_flight.items()
+        }
+        # A pop group's topics and their pop retry topics (whose rows are its retries
+        # waiting), listed even before its first offset commit on them.
+        topics = set(topics)
+        for topic in pop_stats:
+            topics.update((topic, pop_retry_topic(group, topic)))
         for topic in sorted(topics):
             topic_config = parts.topics.select(topic)
             if topic_config is None:
                 continue
-            if info is not None and info.subscriptions and topic not in info.subscriptions:
+            if (
+                info is not None
+                and info.subscriptions
+                and topic not in info.subscriptions
+                and not _pop_retry_of(group, topic, info.subscriptions)
+            ):
                 continue  # the live group no longer subscribes the topic (as RocketMQ skips it)
+            popping = topic in pop_stats or _pop_retry_of(group, topic, pop_stats)
             for queue_id in range(topic_config.read_queue_nums):
                 broker_offset = max(parts.store.get_max_offset_in_queue(topic, queue_id), 0)
                 consumer_offset = max(parts.offsets.query_offset(group, topic, queue_id), 0)
@@ -145,15 +169,45 @@ class StatsHandlers:
                     broker_offset=broker_offset,
                     consumer_offset=consumer_offset,
                     last_timestamp=last,
+                    in_flight=in_flight.get((topic, queue_id), 0) if popping else None,
                 )
             consume_tps += parts.stats.tps_group_get_nums(group, topic)
-        body = ConsumeStats(offset_table=table, consume_tps=consume_tps)
+        body = ConsumeStats(
+            offset_table=table,
+            consume_tps=consume_tps,
+            pop_stats=[
+                PopConsumeStats(
+                    topic=s.topic, ck_nums=s.ck_nums, ack_nums=s.ack_nums,
+                    in_flight=s.in_flight_total, revive_nums=s.revive_nums,
+                    dlq_put_nums=s.dlq_put_nums,
+                )
+                for s in pop_stats.values()
+            ] or None,
+        )  # fmt: skip
         return request.response(body=body.to_json())
+
+    def _pop_stats(self, group: str, topic: str | None) -> dict[str, PopGroupStats]:
+        """The group's pop figures by topic (only ``topic``'s when given)."""
+        pop = self.parts.pop
+        if pop is None:
+            return {}
+        wanted = topic.strip() if topic else ""
+        return {
+            stat.topic: stat
+            for stat in pop.group_stats(group)
+            if not wanted or stat.topic == wanted
+        }
 
     def _queue(self, topic: str, queue_id: int) -> MessageQueue:
         return MessageQueue(
             topic=topic, broker_name=self.parts.config.broker_name, queue_id=queue_id
         )
+
+
+def _pop_retry_of(group: str, topic: str, topics: Container[str] | Iterable[str]) -> bool:
+    """Whether ``topic`` is the pop retry topic of ``group`` on one of ``topics``."""
+    prefix = pop_retry_topic(group, "")
+    return topic.startswith(prefix) and topic[len(prefix) :] in topics
 
 
 def runtime_info(parts: StatsParts) -> dict[str, str]:

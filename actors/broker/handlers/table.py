@@ -135,6 +135,7 @@ def request_table(parts: HandlerParts) -> dict[RequestCode, Handler]:
         RequestCode.UPDATE_AND_CREATE_TOPIC: config.update_and_create_topic,
         RequestCode.DELETE_TOPIC_IN_BROKER: config.delete_topic_in_broker,
         RequestCode.GET_ALL_TOPIC_CONFIG: config.get_all_topic_config,
+        RequestCode.GET_TOPIC_CONFIG: config.get_topic_config,
         RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: config.get_system_topic_list,
         RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: config.update_and_create_group,
         RequestCode.DELETE_SUBSCRIPTIONGROUP: config.delete_group,
@@ -165,7 +166,7 @@ def request_table(parts: HandlerParts) -> dict[RequestCode, Handler]:
 def stats_parts(parts: HandlerParts) -> StatsParts:
     """The statistics requests' share of ``parts`` (also GET_BROKER_RUNTIME_INFO's)."""
     p = parts
-    return StatsParts(p.config, p.store, p.topics, p.offsets, p.clients, p.ha, p.stats)
+    return StatsParts(p.config, p.store, p.topics, p.offsets, p.clients, p.ha, p.stats, p.pop)
 
 
 def register_handlers(dispatcher: Dispatcher, parts: HandlerParts) -> None:

@@ -30,6 +30,8 @@ from prometheus_client.registry import Collector
 
 from actors.broker.config import BrokerConfig
 from actors.broker.ha import HAClientStatistics, HAStatistics, HighAvailability
+from actors.broker.services.pop import PopService
+from actors.broker.services.pop_state import PopGroupStats
 from actors.broker.services.request_stats import (
     MESSAGE_SIZE_BUCKETS,
     MESSAGE_TYPES,
@@ -88,6 +90,8 @@ class MetricsParts:
     ha: HighAvailability
     stats: BrokerStatsManager
     request_stats: RequestStats
+    #: Pop groups' figures (RocketMQ 5's pop); None: not served.
+    pop: PopService | None = None
 
 
 @attrs.frozen
@@ -186,10 +190,59 @@ class BrokerMetricsCollector(Collector):
             "Messages moved to a group's dead-letter queue after their last retry",
             labels=names,
         )
-        for group, topics in sorted(self.parts.request_stats.dlq_messages.items()):
-            for topic, count in sorted(topics.items()):
-                dlq.add_metric([*fixed, topic, group], count)
+        dead: dict[tuple[str, str], int] = {}
+        for group, topics in self.parts.request_stats.dlq_messages.items():
+            for topic, count in topics.items():
+                dead[(group, topic)] = count
+        pop_stats = self.parts.pop.group_stats() if self.parts.pop is not None else []
+        for stat in pop_stats:  # pop's dead letters join the send-back's, as in RocketMQ 5
+            if stat.dlq_put_nums:
+                key = (stat.group, stat.topic)
+                dead[key] = dead.get(key, 0) + stat.dlq_put_nums
+        for (group, topic), count in sorted(dead.items()):
+            dlq.add_metric([*fixed, topic, group], count)
         yield from (messages_out, throughput_out, dlq)
+        yield from self._pop(base, pop_stats)
+
+    def _pop(self, base: dict[str, str], pop_stats: list[PopGroupStats]) -> Iterator[Metric]:
+        """RocketMQ 5's in-flight gauge, and the pop counters (named in its style)."""
+        fixed = list(base.values())
+        names = [*base, "topic", "consumer_group"]
+        families = {
+            "ck": CounterMetricFamily(
+                "rocketmq_pop_messages", "Messages handed out by pops", labels=names
+            ),
+            "ack": CounterMetricFamily(
+                "rocketmq_ack_messages", "Popped messages acked", labels=names
+            ),
+            "revive": CounterMetricFamily(
+                "rocketmq_pop_revive_messages",
+                "Popped messages that came back (retried) after their invisible time",
+                labels=names,
+            ),
+        }
+        in_flight = GaugeMetricFamily(
+            "rocketmq_consumer_inflight_messages",
+            "Messages popped and not yet acked nor come back",
+            labels=[*names, "is_retry", "is_system"],
+        )
+        for stat in pop_stats:
+            labels = [*fixed, stat.topic, stat.group]
+            families["ck"].add_metric(labels, stat.ck_nums)
+            families["ack"].add_metric(labels, stat.ack_nums)
+            families["revive"].add_metric(labels, stat.revive_nums)
+            by_topic: dict[str, int] = {}
+            for (topic, _), count in stat.in_flight.items():
+                by_topic[topic] = by_topic.get(topic, 0) + count
+            by_topic.setdefault(stat.topic, 0)
+            for topic, count in sorted(by_topic.items()):
+                in_flight.add_metric(
+                    [*fixed, topic, stat.group, _flag(topic != stat.topic),
+                     _flag(is_system(topic, stat.group))],
+                    count,
+                )  # fmt: skip
+        yield from families.values()
+        yield in_flight
 
     def _consumers(self, base: dict[str, str], lags: list[ConsumerLag]) -> Iterator[Metric]:
         fixed = list(base.values())

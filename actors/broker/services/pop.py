@@ -28,7 +28,15 @@ topic first otherwise, and fills what is left from the other (RocketMQ's rule). 
 handles are RocketMQ's extra info (`extra_info`), put in each message's ``POP_CK`` property.
 
 Only a master pops and revives: a slave has the revive log (replicated) and would start
-reviving from it once it is started as a master.
+reviving from it once it is started as a master. On a SYNC_MASTER every put of the service
+goes through `HighAvailability.put_message` and is answered once a slave has it, as a send.
+
+A FIFO queue's delivery counts are stored (an ``oc`` record) each time a FIFO pop's invisible
+time ends, and the revive offset stays at or before the latest record of a queue that still
+has counts, so a restart continues them.
+
+Operators' figures: per (group, topic) counters of messages popped, acked, revived and
+dead-lettered (`group_stats`, with the messages in flight read off the checkpoints).
 """
 
 from __future__ import annotations
@@ -44,11 +52,13 @@ import attrs
 import trio
 
 from actors.broker.config import BrokerConfig
+from actors.broker.ha import HighAvailability
 from actors.broker.services.pop_state import (
     ACK_TAG,
     CK_TAG,
     FIRST_POP_TIME,
     INIT_MODE_MAX,
+    ORDER_COUNT_TAG,
     ORDER_REVIVE_QUEUE_ID,
     POP_CK,
     POP_FROM_RETRY_PERCENT,
@@ -57,8 +67,11 @@ from actors.broker.services.pop_state import (
     REVIVE_QUEUE_ID,
     Checkpoint,
     CheckpointKey,
+    PopGroupCounters,
+    PopGroupStats,
     PopRefused,
     ReceiptHandle,
+    collect_group_stats,
     extra_info,
     retry_flag,
     with_handle,
@@ -87,7 +100,13 @@ from protocol.names import (
     pop_retry_topic,
     revive_topic,
 )
-from storage import GetMessageStatus, MessageExtBrokerInner, MessageStore, PutMessageStatus
+from storage import (
+    GetMessageStatus,
+    MessageExtBrokerInner,
+    MessageStore,
+    PutMessageResult,
+    PutMessageStatus,
+)
 from supervisors.actor import Actor, ActorError, ActorStatistics, Request
 
 log = logging.getLogger("boltmq.broker.pop")
@@ -127,8 +146,10 @@ class Pop(Request[PopAnswer]):
 
 
 @attrs.frozen
-class Ack(Request[None]):
-    """ACK_MESSAGE, or one offset of a BATCH_ACK_MESSAGE."""
+class Ack(Request[PutMessageStatus]):
+    """ACK_MESSAGE, or one offset of a BATCH_ACK_MESSAGE; answers its put's status: PUT_OK,
+    or (acked all the same) FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE on a SYNC_MASTER whose
+    slave did not confirm it, FLUSH_DISK_TIMEOUT under SYNC_FLUSH."""
 
     group: str
     topic: str
@@ -184,10 +205,13 @@ class PopService(Actor[PopCommand]):
         topics: TopicManager,
         offsets: ConsumerOffsetManager,
         groups: SubscriptionGroupManager,
+        ha: HighAvailability | None = None,
     ) -> None:
         super().__init__("pop")
         self.config = config
         self.store = store
+        #: Puts go through it, so on a SYNC_MASTER they wait for a slave as sends do.
+        self.ha = ha
         self.topics = topics
         self.groups = groups
         self.offsets = offsets
@@ -196,14 +220,20 @@ class PopService(Actor[PopCommand]):
         self.pop_offsets: dict[tuple[str, str, int], int] = {}
         #: A FIFO queue's last pop: (group, topic, queue id) -> its checkpoint's key.
         self.order_locks: dict[tuple[str, str, int], CheckpointKey] = {}
-        #: FIFO deliveries so far of a message (its queue and offset), since this start.
+        #: FIFO deliveries so far of a message (its queue and offset); kept in the revive
+        #: log (an ``oc`` record after each expiry), so a restart continues the count.
         self.order_deliveries: dict[tuple[str, str, int, int], int] = {}
+        #: A FIFO queue with counts -> the revive-log offset of its latest ``oc`` record,
+        #: which the revive offset stays at or before, so a restart reads it.
+        self.order_count_offsets: dict[tuple[str, str, int], int] = {}
         self._due: list[tuple[int, CheckpointKey]] = []
         #: Set once something is due at all: an idle broker's ticker then sleeps on it
         #: instead of waking ten times a second for nothing.
         self._something_due = trio.Event()
         self._revive_asked = False
         self.popped = self.acked = self.revived = self.dead_lettered = 0
+        #: (group, topic) -> its counters; a few int adds per pop, ack and revive.
+        self.group_counters: dict[tuple[str, str], PopGroupCounters] = {}
 
     # -- life ---------------------------------------------------------------------------------
 
@@ -212,6 +242,8 @@ class PopService(Actor[PopCommand]):
         self.checkpoints.clear()
         self.pop_offsets.clear()
         self.order_locks.clear()
+        self.order_deliveries.clear()
+        self.order_count_offsets.clear()
         self._due.clear()
         self._revive_asked = False  # a crash dropped the queued pass
         if self.config.is_slave:
@@ -264,13 +296,31 @@ class PopService(Actor[PopCommand]):
             dead_lettered=self.dead_lettered,
         )
 
-    def has_message(self, group: str, topic: str, queue_id: int, read_queue_nums: int) -> bool:
+    def group_stats(self, group: str | None = None) -> list[PopGroupStats]:
+        """Each (group, topic) that popped here (only ``group``'s when given), with its
+        messages in flight; read inline by GET_CONSUME_STATS and the metrics scrape."""
+        return collect_group_stats(self.checkpoints.values(), self.group_counters, group)
+
+    def _counters(self, group: str, topic: str) -> PopGroupCounters:
+        counters = self.group_counters.get((group, topic))
+        if counters is None:
+            counters = self.group_counters[(group, topic)] = PopGroupCounters()
+        return counters
+
+    def has_message(
+        self, group: str, topic: str, queue_id: int, read_queue_nums: int, order: bool = False
+    ) -> bool:
         """Whether a pop of the group's topic (queue -1: any) would find a message now
-        (NOTIFICATION); messages a filter would leave out count as found."""
-        retry = pop_retry_topic(group, topic)
+        (NOTIFICATION); messages a filter would leave out count as found. A FIFO pop
+        (``order``) finds nothing in a queue held by its last pop, nor in the retry topic."""
         queues = range(read_queue_nums) if queue_id < 0 else (queue_id,)
         sources = [(topic, q) for q in queues]
-        sources += [(retry, q) for q in range(self._retry_queues(retry))]
+        if order:
+            now = now_ms()
+            sources = [(t, q) for t, q in sources if not self._order_held_now(group, t, q, now)]
+        else:
+            retry = pop_retry_topic(group, topic)
+            sources += [(retry, q) for q in range(self._retry_queues(retry))]
         for source, q in sources:
             offset = self.pop_offsets.get((group, source, q))
             if offset is None:
@@ -392,6 +442,7 @@ class PopService(Actor[PopCommand]):
         else:
             self._set_pop_offset(pop.group, topic, queue_id, result.next_begin_offset)
         self.popped += len(messages)
+        self._counters(pop.group, pop.topic).ck_nums += len(messages)
         broker = self.config.broker_name
         records = [
             with_handle(m, pop.topic, extra_info(ck, broker, m.queue_offset), pop_time,
@@ -421,6 +472,12 @@ class PopService(Actor[PopCommand]):
                                             self._deliveries(ck, offset)))  # fmt: skip
         return ck, records, 0
 
+    def _order_held_now(self, group: str, topic: str, queue_id: int, now: int) -> bool:
+        """Whether a FIFO queue's last pop is still in flight (not all acked, not due)."""
+        key = self.order_locks.get((group, topic, queue_id))
+        ck = self.checkpoints.get(key) if key is not None else None
+        return ck is not None and not ck.settled and ck.revive_time > now
+
     def _deliveries(self, ck: Checkpoint, offset: int) -> int:
         # The reconsume times a FIFO message is shown with: its deliveries before this one.
         return self.order_deliveries.get((*ck.queue, offset), 0)
@@ -444,13 +501,18 @@ class PopService(Actor[PopCommand]):
             )
         return ck
 
-    async def _ack(self, ack: Ack) -> None:
+    async def _ack(self, ack: Ack) -> PutMessageStatus:
         ck = self._in_flight(ack.group, ack.topic, ack.handle, ack.offset)
-        await self._store_acks(ck, [ack.offset])
+        status = await self._store_acks(ck, [ack.offset])
         self.acked += 1
+        self._counters(ck.group, ck.origin_topic).ack_nums += 1
         if ck.order:
             self.order_deliveries.pop((*ck.queue, ack.offset), None)
             self._set_pop_offset(ck.group, ck.topic, ck.queue_id, ck.order_point)
+            if ck.queue in self.order_count_offsets and not self._order_counts(ck.queue):
+                del self.order_count_offsets[ck.queue]  # no count left to keep
+                self._commit_revive_offset()
+        return status
 
     async def _change(self, change: ChangeInvisibleTime) -> tuple[int, int]:
         old = self._in_flight(change.group, change.topic, change.handle, change.offset)
@@ -513,6 +575,8 @@ class PopService(Actor[PopCommand]):
         retryMaxTimes + 1 times goes to the DLQ instead, and the queue moves past it."""
         for offset in waiting:
             self.order_deliveries[(*ck.queue, offset)] = self._deliveries(ck, offset) + 1
+        counters = self._counters(ck.group, ck.origin_topic)
+        counters.revive_nums += len(waiting)  # back in their queue (less those dead-lettered)
         max_times = self._max_times(ck.group)
         for offset in sorted(waiting):
             # The head was handed out at least as often as any message after it.
@@ -527,9 +591,31 @@ class PopService(Actor[PopCommand]):
                             ck.topic, ck.queue_id, offset, exc)  # fmt: skip
                 break
             self.order_deliveries.pop((*ck.queue, offset), None)
+            counters.revive_nums -= 1
         self._set_pop_offset(ck.group, ck.topic, ck.queue_id, ck.order_point)
+        await self._store_order_counts(ck.queue)
         if self.checkpoints.pop(ck.key, None) is not None:
             self._commit_revive_offset()
+
+    def _order_counts(self, queue: tuple[str, str, int]) -> dict[int, int]:
+        """A FIFO queue's delivery counts: queue offset -> deliveries so far."""
+        return {key[3]: n for key, n in self.order_deliveries.items() if key[:3] == queue}
+
+    async def _store_order_counts(self, queue: tuple[str, str, int]) -> None:
+        counts = self._order_counts(queue)
+        if not counts:
+            self.order_count_offsets.pop(queue, None)
+            return
+        body = json.dumps(
+            {"c": queue[0], "t": queue[1], "q": queue[2], "d": sorted(counts.items())},
+            separators=(",", ":"),
+        ).encode()
+        result = await self._put(self._revive_message(ORDER_COUNT_TAG, body))
+        if not result.ok:  # kept in memory; a restart before the next expiry counts from less
+            log.warning("FIFO delivery counts of %s:%d not stored: %s", queue[1], queue[2],
+                        result.remark or result.status)  # fmt: skip
+            return
+        self.order_count_offsets[queue] = result.queue_offset
 
     async def _revive_one(
         self, ck: Checkpoint, commit_log_offset: int, *, dead_letter: bool = False
@@ -548,7 +634,8 @@ class PopService(Actor[PopCommand]):
         properties.setdefault(MessageConst.RETRY_TOPIC, ck.origin_topic)
         properties.setdefault(MessageConst.ORIGIN_MESSAGE_ID, message.offset_msg_id)
         properties.setdefault(FIRST_POP_TIME, str(ck.pop_time))
-        if dead_letter or message.reconsume_times >= self._max_times(ck.group):
+        dead = dead_letter or message.reconsume_times >= self._max_times(ck.group)
+        if dead:
             topic, queues = dlq_topic(ck.group), 1
             self.dead_lettered += 1
         else:
@@ -563,11 +650,16 @@ class PopService(Actor[PopCommand]):
             message, topic=topic, queue_id=0, properties=properties,
             reconsume_times=times + 1, prepared_transaction_offset=0,
         )  # fmt: skip
-        result = await self.store.put_message(msg)
-        if result.status is not PutMessageStatus.PUT_OK:
+        result = await self._put(msg)
+        if not result.ok:
             log.warning("pop revive into %s failed: %s", topic, result.remark or result.status)
             return False
         self.revived += 1
+        counters = self._counters(ck.group, ck.origin_topic)
+        if dead:
+            counters.dlq_put_nums += 1
+        elif not ck.order:  # a FIFO release counted its messages already
+            counters.revive_nums += 1
         return True
 
     def _max_times(self, group: str) -> int:
@@ -577,9 +669,40 @@ class PopService(Actor[PopCommand]):
 
     # -- the revive log -----------------------------------------------------------------------
 
+    async def _put(self, msg: MessageExtBrokerInner) -> PutMessageResult:
+        """Store ``msg``; on a SYNC_MASTER, answered once a slave has it (or with
+        FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE: stored on the master all the same), as a
+        send is answered."""
+        ha = self.ha
+        if ha is None or ha.service is None or not ha.service.sync_master:
+            return await self.store.put_message(msg)
+        answered: list[PutMessageResult] = []
+        done = trio.Event()
+
+        def callback(result: PutMessageResult) -> None:
+            answered.append(result)
+            done.set()
+
+        ha.put_message(msg, callback)
+        # Shielded: a put handed over is in the log whatever happens, so its answer must be
+        # applied. The HA service answers within slaveTimeout; the deadline is a backstop.
+        with (
+            trio.CancelScope(shield=True),
+            trio.move_on_after(2 * self.config.slave_timeout / 1000 + 5),
+        ):
+            await done.wait()
+        if not answered:
+            raise PopRefused(
+                ResponseCode.SYSTEM_ERROR,
+                "the pop service's put got no answer from replication; try again",
+            )
+        return answered[0]
+
     async def _store_checkpoint(self, ck: Checkpoint) -> bool:
-        result = await self.store.put_message(self._revive_message(CK_TAG, ck.to_json()))
-        if result.status is not PutMessageStatus.PUT_OK:
+        result = await self._put(self._revive_message(CK_TAG, ck.to_json()))
+        # Stored on the master but not confirmed by a slave: handed out all the same, as
+        # the checkpoint is in the log (a pop answer has no way to say "not replicated").
+        if not result.ok:
             log.warning("pop checkpoint of %s:%d not stored: %s", ck.topic, ck.queue_id,
                         result.remark or result.status)  # fmt: skip
             return False
@@ -587,19 +710,20 @@ class PopService(Actor[PopCommand]):
         self._add(ck)
         return True
 
-    async def _store_acks(self, ck: Checkpoint, offsets: list[int]) -> None:
+    async def _store_acks(self, ck: Checkpoint, offsets: list[int]) -> PutMessageStatus:
         body = json.dumps(
             {"c": ck.group, "t": ck.topic, "q": ck.queue_id, "so": ck.start_offset,
              "pt": ck.pop_time, "o": offsets},
             separators=(",", ":"),
         ).encode()  # fmt: skip
-        result = await self.store.put_message(self._revive_message(ACK_TAG, body))
-        if result.status is not PutMessageStatus.PUT_OK:
+        result = await self._put(self._revive_message(ACK_TAG, body))
+        if not result.ok:
             raise PopRefused(
                 ResponseCode.SYSTEM_ERROR,
                 f"the ack was not stored ({result.remark or result.status}); ack again",
             )
         self._apply_acks(ck, offsets)
+        return result.status
 
     def _revive_message(self, tag: str, body: bytes) -> MessageExtBrokerInner:
         return MessageExtBrokerInner(
@@ -619,9 +743,12 @@ class PopService(Actor[PopCommand]):
             self._commit_revive_offset()
 
     def _commit_revive_offset(self) -> None:
-        # The first checkpoint still in flight: a restart reads the revive log from there.
-        if self.checkpoints:
-            settled_to = min(ck.revive_offset for ck in self.checkpoints.values())
+        # The first checkpoint still in flight (or FIFO counts still needed): a restart
+        # reads the revive log from there.
+        held = [ck.revive_offset for ck in self.checkpoints.values()]
+        held += self.order_count_offsets.values()
+        if held:
+            settled_to = min(held)
         else:
             settled_to = self.store.get_max_offset_in_queue(self.revive_topic, REVIVE_QUEUE_ID)
         try:
@@ -657,6 +784,9 @@ class PopService(Actor[PopCommand]):
         for ck in list(self.checkpoints.values()):
             if ck.settled:
                 del self.checkpoints[ck.key]
+        for queue in list(self.order_count_offsets):
+            if not self._order_counts(queue):
+                del self.order_count_offsets[queue]
         for ck in self.checkpoints.values():
             heapq.heappush(self._due, (ck.revive_time, ck.key))
         if self._due:
@@ -691,6 +821,16 @@ class PopService(Actor[PopCommand]):
                     if acked.order:
                         known = self.offsets.query_offset(*acked.queue)
                         self.pop_offsets[acked.queue] = max(known, acked.order_point)
+                        for offset in d["o"]:
+                            self.order_deliveries.pop((*acked.queue, int(offset)), None)
+            elif message.tags == ORDER_COUNT_TAG:
+                d = json.loads(message.body)
+                queue = (d["c"], d["t"], int(d["q"]))
+                for counted in [k for k in self.order_deliveries if k[:3] == queue]:
+                    del self.order_deliveries[counted]
+                for offset, count in d["d"]:
+                    self.order_deliveries[(*queue, int(offset))] = int(count)
+                self.order_count_offsets[queue] = message.queue_offset
         except (ValueError, KeyError, TypeError) as exc:
             log.warning("pop: revive-log message at %d unreadable (%s); skipped",
                         message.queue_offset, exc)  # fmt: skip

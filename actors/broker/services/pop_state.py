@@ -1,13 +1,16 @@
-"""Pop consumption's plain state: checkpoints, receipt handles and the records a pop hands out.
+"""Pop consumption's plain state: checkpoints, receipt handles, the records a pop hands out,
+and the per-group figures operators read.
 
 No I/O and no clock: the pop service (`actors.broker.services.pop`) owns the instances. A
 checkpoint's JSON is the body of its ``ck`` message in the revive topic; an ack's body is
-``{"c","t","q","so","pt","o"}`` (group, topic read, queue, start offset, pop time, offsets).
+``{"c","t","q","so","pt","o"}`` (group, topic read, queue, start offset, pop time, offsets);
+a FIFO queue's delivery counts are an ``oc`` message, ``{"c","t","q","d"}``.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 
 import attrs
 
@@ -41,6 +44,9 @@ INIT_MODE_MAX = 1
 
 CK_TAG = "ck"
 ACK_TAG = "ack"
+#: A FIFO queue's delivery counts after an invisible time ended: ``{"c","t","q","d"}``,
+#: ``d`` the pairs (queue offset, deliveries so far) of its messages not yet acked.
+ORDER_COUNT_TAG = "oc"
 # A receipt handle's retry field: the topic itself, the retry topic, its second form.
 _NORMAL, _RETRY, _RETRY_V2 = "0", "1", "2"
 
@@ -120,6 +126,65 @@ class Checkpoint:
             {int(q): int(p) for q, p in d["o"]}, int(d["n"]),
             order=bool(d.get("or", False)), attempt_id=str(d.get("a") or ""),
         )  # fmt: skip
+
+
+@attrs.define
+class PopGroupCounters:
+    """Counts of one (group, topic) since the broker started (memory only, as RocketMQ's
+    BrokerStatsManager keeps its GROUP_CK_NUMS, GROUP_ACK_NUMS and DLQ_PUT_NUMS)."""
+
+    ck_nums: int = 0  # messages handed out by pops
+    ack_nums: int = 0  # messages acked
+    revive_nums: int = 0  # messages that came back after their invisible time ended
+    dlq_put_nums: int = 0  # messages moved to %DLQ%<group>
+
+
+@attrs.frozen(kw_only=True)
+class PopGroupStats:
+    """What an operator sees of one pop group on one topic: `PopGroupCounters` and the
+    messages in flight now (handed out, not yet acked nor come back), per queue read."""
+
+    group: str
+    topic: str
+    ck_nums: int
+    ack_nums: int
+    revive_nums: int
+    dlq_put_nums: int
+    #: (topic read: the topic or its pop retry topic, queue id) -> messages in flight.
+    in_flight: dict[tuple[str, int], int]
+
+    @property
+    def in_flight_total(self) -> int:
+        """Messages in flight over every queue."""
+        return sum(self.in_flight.values())
+
+
+def collect_group_stats(
+    checkpoints: Iterable[Checkpoint],
+    counters: Mapping[tuple[str, str], PopGroupCounters],
+    group: str | None = None,
+) -> list[PopGroupStats]:
+    """`PopGroupStats` of each (group, topic) with counters or checkpoints in flight (only
+    ``group``'s when given), by (group, topic)."""
+    in_flight: dict[tuple[str, str], dict[tuple[str, int], int]] = {}
+    for ck in checkpoints:
+        if group is not None and ck.group != group:
+            continue
+        waiting = len(ck.offsets) - len(ck.acked)
+        if waiting > 0:
+            queues = in_flight.setdefault((ck.group, ck.origin_topic), {})
+            queue = (ck.topic, ck.queue_id)
+            queues[queue] = queues.get(queue, 0) + waiting
+    keys = {k for k in counters if group is None or k[0] == group}
+    stats = []
+    for key in sorted(keys | set(in_flight)):
+        counted = counters.get(key) or PopGroupCounters()
+        stats.append(PopGroupStats(
+            group=key[0], topic=key[1], ck_nums=counted.ck_nums, ack_nums=counted.ack_nums,
+            revive_nums=counted.revive_nums, dlq_put_nums=counted.dlq_put_nums,
+            in_flight=in_flight.get(key, {}),
+        ))  # fmt: skip
+    return stats
 
 
 @attrs.frozen

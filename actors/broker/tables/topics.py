@@ -38,6 +38,7 @@ from protocol.bodies import (
     DataVersion,
     TopicConfig,
     TopicConfigSerializeWrapper,
+    alter_attributes,
 )
 from protocol.codes import ResponseCode
 from protocol.command import ConnectionClosedError, RemotingCommand, RemotingError
@@ -198,9 +199,24 @@ class TopicConfigTable:
         self._put(created, now_ms)
         return created
 
-    def update_topic_config(self, topic_config: TopicConfig, now_ms: int) -> None:
-        """Create or replace a topic (UPDATE_AND_CREATE_TOPIC)."""
-        self._put(topic_config, now_ms)
+    def update_topic_config(
+        self,
+        topic_config: TopicConfig,
+        now_ms: int,
+        attribute_changes: Mapping[str, str] | None = None,
+    ) -> TopicConfig:
+        """Create or replace a topic (UPDATE_AND_CREATE_TOPIC) and answer what is stored.
+
+        The topic keeps its RocketMQ 5 attributes, changed by the signed
+        ``attribute_changes`` (``{"+message.type": "FIFO", "-key": ""}``); a refused change
+        raises `TopicAttributeError` before anything changes.
+        """
+        existing = self.topic_config_table.get(topic_config.topic_name)
+        current = existing.attributes if existing is not None else {}
+        attributes = alter_attributes(current, attribute_changes or {}, create=existing is None)
+        stored = attrs.evolve(topic_config, attributes=attributes)
+        self._put(stored, now_ms)
+        return stored
 
     def delete_topic_config(self, topic: str, now_ms: int) -> bool:
         """Remove a topic; False when it did not exist."""
@@ -295,10 +311,13 @@ class CreateSystemTopic(Request[TopicConfig]):
 
 
 @attrs.frozen
-class UpdateTopicConfig(Request[None]):
-    """UPDATE_AND_CREATE_TOPIC."""
+class UpdateTopicConfig(Request[TopicConfig]):
+    """UPDATE_AND_CREATE_TOPIC; answers the topic as stored. ``attribute_changes`` are
+    RocketMQ 5's signed attribute changes (pairs of ``"+key"``/``"-key"`` and value); a
+    refused change raises `TopicAttributeError` and changes nothing."""
 
     topic_config: TopicConfig
+    attribute_changes: tuple[tuple[str, str], ...] = ()
 
 
 @attrs.frozen
@@ -447,8 +466,9 @@ class TopicManager(TableActor[TopicCommand]):
                 )
                 table.system_topics.add(command.topic)
             case UpdateTopicConfig():
-                table.update_topic_config(command.topic_config, now_ms())
-                result = None
+                result = table.update_topic_config(
+                    command.topic_config, now_ms(), dict(command.attribute_changes)
+                )
             case DeleteTopicConfig():
                 result = table.delete_topic_config(command.topic, now_ms())
             case BumpDataVersion():
@@ -461,8 +481,6 @@ class TopicManager(TableActor[TopicCommand]):
                 raise TypeError(f"the topic actor takes no {type(command).__name__}")
         if table.data_version is not before:
             changed = result if isinstance(result, TopicConfig) else None
-            if isinstance(command, UpdateTopicConfig):
-                changed = command.topic_config
             for hook in self.on_change:
                 hook(changed)
         return result

@@ -32,6 +32,20 @@ PROGRESS_COLUMNS = (
     timestamp("lastTimestamp", "LastTime"),
 )
 
+#: A pop group's rows add the messages in flight on each queue.
+POP_PROGRESS_COLUMNS = (*PROGRESS_COLUMNS[:6], number("inFlight", "In Flight"),
+                        *PROGRESS_COLUMNS[6:])  # fmt: skip
+
+#: A pop group's second block: its figures per topic since each broker started.
+POP_COLUMNS = (
+    Column("topic", "Topic"),
+    number("popped", "Popped"),
+    number("acked", "Acked"),
+    number("inFlight", "In Flight"),
+    number("retried", "Retried"),
+    number("deadLettered", "DLQ"),
+)
+
 GROUPS_COLUMNS = (
     Column("group", "Group"),
     number("count", "Count"),
@@ -104,18 +118,29 @@ async def consumer_progress(admin: Admin, args: argparse.Namespace) -> Result:
             "clientIp": clients.get(mq, ""),
             "diff": wrapper.broker_offset - wrapper.consumer_offset,
             "lastTimestamp": wrapper.last_timestamp,
+            "inFlight": wrapper.in_flight or 0,
         })  # fmt: skip
     diff_total = sum(int(row["diff"]) for row in rows)  # type: ignore[call-overload]
-    table = Table(PROGRESS_COLUMNS, rows)
-    document = {
+    table = Table(POP_PROGRESS_COLUMNS if stats.pops else PROGRESS_COLUMNS, rows)
+    document: dict[str, Any] = {
         "group": args.group,
         "consumeTps": round(stats.consume_tps, 2),
         "diffTotal": diff_total,
         "queues": table.to_json(),
     }
+    tables: tuple[Table, ...] = (table,)
+    if stats.pops:
+        pop_rows = [
+            {"topic": p.topic, "popped": p.ck_nums, "acked": p.ack_nums,
+             "inFlight": p.in_flight, "retried": p.revive_nums, "deadLettered": p.dlq_put_nums}
+            for p in sorted(stats.pop_stats.values(), key=lambda p: p.topic)
+        ]  # fmt: skip
+        pop_table = Table(POP_COLUMNS, pop_rows, "pop (RocketMQ 5), since each broker started")
+        document["pop"] = pop_table.to_json()
+        tables = (table, pop_table)
     return Result(
         document,
-        (table,),
+        tables,
         (f"Consume TPS: {stats.consume_tps:.2f}", f"Diff Total: {diff_total}"),
     )
 

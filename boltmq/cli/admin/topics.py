@@ -1,5 +1,5 @@
-"""Verbs about topics: topicList, topicRoute, topicStatus, updateTopic, deleteTopic,
-updateTopicPerm."""
+"""Verbs about topics: topicList, topicRoute, topicStatus, updateTopic, topicConfig,
+deleteTopic, updateTopicPerm."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from boltmq.cli.admin._verbs import (
     verb,
 )
 from client import Admin
-from protocol.bodies import perm_to_string
+from protocol.bodies import MESSAGE_TYPES, perm_to_string
 
 STATUS_COLUMNS = (
     Column("brokerName", "Broker Name"),
@@ -43,6 +43,16 @@ ROUTE_QUEUE_COLUMNS = (
     number("writeQueueNums", "Write Queues"),
     number("perm", "Perm"),
     Column("permText", "RWX"),
+)
+
+TOPIC_CONFIG_COLUMNS = (
+    Column("brokerName", "Broker Name"),
+    number("readQueueNums", "Read Queues"),
+    number("writeQueueNums", "Write Queues"),
+    number("perm", "Perm"),
+    Column("order", "Order"),
+    Column("messageType", "Message Type"),
+    Column("attributes", "Attributes"),
 )
 
 PERM_HELP = "permission: 2 write only, 4 read only, 6 read and write"
@@ -119,6 +129,10 @@ async def topic_status(admin: Admin, args: argparse.Namespace) -> Result:
             help="write queues (default 8)"),
         arg("-p", "--perm", type=int, default=6, choices=(2, 4, 6), help=PERM_HELP),
         arg("-o", "--order", type=boolean, default=False, help="ordered topic: true or false"),
+        arg("-a", "--attributes", default=None,
+            help="RocketMQ 5 attributes to set (+key=value) or remove (-key), comma separated, "
+                 "e.g. +message.type=FIFO; message.type is one of "
+                 + ", ".join(sorted(MESSAGE_TYPES))),
     ],
 )  # fmt: skip
 async def update_topic(admin: Admin, args: argparse.Namespace) -> Result:
@@ -130,13 +144,42 @@ async def update_topic(admin: Admin, args: argparse.Namespace) -> Result:
         await admin.create_topic(
             args.topic, broker_addr=address, perm=args.perm, order=args.order,
             read_queue_nums=args.read_queue_nums, write_queue_nums=args.write_queue_nums,
+            attributes=args.attributes,
         )  # fmt: skip
-    return Result.done(
-        f"topic {args.topic} updated on {', '.join(addresses)}",
-        {"topic": args.topic, "readQueueNums": args.read_queue_nums,
-         "writeQueueNums": args.write_queue_nums, "perm": args.perm, "order": args.order,
-         "brokers": addresses},
-    )  # fmt: skip
+    document = {"topic": args.topic, "readQueueNums": args.read_queue_nums,
+                "writeQueueNums": args.write_queue_nums, "perm": args.perm, "order": args.order,
+                "brokers": addresses}  # fmt: skip
+    if args.attributes:
+        document["attributes"] = args.attributes
+    return Result.done(f"topic {args.topic} updated on {', '.join(addresses)}", document)
+
+
+@verb(
+    "topicConfig",
+    "a topic's config on each master that serves it, with its RocketMQ 5 attributes",
+    "boltmq admin topicConfig -n 127.0.0.1:9876 -t Orders [--json]",
+    [topic_arg()],
+)
+async def topic_config(admin: Admin, args: argparse.Namespace) -> Result:
+    """topicConfig: GET_TOPIC_CONFIG on each master of the topic's route."""
+    route = await admin.route(args.topic)
+    rows = []
+    documents = {}
+    for broker in sorted(route.broker_datas, key=lambda b: b.broker_name):
+        address = broker.broker_addrs.get(0)
+        if address is None:
+            continue
+        config = await admin.get_topic_config(address, args.topic)
+        documents[broker.broker_name] = orjson.loads(config.to_json())
+        rows.append({
+            "brokerName": broker.broker_name, "readQueueNums": config.read_queue_nums,
+            "writeQueueNums": config.write_queue_nums, "perm": config.perm,
+            "order": str(config.order).lower(), "messageType": config.message_type,
+            "attributes": ",".join(f"{k}={v}" for k, v in sorted(config.attributes.items())),
+        })  # fmt: skip
+    if not rows:
+        raise AdminError(f"topic {args.topic} has no master in its route; check topicRoute")
+    return Result(documents, (Table(TOPIC_CONFIG_COLUMNS, rows),))
 
 
 @verb(

@@ -122,12 +122,18 @@ def batch_ack_request(topic: str, popped: list[Popped], group: str = "CG_pop") -
 
 
 def notification_request(
-    topic: str, group: str = "CG_pop", *, queue_id: int = -1, poll_ms: int = 0
+    topic: str,
+    group: str = "CG_pop",
+    *,
+    queue_id: int = -1,
+    poll_ms: int = 0,
+    order: bool = False,
 ) -> RemotingCommand:
-    """A NOTIFICATION long poll."""
+    """A NOTIFICATION long poll (``order``: for a FIFO group)."""
     header = NotificationRequestHeader(
-        consumer_group=group, topic=topic, queue_id=queue_id, poll_time=poll_ms, born_time=0
-    )
+        consumer_group=group, topic=topic, queue_id=queue_id, poll_time=poll_ms, born_time=0,
+        order=order,
+    )  # fmt: skip
     return RemotingCommand.request(RequestCode.NOTIFICATION, encode_header(header))
 
 
