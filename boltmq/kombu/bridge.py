@@ -161,19 +161,29 @@ class Bridge:
 
     @contextlib.asynccontextmanager
     async def _running(self) -> AsyncIterator[None]:
-        async with self.instance, self.producer, anyio.create_task_group() as tasks:
-            self._task_group = tasks
+        async with self.instance, self.producer:
+            quiet = _QuietConnectFailures(self.instance.registries)
+            remoting_log = logging.getLogger("boltmq.remoting")
+            remoting_log.addFilter(quiet)
             try:
                 await self.admin.cluster_info()
             except RemotingError as exc:
+                # One line says it all: the remark names every registry and its reason.
+                reason = (exc.remark or str(exc)).removeprefix("no registry answered: ")
+                for address in self.instance.registries:
+                    reason = reason.replace(f"{address}: cannot connect to {address}: ",
+                                            f"{address}: ")  # fmt: skip
                 raise RegistryUnreachable(
-                    f"no BoltMQ registry answers at {self.settings.namesrv_addr}: "
-                    f"{exc.remark or exc}"
+                    f"no BoltMQ registry answers at {self.settings.namesrv_addr} ({reason})"
                 ) from None
-            try:
-                yield
             finally:
-                tasks.cancel_scope.cancel()
+                remoting_log.removeFilter(quiet)
+            async with anyio.create_task_group() as tasks:
+                self._task_group = tasks
+                try:
+                    yield
+                finally:
+                    tasks.cancel_scope.cancel()
 
     @property
     def is_open(self) -> bool:
@@ -459,6 +469,24 @@ class Bridge:
                     kept.append(delivery)
             for delivery in kept:
                 self.inbox.put(delivery)
+
+
+class _QuietConnectFailures(logging.Filter):
+    """Drops the client's per-attempt warnings about the registries while the connection is
+    first checked: kombu reports that failure itself, once per retry, as one line."""
+
+    def __init__(self, addresses: list[str]) -> None:
+        super().__init__()
+        self.addresses = set(addresses)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        return not (
+            isinstance(args, tuple)
+            and args
+            and args[0] in self.addresses
+            and str(record.msg).startswith("cannot connect to")
+        )
 
 
 def tag_safe(routing_key: str) -> bool:
