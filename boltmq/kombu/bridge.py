@@ -376,8 +376,11 @@ class Bridge:
                 await self.pop.forward_to_dead_letter(popped, source.group, topic=source.topic)
             return None
         tag = uuid.uuid4().hex
-        payload.setdefault("properties", {})["delivery_tag"] = tag
+        properties = payload.setdefault("properties", {})
+        properties["delivery_tag"] = tag
         if popped.delivery_attempt > 1:
+            # Where Celery looks (delivery_info) and where kombu's own restore puts it.
+            properties.setdefault("delivery_info", {})["redelivered"] = True
             payload["redelivered"] = True
         if consumer is not None and consumer.no_ack:
             await self._settle_quietly(popped, source.group, source.topic)
