@@ -60,8 +60,8 @@ def test_urls_give_every_registry_tls_and_credentials() -> None:
 
 @pytest.fixture
 def connection(cluster: RunningCluster) -> Iterator[Connection]:
-    with Connection(f"boltmq://{cluster.registry}",
-                    transport_options={"visibility_timeout": 60, "pop_wait": 0.3}) as conn:  # fmt: skip
+    options = {"visibility_timeout": 60, "pop_wait": 0.3}
+    with Connection(f"boltmq://{cluster.registry}", transport_options=options) as conn:
         yield conn
 
 
