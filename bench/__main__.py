@@ -2,9 +2,10 @@
 
 Names: remoting, codec, client-cpu, store, registry, broker, broker-cpu, group-commit, stats,
 ha, pipeline-write, pipeline-read, monitor, metrics, filter (default: these, in that order),
-and fuzz, soak, scale and compare (BoltMQ beside Apache RocketMQ, NATS, RabbitMQ and Redis),
-which run only when named. Arguments after a single name go to that benchmark:
-``python -m bench fuzz --inputs 1000000``, ``python -m bench soak --duration 600``.
+and fuzz, soak, scale, compare (BoltMQ beside Apache RocketMQ, NATS, RabbitMQ and Redis) and
+celery (Celery tasks/s on BoltMQ beside Redis), which run only when named. Arguments after a
+single name go to that benchmark: ``python -m bench fuzz --inputs 1000000``,
+``python -m bench soak --duration 600``.
 Each benchmark module has ``main(argv)``; with ``--quick`` each gets the arguments for a short
 run (its own ``--quick`` where it has one, else a short ``--seconds``). Modules are imported
 only when their benchmark runs, so one that is missing or fails costs only its own entry.
@@ -40,10 +41,11 @@ BENCHMARKS = {
     "soak": "bench.soak:main",
     "scale": "bench.scale:main",
     "compare": "bench.compare:main",
+    "celery": "bench.celery:main",
 }
 #: Run only when named: long by design (a million inputs, a ten-minute soak, 10 GiB written,
-#: every peer).
-ON_REQUEST = frozenset({"fuzz", "soak", "scale", "compare"})
+#: every peer), or needing peers and extras (celery: Celery and redis-server).
+ON_REQUEST = frozenset({"fuzz", "soak", "scale", "compare", "celery"})
 # remoting and registry take only --seconds; the others have --quick of their own.
 QUICK_ARGS = {
     "remoting": ["--seconds", "0.5"],
@@ -65,6 +67,7 @@ QUICK_ARGS = {
     "soak": ["--quick"],
     "scale": ["--quick"],
     "compare": ["--quick"],
+    "celery": ["--quick"],
 }
 
 

@@ -16,6 +16,7 @@ flag, waits for the pop in flight, and makes what it brought visible again at on
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import logging
@@ -125,6 +126,9 @@ class Bridge:
         self._task_group: anyio.abc.TaskGroup | None = None
         self._consumers: dict[str, _Consumer] = {}
         self._unsettled: dict[str, _Unsettled] = {}
+        # Tags acked by kombu's thread, sent by the loop (see ack_soon).
+        self._acks: collections.deque[str] = collections.deque()
+        self._ack_scheduled = False
         self._topics: set[str] = set()
         self._groups: set[str] = set()
         self.instance = ClientInstance(
@@ -316,6 +320,7 @@ class Bridge:
                             undelivered_only=True)  # fmt: skip
 
     async def _stop_all(self) -> None:
+        await self._flush_acks()
         for name in list(self._consumers):
             await self.cancel(name)
 
@@ -418,6 +423,34 @@ class Bridge:
             return
         self._settled(entry)
         await self.pop.ack(entry.popped, group=entry.group, topic=entry.topic)
+
+    def ack_soon(self, tag: str) -> None:
+        """Ack without waiting (from kombu's thread): acks gathered while one batch is on its
+        way go out together, one BATCH_ACK_MESSAGE per broker and group."""
+        self._acks.append(tag)
+        if not self._ack_scheduled and self._portal is not None:
+            self._ack_scheduled = True
+            self._portal.start_task_soon(self._flush_acks)
+
+    async def _flush_acks(self) -> None:
+        self._ack_scheduled = False
+        by_group: dict[str, list[PoppedMessage]] = {}
+        while self._acks:
+            entry = self._unsettled.pop(self._acks.popleft(), None)
+            if entry is not None:
+                self._settled(entry)
+                by_group.setdefault(entry.group, []).append(entry.popped)
+        for group, messages in by_group.items():
+            try:
+                await self.pop.batch_ack(messages, group=group)
+            except RemotingError as exc:
+                # Not acked: those messages come back after their visibility timeout.
+                log.warning("ack of %d message(s) of group %s failed: %s", len(messages),
+                            group, exc.remark or exc)  # fmt: skip
+
+    async def flush_acks(self) -> None:
+        """Send the acks still gathered (before a close)."""
+        await self._flush_acks()
 
     async def requeue(self, tag: str) -> None:
         """The message under ``tag`` becomes visible again now (kombu's reject with requeue)."""

@@ -50,8 +50,8 @@ class QoS(virtual.QoS):  # type: ignore[misc]
     channel: Channel
 
     def ack(self, delivery_tag: str) -> None:
-        """Ack at the broker, then forget the message."""
-        self.channel.bridge.call(self.channel.bridge.ack, delivery_tag)
+        """Ack at the broker (sent in the background, batched), then forget the message."""
+        self.channel.bridge.ack_soon(delivery_tag)
         super().ack(delivery_tag)
 
     def reject(self, delivery_tag: str, requeue: bool = False) -> None:
@@ -65,8 +65,10 @@ class QoS(virtual.QoS):  # type: ignore[misc]
         self._flush()
         tags = list(self._delivered)
         self._delivered.clear()
+        bridge = self.channel.bridge
+        bridge.call(bridge.flush_acks)  # acked ones first: they must not come back
         if tags:
-            self.channel.bridge.call(self.channel.bridge.requeue_all, tags)
+            bridge.call(bridge.requeue_all, tags)
         return []
 
 

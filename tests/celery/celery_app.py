@@ -62,7 +62,7 @@ def record_time(n: int) -> float:
 @app.task(acks_late=True)
 def slow(n: int, seconds: float) -> int:
     """Acked after it ran: records its start, sleeps, records its end."""
-    _effect("start", n)
+    _effect("start", n, time.time())
     time.sleep(seconds)
     _effect("done", n)
     return n
