@@ -16,9 +16,9 @@ flag, waits for the pop in flight, and makes what it brought visible again at on
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import contextlib
-import functools
 import logging
 import queue
 import re
@@ -124,6 +124,7 @@ class Bridge:
         self._stack: contextlib.ExitStack | None = None
         self._portal: BlockingPortal | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._consumers: dict[str, _Consumer] = {}
         self._unsettled: dict[str, _Unsettled] = {}
         # Tags acked by kombu's thread, sent by the loop (see ack_soon).
@@ -184,6 +185,7 @@ class Bridge:
                 remoting_log.removeFilter(quiet)
             async with anyio.create_task_group() as tasks:
                 self._task_group = tasks
+                self._loop = asyncio.get_running_loop()
                 try:
                     yield
                 finally:
@@ -196,9 +198,12 @@ class Bridge:
 
     def call(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run ``func(*args, **kwargs)`` (a coroutine function) in the loop; its result."""
-        if self._portal is None:
+        loop = self._loop
+        if self._portal is None or loop is None:
             raise RemotingError(ResponseCode.SYSTEM_ERROR, "the BoltMQ connection is closed")
-        return self._portal.call(functools.partial(func, *args, **kwargs))
+        # One hand-over to the loop and one back (the portal's call takes two each way; on a
+        # busy machine every hand-over is a thread switch that waits for the GIL).
+        return asyncio.run_coroutine_threadsafe(func(*args, **kwargs), loop).result()
 
     # -- topics and groups ----------------------------------------------------------------------
 
@@ -428,9 +433,9 @@ class Bridge:
         """Ack without waiting (from kombu's thread): acks gathered while one batch is on its
         way go out together, one BATCH_ACK_MESSAGE per broker and group."""
         self._acks.append(tag)
-        if not self._ack_scheduled and self._portal is not None:
+        if not self._ack_scheduled and self._loop is not None:
             self._ack_scheduled = True
-            self._portal.start_task_soon(self._flush_acks)
+            asyncio.run_coroutine_threadsafe(self._flush_acks(), self._loop)
 
     async def _flush_acks(self) -> None:
         self._ack_scheduled = False
