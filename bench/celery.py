@@ -175,6 +175,7 @@ def _round(url: str, args: argparse.Namespace) -> tuple[float, float]:
         except subprocess.TimeoutExpired:
             worker.kill()
             worker.wait(10)
+        client.pool.force_close_all()  # Celery's close() only drops its pool
         client.close()
         shutil.rmtree(done, ignore_errors=True)
     return args.tasks / (end - start), args.tasks / (sent - start)

@@ -25,8 +25,8 @@ from tests.client.helpers import ROOT, RunningCluster
 from tests.support.waiting import wait_until_sync
 
 __all__ = [
-    "TASKS", "Effects", "Worker", "celery_command", "client_app", "cluster", "start_worker",
-    "unique_queue", "worker_env",
+    "TASKS", "Effects", "Worker", "celery_command", "client_app", "close_app", "cluster",
+    "start_worker", "unique_queue", "worker_env",
 ]  # fmt: skip
 
 
@@ -139,6 +139,12 @@ def client_app(env: dict[str, str]) -> Celery:
     app = Celery("client", broker=env["BOLTMQ_URL"], backend=f"file://{env['CELERY_RESULTS']}")
     app.conf.task_default_queue = env["CELERY_QUEUE"]
     return app
+
+
+def close_app(app: Celery) -> None:
+    """Close the app's connections (Celery's own close() only drops its pool)."""
+    app.pool.force_close_all()
+    app.close()
 
 
 #: The test tasks' names (tests/celery/celery_app.py).

@@ -18,6 +18,7 @@ from tests.celery.helpers import (
     Worker,
     celery_command,
     client_app,
+    close_app,
     start_worker,
     unique_queue,
     worker_env,
@@ -75,7 +76,7 @@ def test_a_queue_name_too_long_for_any_topic_is_refused_with_the_rule(
     with pytest.raises(NameTooLong, match=r"at most 71 are allowed") as refused:
         app.send_task(TASKS + "record", (1,), queue="q." * 40)
     assert "RocketMQ topic names hold 127" in str(refused.value)
-    app.close()
+    close_app(app)
 
 
 class _Unreachable:

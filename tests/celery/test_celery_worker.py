@@ -20,6 +20,7 @@ from tests.celery.helpers import (
     Effects,
     Worker,
     client_app,
+    close_app,
     start_worker,
     unique_queue,
     worker_env,
@@ -49,7 +50,7 @@ def shared(cluster: RunningCluster, tmp_path_factory: pytest.TempPathFactory) ->
         yield _Shared(app, env, effects, worker)
     finally:
         worker.stop()
-        app.close()
+        close_app(app)
 
 
 def test_a_thousand_tasks_run_once_each(shared: _Shared) -> None:
@@ -96,6 +97,7 @@ def test_a_killed_workers_unacked_tasks_run_on_another(
         wait_until_sync(lambda: len(effects.count("done")) == 6, 60, "all six tasks done")
     finally:
         second.stop()
+        close_app(app)
     done = effects.count("done")
     assert set(done) == {str(n) for n in range(6)}
     starts = effects.count("start")
@@ -131,3 +133,4 @@ def test_retries_then_failure_and_no_redelivery(cluster: RunningCluster, tmp_pat
         assert effects.count("fails") == {"8": 1}
     finally:
         worker.stop()
+        close_app(app)
