@@ -129,6 +129,7 @@ class TelemetryService:
         session = ClientSession(cid)
         self.sessions.setdefault(cid, []).append(session)
         reader = asyncio.ensure_future(self._read(session, requests))
+        getter: asyncio.Future[spb.TelemetryCommand] | None = None
         try:
             while True:
                 getter = asyncio.ensure_future(session.outbox.get())
@@ -136,14 +137,18 @@ class TelemetryService:
                 if getter in done:
                     yield getter.result()
                     continue
-                getter.cancel()
-                while not session.outbox.empty():
-                    yield session.outbox.get_nowait()
-                return
+                break  # the client closed its side: send what is queued, then end
+            while not session.outbox.empty():
+                yield session.outbox.get_nowait()
         finally:
-            reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
+            for task in (getter, reader):
+                if task is not None:
+                    task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
                 await reader
+            if reader.done() and not reader.cancelled() and reader.exception() is not None:
+                log.warning("telemetry stream of client %s ended on an error: %r",
+                            cid, reader.exception())  # fmt: skip
             sessions = self.sessions.get(cid, [])
             if session in sessions:
                 sessions.remove(session)

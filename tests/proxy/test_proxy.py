@@ -139,6 +139,10 @@ async def test_bad_requests_get_the_v2_codes_clients_expect(
         )  # fmt: skip
         assert end.status.code == pb.INVALID_TRANSACTION_ID
 
+        # Past gRPC's own 4 MiB default too: still the v2 code, not a transport error.
+        huge = await send(v2_message(topic, b"x" * (5 << 20), _id()))
+        assert huge.code == pb.MESSAGE_BODY_TOO_LARGE
+
         # Nothing refused reached the broker: only the good message below is stored.
         good_id = _id()
         assert (await send(v2_message(topic, b"good", good_id))).code == pb.OK
