@@ -16,8 +16,8 @@ import anyio
 import grpc
 import pytest
 
-from client import PullConsumer
-from protocol.bodies import ConsumeFromWhere
+from client import Admin, MQClientError, PullConsumer
+from protocol.bodies import ConsumeFromWhere, ConsumeType, MessageModel
 from protocol.message import MessageConst, MessageExt
 from proxy.send import TransactionHandle, consistent_hash
 from tests.client.helpers import BoltProcess, poll_until
@@ -292,25 +292,45 @@ async def test_telemetry_answers_the_merged_settings_and_heartbeats_register(
         service = proxy.service
         assert service is not None
         assert [s.client_id for s in service.clients.producer_sessions(topic)] == [stub.client_id]
+        # The broker knows the client as a producer of the topic's group (the topic itself).
+        async with Admin(namesrv_addr=proxy_cluster.registry) as admin:
+            producers = await admin.producer_connections(topic, topic)
+            assert [c.client_id for c in producers.connection_set] == [stub.client_id]
 
+        group = unique("CG")
         consumer_settings = pb.Settings(
             client_type=pb.SIMPLE_CONSUMER, access_point=access,
-            subscription=pb.Subscription(group=pb.Resource(name="G1"), subscriptions=[
+            subscription=pb.Subscription(group=pb.Resource(name=group), subscriptions=[
                 pb.SubscriptionEntry(topic=pb.Resource(name=topic),
                                      expression=pb.FilterExpression(type=pb.TAG, expression="*"))
             ]),
         )  # fmt: skip
-        consumer = V2Stub(channel, client_id=unique("consumer")).telemetry()
+        consumer_stub = V2Stub(channel, client_id=unique("consumer"))
+        consumer = consumer_stub.telemetry()
         await consumer.write(spb.TelemetryCommand(settings=consumer_settings))
         with anyio.fail_after(10):
             answer = await consumer.read()
         sub = answer.settings.subscription
         assert sub.receive_batch_size == 32 and sub.long_polling_timeout.seconds == 20
         assert answer.settings.backoff_policy.max_attempts == 17
+        beat = await consumer_stub.unary(
+            "Heartbeat",
+            spb.HeartbeatRequest(client_type=pb.SIMPLE_CONSUMER, group=pb.Resource(name=group)),
+        )
+        assert beat.status.code == pb.OK
+        async with Admin(namesrv_addr=proxy_cluster.registry) as admin:
+            consumers = await admin.consumer_connections(group)
+        assert [c.client_id for c in consumers.connection_set] == [consumer_stub.client_id]
+        assert consumers.consume_type == ConsumeType.CONSUME_POP
+        assert consumers.message_model == MessageModel.CLUSTERING
+        assert set(consumers.subscription_table) == {topic}
         consumer.cancel()
 
         done = await stub.unary("NotifyClientTermination", spb.NotifyClientTerminationRequest())
         assert done.status.code == pb.OK
+        async with Admin(namesrv_addr=proxy_cluster.registry) as admin:
+            with pytest.raises(MQClientError, match="not online"):
+                await admin.producer_connections(topic, topic)
         stream.cancel()
         with anyio.fail_after(10):
             while service.clients.producer_sessions(topic):
