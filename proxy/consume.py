@@ -26,10 +26,9 @@ FIFO is the group's ``consumeMessageOrderly``, read from a broker's group table 
 
 from __future__ import annotations
 
-import importlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import anyio
@@ -37,11 +36,12 @@ import attrs
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from client.message import MQClientError
-from client.pop import PopClient, PopStatus, ReceiptHandle
+from client.pop import PopClient, PopResult, PopStatus, ReceiptHandle
 from protocol.bodies import PERM_READ, PERM_WRITE, SubscriptionGroupConfig, SubscriptionGroupWrapper
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand, RemotingError, RemotingTimeoutError
 from protocol.filter import SQL92, TAG
+from proxy import metrics
 from proxy._pb.apache.rocketmq.v2 import definition_pb2 as pb
 from proxy._pb.apache.rocketmq.v2 import service_pb2 as spb
 from proxy.consume_message import to_grpc_message
@@ -112,12 +112,13 @@ class ConsumeService:
             finally:
                 if written < len(result.messages):
                     await self._nack(request, result.messages[written:])
-            record_messages_out(request.group.name, request.message_queue.topic.name, written)
+            if written:
+                metrics.messages_out(request.message_queue.topic.name, request.group.name, written)
         yield _delivered_now()
 
     async def _receive(
         self, request: spb.ReceiveMessageRequest, context: Context
-    ) -> tuple[Any, int]:
+    ) -> tuple[PopResult, int]:
         settings = self.settings
         group, topic = _group(request.group), _topic(request.message_queue.topic)
         if request.auto_renew:
@@ -434,22 +435,3 @@ def _status_of(exc: Exception, what: str) -> pb.Status:
         return from_response_code(cast(pb.Code, exc.code), exc.remark)
     log.exception("%s failed", what)
     return status(pb.INTERNAL_SERVER_ERROR, f"{what} failed: {type(exc).__name__}: {exc}")
-
-
-def _metrics_hook() -> Callable[..., object] | None:
-    try:
-        module = importlib.import_module("proxy.metrics")
-    except ImportError:
-        return None
-    hook = getattr(module, "messages_out", None)
-    return hook if callable(hook) else None
-
-
-_messages_out = _metrics_hook()
-
-
-def record_messages_out(group: str, topic: str, count: int) -> None:
-    """Count messages handed to consumers (the proxy's messages-out metric, when the metrics
-    module provides one)."""
-    if _messages_out is not None and count:
-        _messages_out(group=group, topic=topic, count=count)
