@@ -142,8 +142,10 @@ class ConsumeService:
         return result, invisible_ms
 
     def _polling_ms(self, request: spb.ReceiveMessageRequest, context: Context) -> int:
-        """The long-polling time: the request's (or half what is left of the deadline past a
-        request timeout), within the settings' range, and never past the call's deadline."""
+        """The long-polling time: the request's (or what the deadline leaves past half a
+        request timeout), within the settings' range, and ending half a request timeout
+        before the call's deadline; ILLEGAL_POLLING_TIME when the deadline is nearer than
+        the shortest poll."""
         settings = self.settings
         timeout_ms = int(self.runtime.config.request_timeout * 1000)
         remaining = context.time_remaining()
@@ -156,17 +158,15 @@ class ConsumeService:
             poll_ms = settings.max_long_polling_ms
         poll_ms = min(max(poll_ms, settings.min_long_polling_ms), settings.max_long_polling_ms)
         if remaining_ms is not None:
+            if poll_ms > remaining_ms and remaining_ms < settings.min_long_polling_ms:
+                raise ProxyError(
+                    pb.ILLEGAL_POLLING_TIME,
+                    f"the call's deadline leaves {max(remaining_ms, 0)} ms: not enough to poll "
+                    f"for at least {settings.min_long_polling_ms} ms; give the call a longer "
+                    "deadline",
+                )
             # The answer must leave the broker before the client stops waiting for it.
-            left = remaining_ms - timeout_ms // 2
-            if poll_ms > left:
-                if left < settings.min_long_polling_ms:
-                    raise ProxyError(
-                        pb.ILLEGAL_POLLING_TIME,
-                        f"the call's deadline leaves {max(remaining_ms, 0)} ms: not enough to "
-                        f"poll for at least {settings.min_long_polling_ms} ms; give the call a "
-                        "longer deadline",
-                    )
-                poll_ms = left
+            poll_ms = min(poll_ms, max(remaining_ms - timeout_ms // 2, 0))
         return poll_ms
 
     async def _nack(self, request: spb.ReceiveMessageRequest, unsent: list[Any]) -> None:
