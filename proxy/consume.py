@@ -29,14 +29,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator
-from typing import Any, cast
+from typing import cast
 
 import anyio
 import attrs
+from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from client.message import MQClientError
-from client.pop import PopClient, PopResult, PopStatus, ReceiptHandle
+from client.pop import PopClient, PoppedMessage, PopResult, PopStatus, ReceiptHandle
 from protocol.bodies import PERM_READ, PERM_WRITE, SubscriptionGroupConfig, SubscriptionGroupWrapper
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand, RemotingError, RemotingTimeoutError
@@ -169,7 +170,7 @@ class ConsumeService:
             poll_ms = min(poll_ms, max(remaining_ms - timeout_ms // 2, 0))
         return poll_ms
 
-    async def _nack(self, request: spb.ReceiveMessageRequest, unsent: list[Any]) -> None:
+    async def _nack(self, request: spb.ReceiveMessageRequest, unsent: list[PoppedMessage]) -> None:
         """Messages the client did not get: visible again in a second, not at their time."""
         group, topic = request.group.name, request.message_queue.topic.name
         with (
@@ -387,7 +388,7 @@ def _topic(resource: pb.Resource) -> str:
     return resource.name
 
 
-def _millis(duration: Any) -> int:
+def _millis(duration: Duration) -> int:
     return int(duration.seconds * 1000 + duration.nanos // 1_000_000)
 
 
