@@ -172,7 +172,7 @@ class TelemetryService:
     async def notify_client_termination(
         self, request: spb.NotifyClientTerminationRequest, context: Context
     ) -> spb.NotifyClientTerminationResponse:
-        """UNREGISTER_CLIENT at every master for the client's groups."""
+        """UNREGISTER_CLIENT at every master for the client's groups no other client uses."""
         try:
             cid = client_id(context)
         except ProxyError as exc:
@@ -184,6 +184,13 @@ class TelemetryService:
                 producer_groups.update(session.topics())
             elif session.settings.subscription.group.name:
                 consumer_group = consumer_group or session.settings.subscription.group.name
+        # The brokers know the proxy's one connection per group, not each client behind it:
+        # a group another live client of this proxy still uses stays registered.
+        others = [s for c, ss in self.sessions.items() if c != cid for s in ss]
+        producer_groups -= {t for s in others if s.settings.HasField("publishing")
+                            for t in s.topics()}  # fmt: skip
+        if any(s.settings.subscription.group.name == consumer_group for s in others):
+            consumer_group = ""
         headers = [
             UnregisterClientRequestHeader(client_id=cid, producer_group=group)
             for group in sorted(producer_groups)

@@ -357,3 +357,33 @@ async def test_unknown_and_unserved_rpcs_answer_statuses(
         answer = await stub.unary("UpdateOffset", spb.UpdateOffsetRequest())
         assert answer.status.code == pb.NOT_IMPLEMENTED
     assert time.monotonic() - started < 10
+
+
+async def test_one_client_leaving_keeps_the_group_of_another_registered(
+    proxy_cluster: BoltProcess, unique: Callable[[str], str]
+) -> None:
+    topic = unique("SharedTopic")
+    await create_topic(proxy_cluster.registry, topic, queues=1)
+    async with (
+        running_proxy(proxy_cluster.registry) as proxy,
+        grpc.aio.insecure_channel(f"127.0.0.1:{proxy.port}") as channel,
+    ):
+        settings = pb.Settings(
+            client_type=pb.PRODUCER, publishing=pb.Publishing(topics=[pb.Resource(name=topic)])
+        )
+        stubs = [V2Stub(channel, client_id=unique("producer")) for _ in range(2)]
+        streams = [stub.telemetry() for stub in stubs]
+        for stream in streams:
+            await stream.write(spb.TelemetryCommand(settings=settings))
+            with anyio.fail_after(10):
+                assert (await stream.read()).status.code == pb.OK
+        leaving = await stubs[0].unary(
+            "NotifyClientTermination", spb.NotifyClientTerminationRequest()
+        )
+        assert leaving.status.code == pb.OK
+        async with Admin(namesrv_addr=proxy_cluster.registry) as admin:
+            producers = await admin.producer_connections(topic, topic)
+        # The proxy's connection still stands for the producer that stays.
+        assert len(producers.connection_set) == 1
+        for stream in streams:
+            stream.cancel()
