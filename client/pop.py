@@ -428,20 +428,43 @@ class PopClient:
         for ForwardMessageToDeadLetterQueue: CONSUMER_SEND_MSG_BACK with delay level -1
         and no retries left, to the message's broker. MQClientError on refusal (the message
         is then not acked and comes back after its invisible time)."""
-        topic = topic or msg.message.topic
-        handle = msg.handle
+        await self.forward_handle_to_dead_letter(
+            msg, group=group, topic=topic or msg.message.topic, message_id=msg.message.msg_id,
+            commit_log_offset=msg.message.commit_log_offset,
+        )  # fmt: skip
+
+    async def forward_handle_to_dead_letter(
+        self,
+        msg_or_handle: PoppedMessage | str,
+        *,
+        group: str,
+        topic: str,
+        message_id: str,
+        commit_log_offset: int | None = None,
+        broker_addr: str | None = None,
+    ) -> None:
+        """`forward_to_dead_letter` by receipt handle: the commit-log offset is the handle's
+        ninth field (RocketMQ 5's proxy form) unless given; MQClientError(INVALID_PARAMETER)
+        when neither says it."""
+        handle, address = await self._target(msg_or_handle, topic, broker_addr)
+        offset = handle.commit_log_offset if commit_log_offset is None else commit_log_offset
+        if offset < 0:
+            raise MQClientError(
+                ResponseCode.INVALID_PARAMETER,
+                "the receipt handle carries no commit-log offset (a ninth field): the message "
+                "cannot be found to forward",
+            )
         header = ConsumerSendMsgBackRequestHeader(
-            offset=msg.message.commit_log_offset, group=group, delay_level=-1,
-            origin_msg_id=msg.message.msg_id, origin_topic=handle.real_topic(group, topic),
-            max_reconsume_times=0,
+            offset=offset, group=group, delay_level=-1, origin_msg_id=message_id,
+            origin_topic=handle.real_topic(group, topic), max_reconsume_times=0,
         )  # fmt: skip
         request = RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, encode_header(header))
-        response = await self.instance.invoke_broker(msg.broker_addr, request)
+        response = await self.instance.invoke_broker(address, request)
         if response.code != ResponseCode.SUCCESS:
             raise MQClientError(
-                response.code, f"dead-letter forward of {msg.message.msg_id}: {response.remark}"
+                response.code, f"dead-letter forward of {message_id}: {response.remark}"
             )
-        await self.ack(msg, group=group, topic=topic)
+        await self.ack(handle.encode(), group=group, topic=topic, broker_addr=address)
 
     async def _target(
         self, msg_or_handle: PoppedMessage | str, topic: str, broker_addr: str | None

@@ -9,12 +9,13 @@ type is refused with the key named.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-__all__ = ["ConfigError", "ProxyConfig", "load_config"]
+__all__ = ["KEYS", "ConfigError", "ProxyConfig", "load_config"]
 
 # The registry port RocketMQ's proxy defaults to, and the gRPC port of its cluster mode.
 DEFAULT_NAMESRV = "127.0.0.1:9876"
@@ -44,12 +45,17 @@ class ProxyConfig:
     max_message_size: int = 4 * 1024 * 1024
     #: How long a call waits for a broker or registry, in seconds (``requestTimeout``, ms in file).
     request_timeout: float = 3.0
-    #: Prometheus metrics listen port; 0: none (``metricsPort``).
-    metrics_port: int = 0
-    #: Check the signature of every call against the ACL accounts (``aclEnable``).
+    #: "PROM" serves Prometheus metrics, "DISABLE" does not (``metricsExporterType``).
+    metrics_exporter_type: str = "DISABLE"
+    #: The metrics listen port; 0 binds an ephemeral one (``metricsPromExporterPort``).
+    metrics_prom_exporter_port: int = 5557
+    #: The metrics listen address; empty: bindAddress (``metricsPromExporterHost``).
+    metrics_prom_exporter_host: str = ""
+    #: Check the signature and permissions of every call (``aclEnable``).
     acl_enable: bool = False
-    #: The plain_acl.yml holding the accounts when aclEnable is on (``aclFile``).
-    acl_file: str = ""
+    #: The plain_acl.yml holding the accounts; empty: ``$ROCKETMQ_HOME/conf/plain_acl.yml``
+    #: as a broker finds it (``plainAclFile``).
+    plain_acl_file: str = ""
     #: The credentials the proxy signs its own remoting calls with when the brokers check ACL
     #: (``accessKey`` / ``secretKey``); empty: unsigned.
     access_key: str = ""
@@ -63,14 +69,20 @@ class ProxyConfig:
             )
         if not 0 <= self.grpc_server_port <= 65535:
             raise ConfigError(f"grpcServerPort {self.grpc_server_port} is not a port (0-65535)")
-        if not 0 <= self.metrics_port <= 65535:
-            raise ConfigError(f"metricsPort {self.metrics_port} is not a port (0-65535)")
+        if not 0 <= self.metrics_prom_exporter_port <= 65535:
+            raise ConfigError(
+                f"metricsPromExporterPort {self.metrics_prom_exporter_port} is not a port (0-65535)"
+            )
+        if self.metrics_exporter_type.upper() not in ("DISABLE", "PROM"):
+            raise ConfigError(
+                f"metricsExporterType {self.metrics_exporter_type!r} must be DISABLE or PROM"
+            )
         if self.max_message_size <= 0:
             raise ConfigError(f"maxMessageSize must be positive, not {self.max_message_size}")
 
 
 # rmq-proxy.json key -> (field, type); requestTimeout is given in milliseconds there.
-_KEYS: dict[str, tuple[str, type]] = {
+KEYS: dict[str, tuple[str, type]] = {
     "namesrvAddr": ("namesrv_addr", str),
     "grpcServerPort": ("grpc_server_port", int),
     "proxyMode": ("proxy_mode", str),
@@ -78,16 +90,22 @@ _KEYS: dict[str, tuple[str, type]] = {
     "advertisedAddress": ("advertised_address", str),
     "maxMessageSize": ("max_message_size", int),
     "requestTimeout": ("request_timeout", float),
-    "metricsPort": ("metrics_port", int),
+    "metricsExporterType": ("metrics_exporter_type", str),
+    "metricsPromExporterPort": ("metrics_prom_exporter_port", int),
+    "metricsPromExporterHost": ("metrics_prom_exporter_host", str),
     "aclEnable": ("acl_enable", bool),
-    "aclFile": ("acl_file", str),
+    "plainAclFile": ("plain_acl_file", str),
     "accessKey": ("access_key", str),
     "secretKey": ("secret_key", str),
 }
 
 
-def load_config(path: str | Path | None = None, **overrides: Any) -> ProxyConfig:
-    """The config from an rmq-proxy.json file (when given), then ``overrides`` (field names)."""
+def load_config(
+    path: str | Path | None = None, keyed: Mapping[str, object] | None = None, **overrides: Any
+) -> ProxyConfig:
+    """The config from an rmq-proxy.json file (when given), then ``keyed`` (rmq-proxy.json
+    keys, values as in the file or as command-line strings), then ``overrides`` (field names).
+    """
     values: dict[str, Any] = {}
     if path is not None:
         try:
@@ -99,17 +117,25 @@ def load_config(path: str | Path | None = None, **overrides: Any) -> ProxyConfig
         if not isinstance(raw, dict):
             raise ConfigError(f"proxy config {path} must hold a JSON object")
         for key, value in raw.items():
-            if key not in _KEYS:
+            if key not in KEYS:
                 continue  # a RocketMQ key this proxy has no use for
-            field, kind = _KEYS[key]
-            values[field] = _convert(path, key, value, kind)
-        if "request_timeout" in values:
-            values["request_timeout"] = values["request_timeout"] / 1000.0
+            field, kind = KEYS[key]
+            values[field] = _convert(f"proxy config {path}", key, value, kind)
+    for key, value in (keyed or {}).items():
+        if key not in KEYS:
+            raise ConfigError(f"{key} is not a proxy setting; the settings: {', '.join(KEYS)}")
+        field, kind = KEYS[key]
+        values[field] = _convert("the command line", key, value, kind)
+    if "request_timeout" in values:
+        values["request_timeout"] = values["request_timeout"] / 1000.0
     values.update({k: v for k, v in overrides.items() if v is not None})
-    return ProxyConfig(**values)
+    try:
+        return ProxyConfig(**values)
+    except TypeError as exc:  # a value of the wrong type given in code, not from the file
+        raise ConfigError(str(exc)) from exc
 
 
-def _convert(path: str | Path, key: str, value: Any, kind: type) -> Any:
+def _convert(where: str, key: str, value: Any, kind: type) -> Any:
     if kind is bool:
         if isinstance(value, bool):
             return value
@@ -125,4 +151,4 @@ def _convert(path: str | Path, key: str, value: Any, kind: type) -> Any:
                 pass
     elif isinstance(value, str):
         return value
-    raise ConfigError(f"proxy config {path}: {key} must be a {kind.__name__}, not {value!r}")
+    raise ConfigError(f"{where}: {key} must be a {kind.__name__}, not {value!r}")

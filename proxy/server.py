@@ -15,11 +15,14 @@ import asyncio
 import logging
 from collections.abc import Callable
 from types import TracebackType
+from typing import Any
 
 import grpc
 
 from client import ClientInstance
-from proxy.config import ProxyConfig
+from proxy.acl import AccountBook, ProxyAcl
+from proxy.config import ConfigError, ProxyConfig
+from proxy.metrics import serve_metrics
 from proxy.runtime import ProxyRuntime
 from proxy.service import MessagingService, handler
 
@@ -29,14 +32,26 @@ log = logging.getLogger("boltmq.proxy")
 
 #: How long a graceful stop lets calls in flight finish before they are cancelled.
 STOP_GRACE = 3.0
+#: The largest gRPC message accepted by default (RocketMQ's proxy takes 130 MiB too).
+MAX_INBOUND = 130 * 1024 * 1024
 
 
 class ProxyServer:
-    """The proxy's gRPC server and client core; an async context manager (asyncio)."""
+    """The proxy's gRPC server and client core; an async context manager (asyncio).
 
-    def __init__(self, config: ProxyConfig) -> None:
+    ``accounts`` are the ACL accounts calls are checked against; required when the config
+    has aclEnable (the command line builds them from plain_acl.yml).
+    """
+
+    def __init__(self, config: ProxyConfig, accounts: AccountBook | None = None) -> None:
+        if config.acl_enable and accounts is None:
+            raise ConfigError("aclEnable is on but no ACL accounts were given to the proxy")
         self.config = config
+        self.accounts = accounts
         self.port = 0
+        #: The bound metrics port (0: metrics off).
+        self.metrics_port = 0
+        self._metrics: Any = None
         self._server: grpc.aio.Server | None = None
         self._instance: ClientInstance | None = None
         self.runtime: ProxyRuntime | None = None
@@ -56,15 +71,22 @@ class ProxyServer:
         self._instance = instance
         try:
             self.runtime = ProxyRuntime(config=config, instance=instance)
-            self.service = MessagingService(self.runtime)
-            server = grpc.aio.server()
+            acl = ProxyAcl(self.accounts) if config.acl_enable and self.accounts else None
+            self.service = MessagingService(self.runtime, acl)
+            server = grpc.aio.server(
+                options=[
+                    # Room for a body over maxMessageSize, so that it is refused with
+                    # MESSAGE_BODY_TOO_LARGE rather than cut off by gRPC's 4 MiB default.
+                    (
+                        "grpc.max_receive_message_length",
+                        max(MAX_INBOUND, 2 * config.max_message_size),
+                    ),
+                ]
+            )
             server.add_generic_rpc_handlers((handler(self.service),))
             host = config.bind_address
-            address = (
-                f"[{host}]:{config.grpc_server_port}"
-                if ":" in host
-                else (f"{host}:{config.grpc_server_port}")
-            )
+            bracketed = f"[{host}]" if ":" in host else host  # an IPv6 literal
+            address = f"{bracketed}:{config.grpc_server_port}"
             try:
                 self.port = server.add_insecure_port(address)
             except RuntimeError as exc:
@@ -72,8 +94,13 @@ class ProxyServer:
             await server.start()
             self._server = server
             self.runtime.advertised = _advertised(config, self.port)
+            if config.metrics_exporter_type.upper() == "PROM":
+                self._metrics, self.metrics_port = serve_metrics(
+                    config.metrics_prom_exporter_host or config.bind_address,
+                    config.metrics_prom_exporter_port,
+                )
         except BaseException:
-            await instance.__aexit__(None, None, None)
+            await self.aclose()
             raise
         return self
 
@@ -88,6 +115,11 @@ class ProxyServer:
     async def aclose(self) -> None:
         """Stop: let calls in flight finish (up to `STOP_GRACE`), then drop the brokers."""
         try:
+            if self._metrics is not None:
+                metrics, self._metrics = self._metrics, None
+                # shutdown() waits for the serving thread's next poll: not in the loop.
+                await asyncio.to_thread(metrics.shutdown)
+                metrics.server_close()
             if self._server is not None:
                 server, self._server = self._server, None
                 await server.stop(STOP_GRACE)

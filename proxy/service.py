@@ -5,24 +5,37 @@ message classes (`handler`), so no generated servicer stubs are needed. Each met
 to the module of its family (route, send, telemetry, consume); RPCs not served answer Code
 NOT_IMPLEMENTED in their status, which clients report as such rather than as a broken
 connection.
+
+`handler` wraps every method once: the ACL check (when the proxy has accounts), the latency
+histogram, and a last guard that turns an unexpected error into INTERNAL_SERVER_ERROR with a
+logged traceback, so one bad call never takes the stream or the server down.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Callable
+from time import perf_counter
 from typing import Any
 
 import grpc
 
+from proxy import metrics
 from proxy._pb.apache.rocketmq.v2 import definition_pb2 as pb
 from proxy._pb.apache.rocketmq.v2 import service_pb2 as spb
+from proxy.acl import ProxyAcl
 from proxy.consume import ConsumeService
+from proxy.route import RouteService
 from proxy.runtime import Context, ProxyRuntime
-from proxy.status import status
+from proxy.send import SendService
+from proxy.status import ProxyError, status
+from proxy.telemetry import TelemetryService
 
-__all__ = ["SERVICE_NAME", "MessagingService", "handler"]
+__all__ = ["RPCS", "SERVICE_NAME", "MessagingService", "handler"]
 
 SERVICE_NAME = "apache.rocketmq.v2.MessagingService"
+
+log = logging.getLogger("boltmq.proxy")
 
 
 def _not_implemented(rpc: str) -> pb.Status:
@@ -32,9 +45,14 @@ def _not_implemented(rpc: str) -> pb.Status:
 class MessagingService:
     """The RPCs, each ``(request, context) -> response`` (streams: async iterators)."""
 
-    def __init__(self, runtime: ProxyRuntime) -> None:
+    def __init__(self, runtime: ProxyRuntime, acl: ProxyAcl | None = None) -> None:
         self.runtime = runtime
-        self.consume = ConsumeService()
+        #: Checks each call's signature and permissions; None: ACL off.
+        self.acl = acl
+        self.routes = RouteService(runtime)
+        self.sends = SendService(runtime, self.routes)
+        self.clients = TelemetryService(runtime)
+        self.consume = ConsumeService(runtime)
 
     # -- routes and clients ---------------------------------------------------------------
 
@@ -42,21 +60,19 @@ class MessagingService:
         self, request: spb.QueryRouteRequest, context: Context
     ) -> spb.QueryRouteResponse:
         """QueryRoute: the topic's queues, each reached through this proxy."""
-        return spb.QueryRouteResponse(status=_not_implemented("QueryRoute"))
+        return await self.routes.query_route(request, context)
 
     async def heartbeat(
         self, request: spb.HeartbeatRequest, context: Context
     ) -> spb.HeartbeatResponse:
         """Heartbeat: keep the client's groups registered with the brokers."""
-        return spb.HeartbeatResponse(status=_not_implemented("Heartbeat"))
+        return await self.clients.heartbeat(request, context)
 
     async def notify_client_termination(
         self, request: spb.NotifyClientTerminationRequest, context: Context
     ) -> spb.NotifyClientTerminationResponse:
         """NotifyClientTermination: unregister the client from the brokers."""
-        return spb.NotifyClientTerminationResponse(
-            status=_not_implemented("NotifyClientTermination")
-        )
+        return await self.clients.notify_client_termination(request, context)
 
     async def telemetry(
         self,
@@ -64,8 +80,8 @@ class MessagingService:
         context: Context,
     ) -> AsyncIterator[spb.TelemetryCommand]:
         """Telemetry: settings in, merged settings and server commands out."""
-        async for _ in requests:
-            yield spb.TelemetryCommand(status=_not_implemented("Telemetry"))
+        async for command in self.clients.telemetry(requests, context):
+            yield command
 
     # -- producing --------------------------------------------------------------------------
 
@@ -73,13 +89,13 @@ class MessagingService:
         self, request: spb.SendMessageRequest, context: Context
     ) -> spb.SendMessageResponse:
         """SendMessage: normal, FIFO, delay and transactional (half) messages."""
-        return spb.SendMessageResponse(status=_not_implemented("SendMessage"))
+        return await self.sends.send_message(request, context)
 
     async def end_transaction(
         self, request: spb.EndTransactionRequest, context: Context
     ) -> spb.EndTransactionResponse:
         """EndTransaction: commit or roll back a half message."""
-        return spb.EndTransactionResponse(status=_not_implemented("EndTransaction"))
+        return await self.sends.end_transaction(request, context)
 
     # -- consuming (proxy/consume.py) -------------------------------------------------------
 
@@ -154,8 +170,8 @@ class MessagingService:
         return spb.SyncLiteSubscriptionResponse(status=_not_implemented("SyncLiteSubscription"))
 
 
-# RPC name -> (method name, request class, response class, kind)
-_RPCS: dict[str, tuple[str, type[Any], type[Any], str]] = {
+#: RPC name -> (method name, request class, response class, kind: unary, stream or bidi).
+RPCS: dict[str, tuple[str, type[Any], type[Any], str]] = {
     "QueryRoute": ("query_route", spb.QueryRouteRequest, spb.QueryRouteResponse, "unary"),
     "Heartbeat": ("heartbeat", spb.HeartbeatRequest, spb.HeartbeatResponse, "unary"),
     "SendMessage": ("send_message", spb.SendMessageRequest, spb.SendMessageResponse, "unary"),
@@ -219,16 +235,75 @@ _RPCS: dict[str, tuple[str, type[Any], type[Any], str]] = {
 def handler(service: MessagingService) -> grpc.GenericRpcHandler:
     """The generic handler serving every RPC of MessagingService from ``service``."""
     handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
-    for rpc, (method, request_type, response_type, kind) in _RPCS.items():
+    for rpc, (method, request_type, response_type, kind) in RPCS.items():
         behaviour = getattr(service, method)
-        make = {
-            "unary": grpc.unary_unary_rpc_method_handler,
-            "stream": grpc.unary_stream_rpc_method_handler,
-            "bidi": grpc.stream_stream_rpc_method_handler,
-        }[kind]
-        handlers[rpc] = make(
-            behaviour,
-            request_deserializer=request_type.FromString,
-            response_serializer=response_type.SerializeToString,
-        )
+        if kind == "unary":
+            handlers[rpc] = grpc.unary_unary_rpc_method_handler(
+                _unary(service, rpc, behaviour, response_type),
+                request_deserializer=request_type.FromString,
+                response_serializer=response_type.SerializeToString,
+            )
+        elif kind == "stream":
+            handlers[rpc] = grpc.unary_stream_rpc_method_handler(
+                _stream(service, rpc, behaviour, response_type),
+                request_deserializer=request_type.FromString,
+                response_serializer=response_type.SerializeToString,
+            )
+        else:
+            handlers[rpc] = grpc.stream_stream_rpc_method_handler(
+                _stream(service, rpc, behaviour, response_type),
+                request_deserializer=request_type.FromString,
+                response_serializer=response_type.SerializeToString,
+            )
     return grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)
+
+
+def _unary(
+    service: MessagingService, rpc: str, behaviour: Callable[..., Any], response_type: type[Any]
+) -> Callable[[Any, Context], Any]:
+    async def call(request: Any, context: Context) -> Any:
+        started = perf_counter()
+        try:
+            if service.acl is not None:
+                service.acl.check(rpc, request, context)
+            response = await behaviour(request, context)
+        except ProxyError as exc:
+            response = response_type(status=exc.status())
+        except Exception as exc:
+            log.exception("%s from %s failed", rpc, context.peer())
+            response = response_type(
+                status=status(pb.INTERNAL_SERVER_ERROR, f"{rpc} failed in the proxy: {exc!r}")
+            )
+        metrics.rpc_done(rpc, response.status.code, started)
+        return response
+
+    return call
+
+
+def _stream(
+    service: MessagingService, rpc: str, behaviour: Callable[..., Any], response_type: type[Any]
+) -> Callable[[Any, Context], AsyncIterator[Any]]:
+    async def call(request: Any, context: Context) -> AsyncIterator[Any]:
+        started = perf_counter()
+        code: int = pb.OK
+        try:
+            if service.acl is not None:
+                # A stream of requests (Telemetry) is checked on its signature alone.
+                service.acl.check(rpc, request if rpc != "Telemetry" else None, context)
+            async for response in behaviour(request, context):
+                if response.HasField("status") and response.status.code != pb.OK:
+                    code = response.status.code
+                yield response
+        except ProxyError as exc:
+            code = exc.code
+            yield response_type(status=exc.status())
+        except Exception as exc:
+            log.exception("%s from %s failed", rpc, context.peer())
+            code = pb.INTERNAL_SERVER_ERROR
+            yield response_type(
+                status=status(pb.INTERNAL_SERVER_ERROR, f"{rpc} failed in the proxy: {exc!r}")
+            )
+        finally:
+            metrics.rpc_done(rpc, code, started)
+
+    return call

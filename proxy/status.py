@@ -59,7 +59,7 @@ _BY_RESPONSE_CODE: dict[int, pb.Code] = {
 }
 
 
-def from_response_code(code: pb.Code, remark: str | None = None) -> pb.Status:
+def from_response_code(code: int, remark: str | None = None) -> pb.Status:
     """The v2 Status for a broker's or registry's remoting response code and remark."""
     mapped = _BY_RESPONSE_CODE.get(code, pb.INTERNAL_SERVER_ERROR)
     return status(mapped, remark or f"response code {code}")

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import attrs
 
-from boltmq.cli import admin, bench, broker, monitor, pipeline, registry, web
+from boltmq.cli import admin, bench, broker, monitor, pipeline, proxy, registry, web
 from boltmq.cli._run import (
     EXIT_USAGE,
     LOG_LEVELS,
@@ -61,6 +61,7 @@ COMMANDS: dict[str, Command] = {
     "web": Command(web.HELP, web.EXAMPLE, web.setup),
     "pipeline": Command(pipeline.HELP, pipeline.EXAMPLE, pipeline.setup),
     "monitor": Command(monitor.HELP, monitor.EXAMPLE, monitor.setup),
+    "proxy": Command(proxy.HELP, proxy.EXAMPLE, proxy.setup),
 }
 
 

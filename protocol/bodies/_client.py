@@ -19,6 +19,8 @@ class ConsumeType(enum.IntEnum):
 
     CONSUME_ACTIVELY = 0
     CONSUME_PASSIVELY = 1
+    #: RocketMQ 5's pop consumers (the gRPC proxy heartbeats its clients' groups with it).
+    CONSUME_POP = 2
 
 
 class MessageModel(enum.IntEnum):

@@ -65,7 +65,7 @@ PAGE_DEADLINE = 60.0
 #: two-core machine (the session itself starts before the deadline begins).
 PAGE_DEADLINES = {"docs/pipeline.md": 180.0}
 #: The blocks allowed to stay unrun (each with its reason on the page): raise only with care.
-NOT_RUN_BUDGET = 6
+NOT_RUN_BUDGET = 7
 
 FENCE = re.compile(r"^(\s*)```(\S*)\s*$")
 NOT_RUN = re.compile(r"^\s*<!--\s*snippet:\s*not run\s*(?:\((.*)\))?\s*-->\s*$")
