@@ -2,10 +2,10 @@
 
 Names: remoting, codec, client-cpu, store, registry, broker, broker-cpu, group-commit, stats,
 ha, pipeline-write, pipeline-read, monitor, metrics, filter (default: these, in that order),
-and fuzz, soak, scale, compare (BoltMQ beside Apache RocketMQ, NATS, RabbitMQ and Redis) and
-proxy (the official RocketMQ 5 client through the gRPC proxy), which run only when named.
-Arguments after a single name go to that benchmark:
-``python -m bench fuzz --inputs 1000000``, ``python -m bench soak --duration 600``.
+and fuzz, soak, scale, compare (BoltMQ beside Apache RocketMQ, NATS, RabbitMQ and Redis),
+celery (Celery tasks/s on BoltMQ beside Redis) and proxy (the official RocketMQ 5 client through
+the gRPC proxy), which run only when named. Arguments after a single name go to that
+benchmark: ``python -m bench fuzz --inputs 1000000``, ``python -m bench soak --duration 600``.
 Each benchmark module has ``main(argv)``; with ``--quick`` each gets the arguments for a short
 run (its own ``--quick`` where it has one, else a short ``--seconds``). Modules are imported
 only when their benchmark runs, so one that is missing or fails costs only its own entry.
@@ -42,10 +42,12 @@ BENCHMARKS = {
     "soak": "bench.soak:main",
     "scale": "bench.scale:main",
     "compare": "bench.compare:main",
+    "celery": "bench.celery:main",
 }
 #: Run only when named: long by design (a million inputs, a ten-minute soak, 10 GiB written,
-#: every peer).
-ON_REQUEST = frozenset({"fuzz", "soak", "scale", "compare", "proxy"})
+#: every peer), or needing peers and extras (celery: Celery and redis-server; proxy: the
+#: official RocketMQ 5 client's environment).
+ON_REQUEST = frozenset({"fuzz", "soak", "scale", "compare", "celery", "proxy"})
 # remoting and registry take only --seconds; the others have --quick of their own.
 QUICK_ARGS = {
     "remoting": ["--seconds", "0.5"],
@@ -68,6 +70,7 @@ QUICK_ARGS = {
     "soak": ["--quick"],
     "scale": ["--quick"],
     "compare": ["--quick"],
+    "celery": ["--quick"],
 }
 
 

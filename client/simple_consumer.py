@@ -48,9 +48,10 @@ class SimpleConsumer:
     def __init__(
         self,
         group: str,
-        *,
         namesrv_addr: str | Sequence[str] | None = None,
+        *,
         subscriptions: Mapping[str, MessageSelector | str],
+        registry_address: str | Sequence[str] | None = None,
         await_duration: float = 30.0,
         instance: ClientInstance | None = None,
         fifo: bool | None = None,
@@ -58,10 +59,14 @@ class SimpleConsumer:
         timeout: float = 3.0,
         options: ConnectionOptions | None = None,
     ) -> None:
-        """``subscriptions`` maps each topic to a tag expression or a `MessageSelector`;
+        """``namesrv_addr`` (or its other name ``registry_address``) are the registries;
+        ``subscriptions`` maps each topic to a tag expression or a `MessageSelector`;
         ``await_duration`` (s) is how long a receive waits for a message; ``fifo`` None asks
         the group's config (consumeMessageOrderly) on start; ``init_mode`` is where the
         group's first pop of a queue starts (`client.pop.INIT_MODE_MIN`: its first message)."""
+        if namesrv_addr is not None and registry_address is not None:
+            raise ValueError("give namesrv_addr or registry_address, not both")
+        namesrv_addr = namesrv_addr if namesrv_addr is not None else registry_address
         if instance is None and namesrv_addr is None:
             raise ValueError("give namesrv_addr (or a ClientInstance to share)")
         if not subscriptions:

@@ -26,22 +26,23 @@ FIFO is the group's ``consumeMessageOrderly``, read from a broker's group table 
 
 from __future__ import annotations
 
-import importlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
-from typing import Any, cast
+from collections.abc import AsyncIterator
+from typing import cast
 
 import anyio
 import attrs
+from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from client.message import MQClientError
-from client.pop import PopClient, PopStatus, ReceiptHandle
+from client.pop import PopClient, PoppedMessage, PopResult, PopStatus, ReceiptHandle
 from protocol.bodies import PERM_READ, PERM_WRITE, SubscriptionGroupConfig, SubscriptionGroupWrapper
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand, RemotingError, RemotingTimeoutError
 from protocol.filter import SQL92, TAG
+from proxy import metrics
 from proxy._pb.apache.rocketmq.v2 import definition_pb2 as pb
 from proxy._pb.apache.rocketmq.v2 import service_pb2 as spb
 from proxy.consume_message import to_grpc_message
@@ -112,12 +113,13 @@ class ConsumeService:
             finally:
                 if written < len(result.messages):
                     await self._nack(request, result.messages[written:])
-            record_messages_out(request.group.name, request.message_queue.topic.name, written)
+            if written:
+                metrics.messages_out(request.message_queue.topic.name, request.group.name, written)
         yield _delivered_now()
 
     async def _receive(
         self, request: spb.ReceiveMessageRequest, context: Context
-    ) -> tuple[Any, int]:
+    ) -> tuple[PopResult, int]:
         settings = self.settings
         group, topic = _group(request.group), _topic(request.message_queue.topic)
         if request.auto_renew:
@@ -141,8 +143,10 @@ class ConsumeService:
         return result, invisible_ms
 
     def _polling_ms(self, request: spb.ReceiveMessageRequest, context: Context) -> int:
-        """The long-polling time: the request's (or half what is left of the deadline past a
-        request timeout), within the settings' range, and never past the call's deadline."""
+        """The long-polling time: the request's (or what the deadline leaves past half a
+        request timeout), within the settings' range, and ending half a request timeout
+        before the call's deadline; ILLEGAL_POLLING_TIME when the deadline is nearer than
+        the shortest poll."""
         settings = self.settings
         timeout_ms = int(self.runtime.config.request_timeout * 1000)
         remaining = context.time_remaining()
@@ -155,20 +159,18 @@ class ConsumeService:
             poll_ms = settings.max_long_polling_ms
         poll_ms = min(max(poll_ms, settings.min_long_polling_ms), settings.max_long_polling_ms)
         if remaining_ms is not None:
+            if poll_ms > remaining_ms and remaining_ms < settings.min_long_polling_ms:
+                raise ProxyError(
+                    pb.ILLEGAL_POLLING_TIME,
+                    f"the call's deadline leaves {max(remaining_ms, 0)} ms: not enough to poll "
+                    f"for at least {settings.min_long_polling_ms} ms; give the call a longer "
+                    "deadline",
+                )
             # The answer must leave the broker before the client stops waiting for it.
-            left = remaining_ms - timeout_ms // 2
-            if poll_ms > left:
-                if left < settings.min_long_polling_ms:
-                    raise ProxyError(
-                        pb.ILLEGAL_POLLING_TIME,
-                        f"the call's deadline leaves {max(remaining_ms, 0)} ms: not enough to "
-                        f"poll for at least {settings.min_long_polling_ms} ms; give the call a "
-                        "longer deadline",
-                    )
-                poll_ms = left
+            poll_ms = min(poll_ms, max(remaining_ms - timeout_ms // 2, 0))
         return poll_ms
 
-    async def _nack(self, request: spb.ReceiveMessageRequest, unsent: list[Any]) -> None:
+    async def _nack(self, request: spb.ReceiveMessageRequest, unsent: list[PoppedMessage]) -> None:
         """Messages the client did not get: visible again in a second, not at their time."""
         group, topic = request.group.name, request.message_queue.topic.name
         with (
@@ -388,7 +390,7 @@ def _topic(resource: pb.Resource) -> str:
     return resource.name
 
 
-def _millis(duration: Any) -> int:
+def _millis(duration: Duration) -> int:
     return int(duration.seconds * 1000 + duration.nanos // 1_000_000)
 
 
@@ -436,22 +438,3 @@ def _status_of(exc: Exception, what: str) -> pb.Status:
         return from_response_code(cast(pb.Code, exc.code), exc.remark)
     log.exception("%s failed", what)
     return status(pb.INTERNAL_SERVER_ERROR, f"{what} failed: {type(exc).__name__}: {exc}")
-
-
-def _metrics_hook() -> Callable[..., object] | None:
-    try:
-        module = importlib.import_module("proxy.metrics")
-    except ImportError:
-        return None
-    hook = getattr(module, "messages_out", None)
-    return hook if callable(hook) else None
-
-
-_messages_out = _metrics_hook()
-
-
-def record_messages_out(group: str, topic: str, count: int) -> None:
-    """Count messages handed to consumers (the proxy's messages-out metric, when the metrics
-    module provides one)."""
-    if _messages_out is not None and count:
-        _messages_out(group=group, topic=topic, count=count)

@@ -32,6 +32,8 @@ log = logging.getLogger("boltmq.proxy")
 
 #: How long a graceful stop lets calls in flight finish before they are cancelled.
 STOP_GRACE = 3.0
+#: The largest gRPC message accepted by default (RocketMQ's proxy takes 130 MiB too).
+MAX_INBOUND = 130 * 1024 * 1024
 
 
 class ProxyServer:
@@ -71,7 +73,16 @@ class ProxyServer:
             self.runtime = ProxyRuntime(config=config, instance=instance)
             acl = ProxyAcl(self.accounts) if config.acl_enable and self.accounts else None
             self.service = MessagingService(self.runtime, acl)
-            server = grpc.aio.server()
+            server = grpc.aio.server(
+                options=[
+                    # Room for a body over maxMessageSize, so that it is refused with
+                    # MESSAGE_BODY_TOO_LARGE rather than cut off by gRPC's 4 MiB default.
+                    (
+                        "grpc.max_receive_message_length",
+                        max(MAX_INBOUND, 2 * config.max_message_size),
+                    ),
+                ]
+            )
             server.add_generic_rpc_handlers((handler(self.service),))
             host = config.bind_address
             bracketed = f"[{host}]" if ":" in host else host  # an IPv6 literal

@@ -31,7 +31,7 @@ from proxy.send import SendService
 from proxy.status import ProxyError, status
 from proxy.telemetry import TelemetryService
 
-__all__ = ["SERVICE_NAME", "MessagingService", "handler"]
+__all__ = ["RPCS", "SERVICE_NAME", "MessagingService", "handler"]
 
 SERVICE_NAME = "apache.rocketmq.v2.MessagingService"
 
@@ -99,14 +99,11 @@ class MessagingService:
 
     # -- consuming (proxy/consume.py) -------------------------------------------------------
 
-    async def receive_message(
+    def receive_message(
         self, request: spb.ReceiveMessageRequest, context: Context
     ) -> AsyncIterator[spb.ReceiveMessageResponse]:
         """ReceiveMessage: see `ConsumeService.receive_message`."""
-        # An async generator function itself: grpc.aio serves a plain function's result as a
-        # synchronous iterator.
-        async for response in self.consume.receive_message(request, context):
-            yield response
+        return self.consume.receive_message(request, context)
 
     async def ack_message(
         self, request: spb.AckMessageRequest, context: Context
@@ -173,8 +170,8 @@ class MessagingService:
         return spb.SyncLiteSubscriptionResponse(status=_not_implemented("SyncLiteSubscription"))
 
 
-# RPC name -> (method name, request class, response class, kind)
-_RPCS: dict[str, tuple[str, type[Any], type[Any], str]] = {
+#: RPC name -> (method name, request class, response class, kind: unary, stream or bidi).
+RPCS: dict[str, tuple[str, type[Any], type[Any], str]] = {
     "QueryRoute": ("query_route", spb.QueryRouteRequest, spb.QueryRouteResponse, "unary"),
     "Heartbeat": ("heartbeat", spb.HeartbeatRequest, spb.HeartbeatResponse, "unary"),
     "SendMessage": ("send_message", spb.SendMessageRequest, spb.SendMessageResponse, "unary"),
@@ -238,7 +235,7 @@ _RPCS: dict[str, tuple[str, type[Any], type[Any], str]] = {
 def handler(service: MessagingService) -> grpc.GenericRpcHandler:
     """The generic handler serving every RPC of MessagingService from ``service``."""
     handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
-    for rpc, (method, request_type, response_type, kind) in _RPCS.items():
+    for rpc, (method, request_type, response_type, kind) in RPCS.items():
         behaviour = getattr(service, method)
         if kind == "unary":
             handlers[rpc] = grpc.unary_unary_rpc_method_handler(

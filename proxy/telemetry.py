@@ -129,6 +129,7 @@ class TelemetryService:
         session = ClientSession(cid)
         self.sessions.setdefault(cid, []).append(session)
         reader = asyncio.ensure_future(self._read(session, requests))
+        getter: asyncio.Future[spb.TelemetryCommand] | None = None
         try:
             while True:
                 getter = asyncio.ensure_future(session.outbox.get())
@@ -136,14 +137,18 @@ class TelemetryService:
                 if getter in done:
                     yield getter.result()
                     continue
-                getter.cancel()
-                while not session.outbox.empty():
-                    yield session.outbox.get_nowait()
-                return
+                break  # the client closed its side: send what is queued, then end
+            while not session.outbox.empty():
+                yield session.outbox.get_nowait()
         finally:
-            reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
+            for task in (getter, reader):
+                if task is not None:
+                    task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
                 await reader
+            if reader.done() and not reader.cancelled() and reader.exception() is not None:
+                log.warning("telemetry stream of client %s ended on an error: %r",
+                            cid, reader.exception())  # fmt: skip
             sessions = self.sessions.get(cid, [])
             if session in sessions:
                 sessions.remove(session)
@@ -167,7 +172,7 @@ class TelemetryService:
     async def notify_client_termination(
         self, request: spb.NotifyClientTerminationRequest, context: Context
     ) -> spb.NotifyClientTerminationResponse:
-        """UNREGISTER_CLIENT at every master for the client's groups."""
+        """UNREGISTER_CLIENT at every master for the client's groups no other client uses."""
         try:
             cid = client_id(context)
         except ProxyError as exc:
@@ -179,6 +184,13 @@ class TelemetryService:
                 producer_groups.update(session.topics())
             elif session.settings.subscription.group.name:
                 consumer_group = consumer_group or session.settings.subscription.group.name
+        # The brokers know the proxy's one connection per group, not each client behind it:
+        # a group another live client of this proxy still uses stays registered.
+        others = [s for c, ss in self.sessions.items() if c != cid for s in ss]
+        producer_groups -= {t for s in others if s.settings.HasField("publishing")
+                            for t in s.topics()}  # fmt: skip
+        if any(s.settings.subscription.group.name == consumer_group for s in others):
+            consumer_group = ""
         headers = [
             UnregisterClientRequestHeader(client_id=cid, producer_group=group)
             for group in sorted(producer_groups)

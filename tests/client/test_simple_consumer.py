@@ -72,7 +72,7 @@ async def test_unacked_returns_and_change_invisible_extends(
     topic, group = unique("SimpleTopic"), unique("CG_simple")
     await create_topic(cluster, topic, 1)
     await send(cluster, topic, [b"dropped", b"kept"])
-    async with SimpleConsumer(group, namesrv_addr=cluster.namesrv, subscriptions={topic: "*"},
+    async with SimpleConsumer(group, cluster.namesrv, subscriptions={topic: "*"},
                               await_duration=1) as consumer:  # fmt: skip
         got = await receive_n(consumer, 2, invisible=0.5)
         kept = next(p for p in got if p.message.body == b"kept")
@@ -95,7 +95,7 @@ async def test_tag_filter_and_forward_to_dead_letter(
     await send(cluster, topic, [b"b1"], tags="TagB")
     selector = MessageSelector.by_tag("TagA")
     subscriptions = {topic: selector}
-    async with SimpleConsumer(group, namesrv_addr=cluster.namesrv, subscriptions=subscriptions,
+    async with SimpleConsumer(group, registry_address=cluster.namesrv, subscriptions=subscriptions,
                               await_duration=0.5) as consumer:  # fmt: skip
         got = await receive_n(consumer, 2)
         assert sorted(p.message.body for p in got) == [b"a1", b"a2"]
@@ -143,6 +143,9 @@ async def test_fifo_group_hands_out_the_next_message_after_the_ack(
 async def test_bad_arguments_are_refused_before_anything_is_sent(cluster: Any) -> None:
     with pytest.raises(ValueError):
         SimpleConsumer("G", namesrv_addr=cluster.namesrv, subscriptions={})
+    with pytest.raises(ValueError):
+        SimpleConsumer("G", cluster.namesrv, registry_address=cluster.namesrv,
+                       subscriptions={"T": "*"})  # fmt: skip
     with pytest.raises(MQClientError):
         async with SimpleConsumer("G", namesrv_addr=cluster.namesrv,
                                   subscriptions={"NoSuchTopic_x1": "*"}):  # fmt: skip

@@ -264,8 +264,21 @@ def check_pipeline(ns: Namespace, out: str, cluster: PageCluster) -> None:
     assert "10" in printed, out  # the streaming query copied all 10 to the lake
 
 
+async def check_celery(ns: Namespace, out: str, cluster: PageCluster) -> None:
+    # The task the page sent waits in the page's broker, in topic "celery".
+    assert ns["app"].conf.broker_url == f"boltmq://{cluster.registry_address}"
+
+    def backlog() -> int:
+        with ns["app"].connection_for_write() as connection:
+            declared = connection.default_channel.queue_declare("celery", passive=True)
+            return int(declared.message_count)
+
+    assert await trio.to_thread.run_sync(backlog) == 1
+
+
 CHECKS: dict[str, Check] = {
     "README.md": check_readme,
+    "docs/celery.md": check_celery,
     "docs/actors.md": check_actors,
     "docs/broker.md": check_broker,
     "docs/client.md": check_client,

@@ -22,7 +22,7 @@ from proxy import ProxyConfig, ProxyServer
 from proxy._pb.apache.rocketmq.v2 import definition_pb2 as pb
 from proxy._pb.apache.rocketmq.v2 import service_pb2 as spb
 from proxy.acl import AccountBook
-from proxy.service import _RPCS, SERVICE_NAME
+from proxy.service import RPCS, SERVICE_NAME
 from tests.client.helpers import BoltProcess, wait_for_route
 
 __all__ = ["V2Stub", "create_topic", "pb", "proxy_cluster", "running_proxy", "spb"]
@@ -80,7 +80,7 @@ class V2Stub:
 
     async def unary(self, rpc: str, request: Any, timeout: float = 10.0) -> Any:
         """Call a unary RPC and return its answer."""
-        _, request_type, response_type, kind = _RPCS[rpc]
+        _, request_type, response_type, kind = RPCS[rpc]
         assert kind == "unary" and isinstance(request, request_type), rpc
         call = self.channel.unary_unary(
             f"/{SERVICE_NAME}/{rpc}",

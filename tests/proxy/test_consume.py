@@ -1,111 +1,65 @@
-"""The proxy's consumer RPCs over gRPC against an embedded cluster: receive and ack exactly
-once, redelivery with the second attempt, change of invisible duration, tag filter, FIFO order
-per message group, assignment, dead-letter forward, and the refusals (bad or expired receipt
-handle, invisible duration out of range).
+"""The proxy's consumer RPCs over gRPC: receive and ack exactly once, redelivery with the
+second attempt, change of invisible duration, tag filter, FIFO order per message group,
+assignment, dead-letter forward, and the refusals (bad or expired receipt handle, invisible
+duration out of range).
 
-The cluster (registry + broker, `boltmq.embedded`) runs on trio in a thread of its own for the
-module; each test runs a `ProxyServer` and its gRPC calls on asyncio (grpc.aio) with
-`asyncio.run`, so pytest's trio mode does not claim them. Messages are sent with BoltMQ's own
-4.x producer. Loopback only, ephemeral ports, a deadline on every wait. The proxy's limits are
-lowered (invisible durations from 100 ms, long polls from 100 ms) so redeliveries take a
-fraction of a second.
+The session's cluster process (`proxy_cluster`) and a proxy on asyncio per test, driven with
+grpc.aio; messages are sent with BoltMQ's own 4.x producer. Loopback only, ephemeral ports, a
+deadline on every wait. The proxy's consume limits are lowered (invisible durations and long
+polls from 100 ms) so redeliveries take a fraction of a second.
 """
 
 from __future__ import annotations
 
-import asyncio
-import threading
-import time
+import uuid
 import zlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any
 
+import anyio
+import attrs
 import grpc
 import pytest
-import trio
-import trio.lowlevel
 from google.protobuf.duration_pb2 import Duration
 
-import boltmq
 from client import Admin, Message, Producer
 from protocol.bodies import SubscriptionGroupConfig
-from proxy import ProxyConfig, ProxyServer
-from proxy._pb.apache.rocketmq.v2 import definition_pb2 as pb
-from proxy._pb.apache.rocketmq.v2 import service_pb2 as spb
 from proxy.consume import ConsumeSettings
+from proxy.service import SERVICE_NAME
+from tests.client.helpers import BoltProcess
 
-pytestmark = pytest.mark.timeout(90)
-T = TypeVar("T")
-SERVICE = "/apache.rocketmq.v2.MessagingService/"
+from .helpers import V2Stub, create_topic, pb, running_proxy, spb
 
-
-# -- the cluster: embedded, on trio, in a thread ------------------------------------------------
-
-
-class ClusterThread:
-    """`boltmq.embedded()` run by trio in a thread until `stop`."""
-
-    def __init__(self) -> None:
-        self.namesrv = self.broker = self.broker_name = ""
-        self._ready = threading.Event()
-        self._token: trio.lowlevel.TrioToken | None = None
-        self._stop: trio.Event | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="embedded-cluster", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(60) or self._error is not None:
-            raise RuntimeError(f"the embedded cluster did not start: {self._error!r}")
-
-    def _run(self) -> None:
-        async def main() -> None:
-            async with boltmq.embedded(enable_property_filter=True) as cluster:
-                self.namesrv = cluster.registry_address
-                self.broker = cluster.broker_address
-                self.broker_name = cluster.broker.config.broker_name
-                self._token = trio.lowlevel.current_trio_token()
-                self._stop = trio.Event()
-                self._ready.set()
-                await self._stop.wait()
-
-        try:
-            trio.run(main)
-        except BaseException as exc:
-            self._error = exc
-            self._ready.set()
-
-    def stop(self) -> None:
-        """Stop the cluster and wait for its thread."""
-        if self._token is not None and self._stop is not None:
-            trio.from_thread.run_sync(self._stop.set, trio_token=self._token)
-        self._thread.join(30)
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
+Unique = Callable[[str], str]
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[ClusterThread]:
-    """The module's embedded cluster."""
-    running = ClusterThread()
-    try:
-        yield running
-    finally:
-        running.stop()
+@pytest.fixture
+def anyio_backend() -> str:
+    """grpc.aio runs on asyncio only."""
+    return "asyncio"
 
 
-def run(scenario: Callable[[], Awaitable[T]], timeout: float = 60) -> T:
-    """Run an asyncio scenario with a deadline."""
-
-    async def bounded() -> T:
-        return await asyncio.wait_for(scenario(), timeout)
-
-    return asyncio.run(bounded())
+@pytest.fixture
+def unique() -> Unique:
+    """A maker of names no other test uses."""
+    return lambda prefix: f"{prefix}_{uuid.uuid4().hex[:8]}"
 
 
-_counter = iter(range(1_000_000))
+@attrs.frozen
+class Cluster:
+    """The addresses of the session's cluster the tests use."""
+
+    namesrv: str
+    broker: str
+    broker_name: str
 
 
-def unique(prefix: str) -> str:
-    """A name no other test uses."""
-    return f"{prefix}_{int(time.time() * 1000) % 10**8}_{next(_counter)}"
+@pytest.fixture
+def cluster(proxy_cluster: BoltProcess) -> Cluster:
+    """The session's cluster process (tests/proxy/helpers.py)."""
+    return Cluster(proxy_cluster.registry, proxy_cluster.broker, proxy_cluster.found["broker_name"])
 
 
 # -- the proxy and its gRPC calls -------------------------------------------------------------
@@ -114,17 +68,10 @@ def unique(prefix: str) -> str:
 class Calls:
     """The consumer RPCs through a grpc.aio channel to the proxy."""
 
-    def __init__(self, channel: grpc.aio.Channel, cluster: ClusterThread) -> None:
+    def __init__(self, channel: grpc.aio.Channel, cluster: Cluster) -> None:
         self.channel = channel
         self.cluster = cluster
-        self.metadata = (("x-mq-client-id", "test-client@1"),)
-
-    def _unary(self, rpc: str, response: Any) -> Any:
-        return self.channel.unary_unary(
-            SERVICE + rpc,
-            request_serializer=lambda m: m.SerializeToString(),
-            response_deserializer=response.FromString,
-        )
+        self.stub = V2Stub(channel)
 
     async def receive(
         self,
@@ -150,12 +97,13 @@ class Calls:
             long_polling_timeout=_duration(poll_ms),
         )  # fmt: skip
         call: Any = self.channel.unary_stream(
-            SERVICE + "ReceiveMessage",
+            f"/{SERVICE_NAME}/ReceiveMessage",
             request_serializer=lambda m: m.SerializeToString(),
             response_deserializer=spb.ReceiveMessageResponse.FromString,
         )
         responses = [
-            r async for r in call(request, metadata=self.metadata, timeout=poll_ms / 1000 + 5)
+            r
+            async for r in call(request, metadata=self.stub.metadata(), timeout=poll_ms / 1000 + 5)
         ]
         statuses = [r.status for r in responses if r.HasField("status")]
         assert len(statuses) == 1, responses
@@ -167,12 +115,11 @@ class Calls:
     ) -> list[pb.Message]:
         """Receive until ``count`` messages came (10 s at most)."""
         got: list[pb.Message] = []
-        deadline = time.monotonic() + 10
-        while len(got) < count:
-            assert time.monotonic() < deadline, f"{len(got)} of {count} messages received"
-            status, messages, _ = await self.receive(group, topic, **kwargs)
-            assert status.code in (pb.OK, pb.MESSAGE_NOT_FOUND), status
-            got += messages
+        with anyio.fail_after(10):
+            while len(got) < count:
+                status, messages, _ = await self.receive(group, topic, **kwargs)
+                assert status.code in (pb.OK, pb.MESSAGE_NOT_FOUND), status
+                got += messages
         return got
 
     async def ack(self, group: str, topic: str, messages: list[pb.Message] | list[tuple[str, str]]
@@ -187,9 +134,7 @@ class Calls:
         request = spb.AckMessageRequest(
             group=pb.Resource(name=group), topic=pb.Resource(name=topic), entries=entries
         )
-        answer: spb.AckMessageResponse = await self._unary("AckMessage", spb.AckMessageResponse)(
-            request, metadata=self.metadata, timeout=10
-        )
+        answer: spb.AckMessageResponse = await self.stub.unary("AckMessage", request)
         return answer
 
     async def change(
@@ -202,18 +147,16 @@ class Calls:
             invisible_duration=_duration(invisible_ms),
             message_id=message.system_properties.message_id,
         )  # fmt: skip
-        answer: spb.ChangeInvisibleDurationResponse = await self._unary(
-            "ChangeInvisibleDuration", spb.ChangeInvisibleDurationResponse
-        )(request, metadata=self.metadata, timeout=10)
+        answer: spb.ChangeInvisibleDurationResponse = await self.stub.unary(
+            "ChangeInvisibleDuration", request
+        )
         return answer
 
     async def assignment(self, group: str, topic: str) -> spb.QueryAssignmentResponse:
         """QueryAssignment."""
         request = spb.QueryAssignmentRequest(group=pb.Resource(name=group),
                                              topic=pb.Resource(name=topic))  # fmt: skip
-        answer: spb.QueryAssignmentResponse = await self._unary(
-            "QueryAssignment", spb.QueryAssignmentResponse
-        )(request, metadata=self.metadata, timeout=10)
+        answer: spb.QueryAssignmentResponse = await self.stub.unary("QueryAssignment", request)
         return answer
 
     async def forward(
@@ -226,16 +169,16 @@ class Calls:
             message_id=message.system_properties.message_id,
             delivery_attempt=message.system_properties.delivery_attempt, max_delivery_attempts=16,
         )  # fmt: skip
-        answer: spb.ForwardMessageToDeadLetterQueueResponse = await self._unary(
-            "ForwardMessageToDeadLetterQueue", spb.ForwardMessageToDeadLetterQueueResponse
-        )(request, metadata=self.metadata, timeout=10)
+        answer: spb.ForwardMessageToDeadLetterQueueResponse = await self.stub.unary(
+            "ForwardMessageToDeadLetterQueue", request
+        )
         return answer
 
 
 @asynccontextmanager
-async def proxy(cluster: ClusterThread) -> AsyncIterator[Calls]:
+async def proxy(cluster: Cluster) -> AsyncIterator[Calls]:
     """A proxy in front of the cluster, its consume limits lowered, and a channel to it."""
-    async with ProxyServer(ProxyConfig(namesrv_addr=cluster.namesrv, grpc_server_port=0)) as server:
+    async with running_proxy(cluster.namesrv) as server:
         assert server.service is not None
         server.service.consume.settings = ConsumeSettings(
             min_invisible_ms_for_receive=100, min_long_polling_ms=100, group_config_ttl=0
@@ -244,7 +187,7 @@ async def proxy(cluster: ClusterThread) -> AsyncIterator[Calls]:
             yield Calls(channel, cluster)
 
 
-async def send(cluster: ClusterThread, topic: str, bodies: list[bytes], **kwargs: Any) -> None:
+async def send(cluster: Cluster, topic: str, bodies: list[bytes], **kwargs: Any) -> None:
     """Send each body to ``topic`` with BoltMQ's 4.x producer."""
     async with Producer("PG_proxy_consume", namesrv_addr=cluster.namesrv) as producer:
         for body in bodies:
@@ -252,21 +195,13 @@ async def send(cluster: ClusterThread, topic: str, bodies: list[bytes], **kwargs
 
 
 async def create(
-    cluster: ClusterThread, topic: str, queues: int, group: SubscriptionGroupConfig | None = None
+    cluster: Cluster, topic: str, queues: int, group: SubscriptionGroupConfig | None = None
 ) -> None:
     """A topic (routed) and, when given, a group config."""
-    async with Admin(namesrv_addr=cluster.namesrv) as admin:
-        await admin.create_topic(topic, queue_nums=queues, broker_addr=cluster.broker)
-        if group is not None:
+    if group is not None:
+        async with Admin(namesrv_addr=cluster.namesrv) as admin:
             await admin.create_group(group, broker_addr=cluster.broker)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                await admin.route(topic)
-                return
-            except Exception:
-                assert time.monotonic() < deadline, f"topic {topic} never routed"
-                await asyncio.sleep(0.05)
+    await create_topic(cluster.namesrv, topic, queues)
 
 
 def _duration(ms: int) -> Duration:
@@ -278,115 +213,100 @@ def _duration(ms: int) -> Duration:
 # -- the tests --------------------------------------------------------------------------------
 
 
-def test_receive_and_ack_200_exactly_once(cluster: ClusterThread) -> None:
+async def test_receive_and_ack_200_exactly_once(cluster: Cluster, unique: Unique) -> None:
     topic, group = unique("ProxyTopic"), unique("CG_proxy")
-
-    async def scenario() -> None:
-        await create(cluster, topic, 4)
-        bodies = [f"m{i}".encode() for i in range(200)]
-        await send(cluster, topic, bodies, tags="TagA", keys="k1 k2", properties={"color": "red"})
-        async with proxy(cluster) as calls:
-            got = await calls.receive_n(group, topic, 200)
-            assert sorted(m.body for m in got) == sorted(bodies)
-            assert len({m.system_properties.message_id for m in got}) == 200
-            first = got[0].system_properties
-            assert first.tag == "TagA" and list(first.keys) == ["k1", "k2"]
-            assert first.body_digest.type == pb.CRC32 and first.body_encoding == pb.IDENTITY
-            assert first.body_digest.checksum == f"{zlib.crc32(got[0].body):08X}"
-            assert first.delivery_attempt == 1 and first.message_type == pb.NORMAL
-            assert first.invisible_duration.seconds == 30 and first.born_host and first.store_host
-            assert len(first.receipt_handle.split(" ")) == 9  # the proxy form
-            assert dict(got[0].user_properties) == {"color": "red"}
-            assert got[0].topic.name == topic
-            for start in range(0, 200, 50):
-                answer = await calls.ack(group, topic, got[start : start + 50])
-                assert answer.status.code == pb.OK, answer.status
-                assert [e.status.code for e in answer.entries] == [pb.OK] * 50
-            status, messages, stamped = await calls.receive(group, topic, poll_ms=300)
-            assert status.code == pb.MESSAGE_NOT_FOUND and messages == [] and stamped
-            # An acked handle acks no more.
-            again = await calls.ack(group, topic, got[:1])
-            assert again.entries[0].status.code == pb.INVALID_RECEIPT_HANDLE
-
-    run(scenario)
+    await create(cluster, topic, 4)
+    bodies = [f"m{i}".encode() for i in range(200)]
+    await send(cluster, topic, bodies, tags="TagA", keys="k1 k2", properties={"color": "red"})
+    async with proxy(cluster) as calls:
+        got = await calls.receive_n(group, topic, 200)
+        assert sorted(m.body for m in got) == sorted(bodies)
+        assert len({m.system_properties.message_id for m in got}) == 200
+        first = got[0].system_properties
+        assert first.tag == "TagA" and list(first.keys) == ["k1", "k2"]
+        assert first.body_digest.type == pb.CRC32 and first.body_encoding == pb.IDENTITY
+        assert first.body_digest.checksum == f"{zlib.crc32(got[0].body):08X}"
+        assert first.delivery_attempt == 1 and first.message_type == pb.NORMAL
+        assert first.invisible_duration.seconds == 30 and first.born_host and first.store_host
+        assert len(first.receipt_handle.split(" ")) == 9  # the proxy form
+        assert dict(got[0].user_properties) == {"color": "red"}
+        assert got[0].topic.name == topic
+        for start in range(0, 200, 50):
+            answer = await calls.ack(group, topic, got[start : start + 50])
+            assert answer.status.code == pb.OK, answer.status
+            assert [e.status.code for e in answer.entries] == [pb.OK] * 50
+        status, messages, stamped = await calls.receive(group, topic, poll_ms=300)
+        assert status.code == pb.MESSAGE_NOT_FOUND and messages == [] and stamped
+        # An acked handle acks no more.
+        again = await calls.ack(group, topic, got[:1])
+        assert again.entries[0].status.code == pb.INVALID_RECEIPT_HANDLE
 
 
-def test_unacked_comes_back_with_delivery_attempt_2(cluster: ClusterThread) -> None:
+async def test_unacked_comes_back_with_delivery_attempt_2(cluster: Cluster, unique: Unique) -> None:
     topic, group = unique("ProxyTopic"), unique("CG_proxy")
-
-    async def scenario() -> None:
-        await create(cluster, topic, 1)
-        await send(cluster, topic, [b"dropped"])
-        async with proxy(cluster) as calls:
-            (first,) = await calls.receive_n(group, topic, 1, invisible_ms=300)
-            (second,) = await calls.receive_n(group, topic, 1, poll_ms=2000)
-            assert second.body == b"dropped" and second.topic.name == topic
-            assert second.system_properties.delivery_attempt == 2
-            assert second.system_properties.message_id == first.system_properties.message_id
-            answer = await calls.ack(group, topic, [second])
-            assert answer.status.code == pb.OK
-
-    run(scenario)
+    await create(cluster, topic, 1)
+    await send(cluster, topic, [b"dropped"])
+    async with proxy(cluster) as calls:
+        (first,) = await calls.receive_n(group, topic, 1, invisible_ms=300)
+        (second,) = await calls.receive_n(group, topic, 1, poll_ms=2000)
+        assert second.body == b"dropped" and second.topic.name == topic
+        assert second.system_properties.delivery_attempt == 2
+        assert second.system_properties.message_id == first.system_properties.message_id
+        answer = await calls.ack(group, topic, [second])
+        assert answer.status.code == pb.OK
 
 
-def test_change_invisible_extends_and_replaces_the_handle(cluster: ClusterThread) -> None:
+async def test_change_invisible_extends_and_replaces_the_handle(
+    cluster: Cluster, unique: Unique
+) -> None:
     topic, group = unique("ProxyTopic"), unique("CG_proxy")
-
-    async def scenario() -> None:
-        await create(cluster, topic, 1)
-        await send(cluster, topic, [b"slow"])
-        async with proxy(cluster) as calls:
-            (message,) = await calls.receive_n(group, topic, 1, invisible_ms=300)
-            changed = await calls.change(group, topic, message, 60_000)
-            assert changed.status.code == pb.OK, changed.status
-            assert changed.receipt_handle != message.system_properties.receipt_handle
-            status, messages, _ = await calls.receive(group, topic, poll_ms=1000)
-            assert status.code == pb.MESSAGE_NOT_FOUND and messages == []  # still hidden
-            stale = await calls.ack(group, topic, [message])
-            assert stale.entries[0].status.code == pb.INVALID_RECEIPT_HANDLE
-            message_id = message.system_properties.message_id
-            fresh = await calls.ack(group, topic, [(message_id, changed.receipt_handle)])
-            assert fresh.status.code == pb.OK
-
-    run(scenario)
+    await create(cluster, topic, 1)
+    await send(cluster, topic, [b"slow"])
+    async with proxy(cluster) as calls:
+        (message,) = await calls.receive_n(group, topic, 1, invisible_ms=300)
+        changed = await calls.change(group, topic, message, 60_000)
+        assert changed.status.code == pb.OK, changed.status
+        assert changed.receipt_handle != message.system_properties.receipt_handle
+        status, messages, _ = await calls.receive(group, topic, poll_ms=1000)
+        assert status.code == pb.MESSAGE_NOT_FOUND and messages == []  # still hidden
+        stale = await calls.ack(group, topic, [message])
+        assert stale.entries[0].status.code == pb.INVALID_RECEIPT_HANDLE
+        message_id = message.system_properties.message_id
+        fresh = await calls.ack(group, topic, [(message_id, changed.receipt_handle)])
+        assert fresh.status.code == pb.OK
 
 
-def test_tag_filter(cluster: ClusterThread) -> None:
+async def test_tag_filter(cluster: Cluster, unique: Unique) -> None:
     topic, group = unique("ProxyTopic"), unique("CG_proxy")
-
-    async def scenario() -> None:
-        await create(cluster, topic, 2)
-        await send(cluster, topic, [b"a1", b"a2", b"a3"], tags="TagA")
-        await send(cluster, topic, [b"b1", b"b2"], tags="TagB")
-        only_a = pb.FilterExpression(type=pb.TAG, expression="TagA")
-        async with proxy(cluster) as calls:
-            got = await calls.receive_n(group, topic, 3, filter_expression=only_a)
-            assert sorted(m.body for m in got) == [b"a1", b"a2", b"a3"]
-            assert (await calls.ack(group, topic, got)).status.code == pb.OK
-            status, messages, _ = await calls.receive(group, topic, filter_expression=only_a,
-                                                      poll_ms=300)  # fmt: skip
-            assert status.code == pb.MESSAGE_NOT_FOUND and messages == []
-
-    run(scenario)
+    await create(cluster, topic, 2)
+    await send(cluster, topic, [b"a1", b"a2", b"a3"], tags="TagA")
+    await send(cluster, topic, [b"b1", b"b2"], tags="TagB")
+    only_a = pb.FilterExpression(type=pb.TAG, expression="TagA")
+    async with proxy(cluster) as calls:
+        got = await calls.receive_n(group, topic, 3, filter_expression=only_a)
+        assert sorted(m.body for m in got) == [b"a1", b"a2", b"a3"]
+        assert (await calls.ack(group, topic, got)).status.code == pb.OK
+        status, messages, _ = await calls.receive(group, topic, filter_expression=only_a,
+                                                  poll_ms=300)  # fmt: skip
+        assert status.code == pb.MESSAGE_NOT_FOUND and messages == []
 
 
-def test_fifo_group_keeps_each_message_group_in_order(cluster: ClusterThread) -> None:
+async def test_fifo_group_keeps_each_message_group_in_order(
+    cluster: Cluster, unique: Unique
+) -> None:
     topic, group = unique("ProxyTopic"), unique("CG_fifo")
-
-    async def scenario() -> None:
-        fifo = SubscriptionGroupConfig(group_name=group, consume_message_orderly=True)
-        await create(cluster, topic, 2, fifo)
-        async with Producer("PG_proxy_fifo", namesrv_addr=cluster.namesrv) as producer:
-            for i in range(6):
-                for key in ("g1", "g2"):
-                    message = Message(topic, f"{key}-{i}".encode(),
-                                      properties={"__SHARDINGKEY": key})  # fmt: skip
-                    await producer.send_orderly(message, key)
-        async with proxy(cluster) as calls:
-            seen: dict[str, list[int]] = {"g1": [], "g2": []}
-            deadline = time.monotonic() + 15
+    fifo = SubscriptionGroupConfig(group_name=group, consume_message_orderly=True)
+    await create(cluster, topic, 2, fifo)
+    async with Producer("PG_proxy_fifo", namesrv_addr=cluster.namesrv) as producer:
+        for i in range(6):
+            for key in ("g1", "g2"):
+                message = Message(topic, f"{key}-{i}".encode(),
+                                  properties={"__SHARDINGKEY": key})  # fmt: skip
+                await producer.send_orderly(message, key)
+    async with proxy(cluster) as calls:
+        seen: dict[str, list[int]] = {"g1": [], "g2": []}
+        with anyio.fail_after(15):
             while sum(map(len, seen.values())) < 12:
-                assert time.monotonic() < deadline, seen
                 _, received, _ = await calls.receive(group, topic, batch=2)
                 for one in received:
                     key = one.system_properties.message_group
@@ -394,62 +314,56 @@ def test_fifo_group_keeps_each_message_group_in_order(cluster: ClusterThread) ->
                     seen[key].append(int(one.body.decode().split("-")[1]))
                 if received:
                     assert (await calls.ack(group, topic, received)).status.code == pb.OK
-            assert seen == {"g1": list(range(6)), "g2": list(range(6))}
-
-    run(scenario)
+        assert seen == {"g1": list(range(6)), "g2": list(range(6))}
 
 
-def test_refusals_bad_handle_expired_handle_and_invisible_time(cluster: ClusterThread) -> None:
+async def test_refusals_bad_handle_expired_handle_and_invisible_time(
+    cluster: Cluster, unique: Unique
+) -> None:
     topic, group = unique("ProxyTopic"), unique("CG_proxy")
-
-    async def scenario() -> None:
-        await create(cluster, topic, 1)
-        await send(cluster, topic, [b"x"])
-        async with proxy(cluster) as calls:
-            bad = await calls.ack(group, topic, [("id-1", "not a handle")])
-            assert bad.status.code == pb.INVALID_RECEIPT_HANDLE
-            assert bad.entries[0].status.code == pb.INVALID_RECEIPT_HANDLE
-            (message,) = await calls.receive_n(group, topic, 1, invisible_ms=5000)
-            too_long = await calls.change(group, topic, message, 13 * 3600 * 1000)
-            assert too_long.status.code == pb.ILLEGAL_INVISIBLE_TIME
-            negative = await calls.change(group, topic, message, -1)
-            assert negative.status.code == pb.ILLEGAL_INVISIBLE_TIME
-            status, _, stamped = await calls.receive(group, topic, invisible_ms=50)
-            assert status.code == pb.ILLEGAL_INVISIBLE_TIME and stamped
-            # A handle past its invisible time is expired: refused without asking the broker.
-            fields = message.system_properties.receipt_handle.split(" ")
-            fields[1] = str(int(fields[1]) - 60_000)
-            expired = await calls.ack(group, topic, [("id", " ".join(fields))])
-            assert expired.entries[0].status.code == pb.INVALID_RECEIPT_HANDLE
-            assert "expired" in expired.entries[0].status.message
-            # Nothing was lost: the real handle still acks.
-            assert (await calls.ack(group, topic, [message])).status.code == pb.OK
-
-    run(scenario)
+    await create(cluster, topic, 1)
+    await send(cluster, topic, [b"x"])
+    async with proxy(cluster) as calls:
+        bad = await calls.ack(group, topic, [("id-1", "not a handle")])
+        assert bad.status.code == pb.INVALID_RECEIPT_HANDLE
+        assert bad.entries[0].status.code == pb.INVALID_RECEIPT_HANDLE
+        (message,) = await calls.receive_n(group, topic, 1, invisible_ms=5000)
+        too_long = await calls.change(group, topic, message, 13 * 3600 * 1000)
+        assert too_long.status.code == pb.ILLEGAL_INVISIBLE_TIME
+        negative = await calls.change(group, topic, message, -1)
+        assert negative.status.code == pb.ILLEGAL_INVISIBLE_TIME
+        status, _, stamped = await calls.receive(group, topic, invisible_ms=50)
+        assert status.code == pb.ILLEGAL_INVISIBLE_TIME and stamped
+        # A handle past its invisible time is expired: refused without asking the broker.
+        fields = message.system_properties.receipt_handle.split(" ")
+        fields[1] = str(int(fields[1]) - 60_000)
+        expired = await calls.ack(group, topic, [("id", " ".join(fields))])
+        assert expired.entries[0].status.code == pb.INVALID_RECEIPT_HANDLE
+        assert "expired" in expired.entries[0].status.message
+        # Nothing was lost: the real handle still acks.
+        assert (await calls.ack(group, topic, [message])).status.code == pb.OK
 
 
-def test_assignment_and_forward_to_dead_letter_queue(cluster: ClusterThread) -> None:
+async def test_assignment_and_forward_to_dead_letter_queue(
+    cluster: Cluster, unique: Unique
+) -> None:
     topic, group = unique("ProxyTopic"), unique("CG_proxy")
-
-    async def scenario() -> None:
-        await create(cluster, topic, 2)
-        await send(cluster, topic, [b"poison"])
-        async with proxy(cluster) as calls:
-            answer = await calls.assignment(group, topic)
-            assert answer.status.code == pb.OK, answer.status
-            (assignment,) = answer.assignments
-            queue = assignment.message_queue
-            assert (queue.id, queue.broker.name) == (-1, cluster.broker_name)
-            assert queue.permission == pb.READ_WRITE and queue.broker.endpoints.addresses
-            missing = await calls.assignment(group, unique("NoSuchTopic"))
-            assert missing.status.code == pb.TOPIC_NOT_FOUND
-            (message,) = await calls.receive_n(group, topic, 1)
-            forwarded = await calls.forward(group, topic, message)
-            assert forwarded.status.code == pb.OK, forwarded.status
-            stale = await calls.ack(group, topic, [message])  # forwarded means acked
-            assert stale.entries[0].status.code == pb.INVALID_RECEIPT_HANDLE
-            dlq = f"%DLQ%{group}"
-            (dead,) = await calls.receive_n("CG_reader_" + group, dlq, 1)
-            assert dead.body == b"poison"
-
-    run(scenario)
+    await create(cluster, topic, 2)
+    await send(cluster, topic, [b"poison"])
+    async with proxy(cluster) as calls:
+        answer = await calls.assignment(group, topic)
+        assert answer.status.code == pb.OK, answer.status
+        (assignment,) = answer.assignments
+        queue = assignment.message_queue
+        assert (queue.id, queue.broker.name) == (-1, cluster.broker_name)
+        assert queue.permission == pb.READ_WRITE and queue.broker.endpoints.addresses
+        missing = await calls.assignment(group, unique("NoSuchTopic"))
+        assert missing.status.code == pb.TOPIC_NOT_FOUND
+        (message,) = await calls.receive_n(group, topic, 1)
+        forwarded = await calls.forward(group, topic, message)
+        assert forwarded.status.code == pb.OK, forwarded.status
+        stale = await calls.ack(group, topic, [message])  # forwarded means acked
+        assert stale.entries[0].status.code == pb.INVALID_RECEIPT_HANDLE
+        dlq = f"%DLQ%{group}"
+        (dead,) = await calls.receive_n("CG_reader_" + group, dlq, 1)
+        assert dead.body == b"poison"

@@ -16,8 +16,8 @@ import anyio
 import grpc
 import pytest
 
-from client import PullConsumer
-from protocol.bodies import ConsumeFromWhere
+from client import Admin, MQClientError, PullConsumer
+from protocol.bodies import ConsumeFromWhere, ConsumeType, MessageModel
 from protocol.message import MessageConst, MessageExt
 from proxy.send import TransactionHandle, consistent_hash
 from tests.client.helpers import BoltProcess, poll_until
@@ -138,6 +138,10 @@ async def test_bad_requests_get_the_v2_codes_clients_expect(
             ),
         )  # fmt: skip
         assert end.status.code == pb.INVALID_TRANSACTION_ID
+
+        # Past gRPC's own 4 MiB default too: still the v2 code, not a transport error.
+        huge = await send(v2_message(topic, b"x" * (5 << 20), _id()))
+        assert huge.code == pb.MESSAGE_BODY_TOO_LARGE
 
         # Nothing refused reached the broker: only the good message below is stored.
         good_id = _id()
@@ -288,25 +292,45 @@ async def test_telemetry_answers_the_merged_settings_and_heartbeats_register(
         service = proxy.service
         assert service is not None
         assert [s.client_id for s in service.clients.producer_sessions(topic)] == [stub.client_id]
+        # The broker knows the client as a producer of the topic's group (the topic itself).
+        async with Admin(namesrv_addr=proxy_cluster.registry) as admin:
+            producers = await admin.producer_connections(topic, topic)
+            assert [c.client_id for c in producers.connection_set] == [stub.client_id]
 
+        group = unique("CG")
         consumer_settings = pb.Settings(
             client_type=pb.SIMPLE_CONSUMER, access_point=access,
-            subscription=pb.Subscription(group=pb.Resource(name="G1"), subscriptions=[
+            subscription=pb.Subscription(group=pb.Resource(name=group), subscriptions=[
                 pb.SubscriptionEntry(topic=pb.Resource(name=topic),
                                      expression=pb.FilterExpression(type=pb.TAG, expression="*"))
             ]),
         )  # fmt: skip
-        consumer = V2Stub(channel, client_id=unique("consumer")).telemetry()
+        consumer_stub = V2Stub(channel, client_id=unique("consumer"))
+        consumer = consumer_stub.telemetry()
         await consumer.write(spb.TelemetryCommand(settings=consumer_settings))
         with anyio.fail_after(10):
             answer = await consumer.read()
         sub = answer.settings.subscription
         assert sub.receive_batch_size == 32 and sub.long_polling_timeout.seconds == 20
         assert answer.settings.backoff_policy.max_attempts == 17
+        beat = await consumer_stub.unary(
+            "Heartbeat",
+            spb.HeartbeatRequest(client_type=pb.SIMPLE_CONSUMER, group=pb.Resource(name=group)),
+        )
+        assert beat.status.code == pb.OK
+        async with Admin(namesrv_addr=proxy_cluster.registry) as admin:
+            consumers = await admin.consumer_connections(group)
+        assert [c.client_id for c in consumers.connection_set] == [consumer_stub.client_id]
+        assert consumers.consume_type == ConsumeType.CONSUME_POP
+        assert consumers.message_model == MessageModel.CLUSTERING
+        assert set(consumers.subscription_table) == {topic}
         consumer.cancel()
 
         done = await stub.unary("NotifyClientTermination", spb.NotifyClientTerminationRequest())
         assert done.status.code == pb.OK
+        async with Admin(namesrv_addr=proxy_cluster.registry) as admin:
+            with pytest.raises(MQClientError, match="not online"):
+                await admin.producer_connections(topic, topic)
         stream.cancel()
         with anyio.fail_after(10):
             while service.clients.producer_sessions(topic):
@@ -333,3 +357,33 @@ async def test_unknown_and_unserved_rpcs_answer_statuses(
         answer = await stub.unary("UpdateOffset", spb.UpdateOffsetRequest())
         assert answer.status.code == pb.NOT_IMPLEMENTED
     assert time.monotonic() - started < 10
+
+
+async def test_one_client_leaving_keeps_the_group_of_another_registered(
+    proxy_cluster: BoltProcess, unique: Callable[[str], str]
+) -> None:
+    topic = unique("SharedTopic")
+    await create_topic(proxy_cluster.registry, topic, queues=1)
+    async with (
+        running_proxy(proxy_cluster.registry) as proxy,
+        grpc.aio.insecure_channel(f"127.0.0.1:{proxy.port}") as channel,
+    ):
+        settings = pb.Settings(
+            client_type=pb.PRODUCER, publishing=pb.Publishing(topics=[pb.Resource(name=topic)])
+        )
+        stubs = [V2Stub(channel, client_id=unique("producer")) for _ in range(2)]
+        streams = [stub.telemetry() for stub in stubs]
+        for stream in streams:
+            await stream.write(spb.TelemetryCommand(settings=settings))
+            with anyio.fail_after(10):
+                assert (await stream.read()).status.code == pb.OK
+        leaving = await stubs[0].unary(
+            "NotifyClientTermination", spb.NotifyClientTerminationRequest()
+        )
+        assert leaving.status.code == pb.OK
+        async with Admin(namesrv_addr=proxy_cluster.registry) as admin:
+            producers = await admin.producer_connections(topic, topic)
+        # The proxy's connection still stands for the producer that stays.
+        assert len(producers.connection_set) == 1
+        for stream in streams:
+            stream.cancel()
