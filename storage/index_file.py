@@ -65,24 +65,29 @@ def put_index_entries_py(
     unpack_slot = _SLOT.unpack_from
     pack_slot = _SLOT.pack_into
     pack_entry = _ENTRY.pack_into
-    i = start
-    end = len(keys)
     heads = _HASH_HEADS
-    while i < end and number < limit:
-        key, phy_offset = keys[i]
-        i += 1
+    # The keys that fit: a slice walked by a for loop costs less than an index and a bound
+    # check per key.
+    stop = min(len(keys), start + max(limit - number, 0))
+    for key, phy_offset in keys[start:stop] if stop > start else ():
         # `java_hash_py`'s cached-head path inlined (a call per key costs a third of the
         # loop): the key's hash from its head's and its last six units, as an unsigned int.
         split = len(key) - 6
         head = heads.get(key[:split]) if split >= 10 else None
-        if head is not None and key.isascii():
-            a, b, c, d, e, f = key[split:].encode("ascii")
-            khash = (
-                head * 887503681 + a * 28629151 + b * 923521 + c * 29791 + d * 961 + e * 31 + f
-            ) & 0xFFFFFFFF
-            if khash & 0x80000000:
-                khash = 0 if khash == 0x80000000 else 0x100000000 - khash
-        else:
+        if head is not None:
+            try:
+                # Raises for a non-ASCII tail (its units are not its bytes): hashed whole.
+                a, b, c, d, e, f = key[split:].encode("ascii")
+            except UnicodeEncodeError:
+                head = None
+            else:
+                khash = (
+                    head * 887503681 + a * 28629151 + b * 923521 + c * 29791 + d * 961
+                    + e * 31 + f
+                ) & 0xFFFFFFFF  # fmt: skip
+                if khash & 0x80000000:
+                    khash = 0 if khash == 0x80000000 else 0x100000000 - khash
+        if head is None:
             khash = java_hash(key)
             if khash < 0:
                 khash = 0 if khash == -0x80000000 else -khash
@@ -95,6 +100,7 @@ def put_index_entries_py(
                    previous)  # fmt: skip
         pack_slot(buf, slot_pos, number)
         number += 1
+    i = max(stop, start)
     return i, number, slot_count, phy_offset
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
 
 from storage._encode import (
     _MAGIC_CODE,
@@ -132,8 +133,8 @@ def batch_records_size_py(
     """The bytes the batch's records take (``fixed`` is a record's size without body and
     properties), or -1 when one is larger than ``max_message_size`` or has properties longer
     than ``max_properties_size``."""
-    total = 0
     header_len = len(header_props)
+    total = 0
     for _, body, element_props in elements:
         # ASCII properties (the usual ones) are as many bytes as characters: no encode.
         props_len = len(element_props) if element_props.isascii() else len(element_props.encode())
@@ -148,11 +149,24 @@ def batch_records_size_py(
     return total
 
 
-# A record's fields from TOTALSIZE to PHYSICALOFFSET, then the 48 bytes from SYSFLAG to
-# PREPAREDOFFSET (the same for every record of a batch, packed once), then BODYLEN.
-_RECORD_HEAD = struct.Struct(">iiiiiqq48si")
+# The 48 bytes from SYSFLAG to PREPAREDOFFSET, the same for every record of a batch (packed
+# once per batch).
 _BATCH_FIELDS = struct.Struct(">iq4siq4siiq")
-_PROPS_LEN = struct.Struct(">h")
+# One struct per (body, topic part, properties) length that packs a whole record at once:
+# TOTALSIZE to PHYSICALOFFSET, the batch's shared fields, BODYLEN, BODY, the topic part,
+# PROPERTIESLENGTH and PROPERTIES. A batch's records mostly share their lengths, so a record
+# costs one lookup and one ``pack_into`` straight into the mapped file.
+_RECORD_PACKERS: dict[int, Callable[..., None]] = {}
+_RECORD_PACKERS_LIMIT = 1024
+
+
+def _record_packer(key: int, body_len: int, topic_len: int, props_len: int) -> Callable[..., None]:
+    if len(_RECORD_PACKERS) >= _RECORD_PACKERS_LIMIT:
+        _RECORD_PACKERS.clear()  # many distinct lengths: rebuilt on demand, never unbounded
+    packer = _RECORD_PACKERS[key] = struct.Struct(
+        f">iiiiiqq48si{body_len}s{topic_len}sh{props_len}s"
+    ).pack_into
+    return packer
 
 
 def write_batch_records_py(
@@ -181,71 +195,80 @@ def write_batch_records_py(
     ``base``) with its append-time fields; append its consume-queue entry to ``entries``, its
     physical offset to ``offsets`` and, when ``index_keys`` is not None, its KEYS and
     UNIQ_KEY index keys to ``index_keys``. Returns the position after the last record."""
-    pack_head = _RECORD_HEAD.pack
-    pack_props_len = _PROPS_LEN.pack
     pack_entry = ENTRY.pack
     crc32 = zlib.crc32
+    packers = _RECORD_PACKERS
     shared = _BATCH_FIELDS.pack(
         sys_flag, born_timestamp, born, born_port, now, store, store_port, reconsume, 0
     )
-    fixed = 90 + len(topic_part)
+    topic_len = len(topic_part)
+    fixed = 90 + topic_len
     limit = len(view)
-    start = pos
-    # The records are gathered and copied into the file in one slice assignment: a memoryview
-    # slice per field of each record cost more than the one extra copy of the join.
-    parts: list[bytes] = []
-    add = parts.append
     cq_entries: list[bytes] = []
     add_entry = cq_entries.append
     add_offset = offsets.append
+    add_key = None if index_keys is None else index_keys.append
     prefix = f"{topic}#"
-    for flag, body, element_props in elements:
-        properties = element_props.encode()
-        if header_props:
-            if properties and properties[-1] != 2:
-                properties += b"\x02"
-            properties += header_props
-        body_len = len(body)
-        props_len = len(properties)
-        size = fixed + body_len + props_len
-        if pos + size > limit:
-            view[start:pos] = b"".join(parts)
-            entries += b"".join(cq_entries)
-            raise ValueError(f"a batch record of {size} bytes at {pos} overruns the file")
-        phys = base + pos
-        add(pack_head(size, _MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, flag, queue_offset,
-                      phys, shared, body_len))  # fmt: skip
-        add(body)
-        add(topic_part)
-        add(pack_props_len(props_len))
-        add(properties)
-        pos += size
-        queue_offset += 1
-        add_offset(phys)
-        # The dispatch takes TAGS, KEYS and UNIQ_KEY from the element's own properties. A
-        # producer's usual ones hold neither TAGS nor KEYS: its UNIQ_KEY is read in place.
-        if "TAGS\x01" not in element_props and "KEYS\x01" not in element_props:
-            add_entry(pack_entry(phys, size, 0))
-            if index_keys is None or "UNIQ_KEY\x01" not in element_props:
+    try:
+        for flag, body, element_props in elements:
+            properties = element_props.encode()
+            if header_props:
+                if properties and properties[-1] != 2:
+                    properties += b"\x02"
+                properties += header_props
+            body_len = len(body)
+            props_len = len(properties)
+            size = fixed + body_len + props_len
+            if pos + size > limit:
+                raise ValueError(f"a batch record of {size} bytes at {pos} overruns the file")
+            # Lengths below 2**24 (body), 2**16 (properties) and 2**8 (topic part) by the
+            # size checks before: the key is unique.
+            key = (body_len << 24) | (props_len << 8) | topic_len
+            packer = packers.get(key)
+            if packer is None:
+                packer = _record_packer(key, body_len, topic_len, props_len)
+            phys = base + pos
+            packer(view, pos, size, _MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, flag,
+                   queue_offset, phys, shared, body_len, body, topic_part, props_len,
+                   properties)  # fmt: skip
+            pos += size
+            queue_offset += 1
+            add_offset(phys)
+            # The dispatch takes TAGS, KEYS and UNIQ_KEY from the element's own properties. A
+            # producer's usual ones hold neither TAGS nor KEYS: its UNIQ_KEY is read in place
+            # (`_last_uniq_key` inlined for its usual case: a call per record costs more).
+            if "TAGS\x01" not in element_props and "KEYS\x01" not in element_props:
+                add_entry(pack_entry(phys, size, 0))
+                if add_key is None:
+                    continue
+                at = element_props.rfind("\x02UNIQ_KEY\x01") + 10
+                if at >= 10:
+                    stop = element_props.find("\x02", at)
+                    uniq = element_props[at:stop] if stop >= 0 else element_props[at:]
+                    if uniq:
+                        add_key((prefix + uniq, phys))
+                        continue
+                elif "UNIQ_KEY\x01" not in element_props:
+                    continue
+                parsed = _last_uniq_key(element_props) or split_properties(element_props).get(
+                    "UNIQ_KEY"
+                )
+                if parsed:
+                    add_key((prefix + parsed, phys))
                 continue
-            uniq_key = _last_uniq_key(element_props)
-            if uniq_key is None:
-                uniq_key = split_properties(element_props).get("UNIQ_KEY")
-            if uniq_key:
-                index_keys.append((prefix + uniq_key, phys))
-            continue
-        props = split_properties(element_props)
-        tags = props.get("TAGS")
-        add_entry(pack_entry(phys, size, hash_tags(tags) if tags else 0))
-        if index_keys is not None:
-            keys = props.get("KEYS")
-            if keys:
-                index_keys.extend((prefix + k, phys) for k in keys.split(" ") if k)
-            uniq_key = props.get("UNIQ_KEY")
-            if uniq_key:
-                index_keys.append((prefix + uniq_key, phys))
-    view[start:pos] = b"".join(parts)
-    entries += b"".join(cq_entries)
+            props = split_properties(element_props)
+            tags = props.get("TAGS")
+            add_entry(pack_entry(phys, size, hash_tags(tags) if tags else 0))
+            if index_keys is not None:
+                keys = props.get("KEYS")
+                if keys:
+                    index_keys.extend((prefix + k, phys) for k in keys.split(" ") if k)
+                uniq_key = props.get("UNIQ_KEY")
+                if uniq_key:
+                    index_keys.append((prefix + uniq_key, phys))
+    finally:
+        # Also when a record overran: the entries of the records written before it.
+        entries += b"".join(cq_entries)
     return pos
 
 

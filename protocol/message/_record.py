@@ -303,6 +303,8 @@ _V4_RECORD = struct.Struct(">iiiiiqqiq8sq8siqi")
 _V6_HOST_BITS = MessageSysFlag.BORNHOST_V6 | MessageSysFlag.STOREHOST_V6
 _hosts: dict[bytes, Host] = {}
 _topics: dict[bytes, str] = {}
+# Parsed properties by the text before their last piece (see `decode_records_py`).
+_properties_heads: dict[str, dict[str, str]] = {}
 
 
 def decode_records_py(buf: Buffer) -> list[MessageExt]:
@@ -318,6 +320,7 @@ def decode_records_py(buf: Buffer) -> list[MessageExt]:
     hosts = _hosts
     topics = _topics
     new = MessageExt
+    heads = _properties_heads
     # Bodies are slices of ``data``: from bytes that is one copy each, as decode_record makes.
     data = buf if isinstance(buf, bytes) else bytes(buf)
     pos = 0
@@ -360,14 +363,21 @@ def decode_records_py(buf: Buffer) -> list[MessageExt]:
                             topic = cached
                             last_raw = raw_topic
                             last_topic = topic
-                        # `string_to_properties` inlined: a call per record costs more than
-                        # the parse of a producer's two or three pieces.
-                        properties: dict[str, str] = {}
+                        # A producer's records share all their properties but the last
+                        # piece (UNIQ_KEY, set last): the rest is parsed once and copied.
+                        properties: dict[str, str]
                         if props_len:
-                            for piece in data[props_at:record_end].decode().split("\x02"):
-                                name, _, value = piece.partition("\x01")
-                                if value and name:  # a value means the separator was there
-                                    properties[name] = value
+                            text = data[props_at:record_end].decode()
+                            head, _, last = text.rpartition("\x02")
+                            shared = heads.get(head)
+                            if shared is None:
+                                shared = _properties_head(head)
+                            properties = shared.copy()
+                            name, _, value = last.partition("\x01")
+                            if value and name:  # a value means the separator was there
+                                properties[name] = value
+                        else:
+                            properties = {}
                     except UnicodeDecodeError:
                         pass  # decode_record below says where
                     else:
@@ -392,6 +402,20 @@ def decode_records_py(buf: Buffer) -> list[MessageExt]:
         append(message)
         pos += message.store_size
     return out
+
+
+def _properties_head(head: str) -> dict[str, str]:
+    """`string_to_properties` of ``head`` (all of a record's properties but the last piece),
+    kept for the records after it."""
+    if len(_properties_heads) >= 256:
+        _properties_heads.clear()  # heads that differ record by record: kept bounded
+    parsed: dict[str, str] = {}
+    for piece in head.split("\x02"):
+        name, _, value = piece.partition("\x01")
+        if value and name:
+            parsed[name] = value
+    _properties_heads[head] = parsed
+    return parsed
 
 
 def _v4_host(raw: bytes, port: int) -> Host:
