@@ -23,6 +23,7 @@ from boltmq.kombu.settings import settings_from_connection
 from client import Admin
 from tests.celery.helpers import unique_queue
 from tests.client.helpers import ROOT, RunningCluster
+from tests.ports import free_port
 from tests.support.waiting import wait_until_sync
 
 
@@ -168,3 +169,16 @@ def test_the_transport_by_class_path_needs_no_import(cluster: RunningCluster) ->
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "boltmq"
+
+
+def test_several_registries_in_the_url_all_serve(cluster: RunningCluster) -> None:
+    # The first registry of the URL is down: the client asks the next one.
+    dead = f"127.0.0.1:{free_port()}"
+    with Connection(f"boltmq://{dead};boltmq://{cluster.registry}") as conn:
+        queue = conn.SimpleQueue(unique_queue("two-registries"))
+        assert conn.transport.bridge.settings.namesrv_addr == f"{dead};{cluster.registry}"
+        queue.put({"n": 2})
+        message = queue.get(timeout=10)
+        assert message.payload == {"n": 2}
+        message.ack()
+        queue.close()
