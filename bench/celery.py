@@ -144,6 +144,7 @@ def _measure(name: str, url: str, args: argparse.Namespace) -> dict[str, Any]:
 
 def _round(url: str, args: argparse.Namespace) -> tuple[float, float]:
     """One round on a queue of its own: (tasks/s end to end, sends/s)."""
+    import kombu.pools
     from celery import Celery
 
     import boltmq.kombu  # noqa: F401  (registers boltmq://)
@@ -175,8 +176,9 @@ def _round(url: str, args: argparse.Namespace) -> tuple[float, float]:
         except subprocess.TimeoutExpired:
             worker.kill()
             worker.wait(10)
-        client.pool.force_close_all()  # Celery's close() only drops its pool
+        # Celery's close() only drops its pool; kombu keeps pools per URL for the process.
         client.close()
+        kombu.pools.reset()
         shutil.rmtree(done, ignore_errors=True)
     return args.tasks / (end - start), args.tasks / (sent - start)
 

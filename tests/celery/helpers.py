@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import kombu.pools
 import pytest
 from celery import Celery
 
@@ -142,9 +143,11 @@ def client_app(env: dict[str, str]) -> Celery:
 
 
 def close_app(app: Celery) -> None:
-    """Close the app's connections (Celery's own close() only drops its pool)."""
-    app.pool.force_close_all()
+    """Close the app's connections: Celery's own close() only drops its pool, and kombu keeps
+    its pools per broker URL for the whole process, so they are emptied (the next test's app
+    opens new ones)."""
     app.close()
+    kombu.pools.reset()
 
 
 #: The test tasks' names (tests/celery/celery_app.py).

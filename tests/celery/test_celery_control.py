@@ -6,6 +6,7 @@ The control commands travel through fanout and direct exchanges, which live in t
 
 from __future__ import annotations
 
+import socket
 import sys
 from pathlib import Path
 
@@ -34,7 +35,9 @@ def test_inspect_ping_and_control_shutdown_reach_two_workers(
     env = worker_env(cluster, queue, Effects(tmp_path / "effects"), tmp_path)
     first, second = start_worker(env, "first"), start_worker(env, "second")
     try:
-        pong = celery_command(env, "inspect", "ping", "-t", "2")
+        # Addressed to both, the command ends as soon as both answered (10 s at most).
+        nodes = f"first@{socket.gethostname()},second@{socket.gethostname()}"
+        pong = celery_command(env, "inspect", "ping", "-t", "10", "-d", nodes)
         assert "first@" in pong and "second@" in pong, pong
         assert pong.count("pong") == 2, pong
         assert "2 nodes online" in pong, pong

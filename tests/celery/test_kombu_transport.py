@@ -5,6 +5,10 @@ A real cluster process; kombu's blocking API in the test's thread.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Iterator
 
@@ -18,7 +22,8 @@ from boltmq.kombu.names import GROUP_MAX, TOPIC_MAX
 from boltmq.kombu.settings import settings_from_connection
 from client import Admin
 from tests.celery.helpers import unique_queue
-from tests.client.helpers import RunningCluster
+from tests.client.helpers import ROOT, RunningCluster
+from tests.ports import free_port
 from tests.support.waiting import wait_until_sync
 
 
@@ -133,3 +138,47 @@ def test_topic_exchange_routes_by_pattern_across_connections(
     got = _receive(connection, workers)
     assert got.payload == {"e": "worker-online"}
     got.ack()
+
+
+def test_closing_a_connection_ends_its_loop_thread(cluster: RunningCluster) -> None:
+    before = set(threading.enumerate())
+    with Connection(f"boltmq://{cluster.registry}") as conn:
+        queue = conn.SimpleQueue(unique_queue("close"))
+        queue.put({"n": 1})
+        queue.get(timeout=10).ack()
+        assert set(threading.enumerate()) - before, "the connection runs a loop thread"
+        queue.close()
+    wait_until_sync(lambda: not set(threading.enumerate()) - before, 10,
+                    "the connection's threads to end")  # fmt: skip
+
+
+def test_the_transport_by_class_path_needs_no_import(cluster: RunningCluster) -> None:
+    # Celery's broker_transport names the class; kombu imports it, no alias is needed.
+    script = (
+        "import sys\n"
+        "from celery import Celery\n"
+        f"app = Celery(broker='boltmq://{cluster.registry}', "
+        "broker_transport='boltmq.kombu:Transport')\n"
+        "assert 'boltmq.kombu' not in sys.modules\n"
+        "with app.connection_for_write() as connection:\n"
+        "    connection.ensure_connection(max_retries=1)\n"
+        "    print(connection.transport.driver_type)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "boltmq"
+
+
+def test_several_registries_in_the_url_all_serve(cluster: RunningCluster) -> None:
+    # The first registry of the URL is down: the client asks the next one.
+    dead = f"127.0.0.1:{free_port()}"
+    with Connection(f"boltmq://{dead};boltmq://{cluster.registry}") as conn:
+        queue = conn.SimpleQueue(unique_queue("two-registries"))
+        assert conn.transport.bridge.settings.namesrv_addr == f"{dead};{cluster.registry}"
+        queue.put({"n": 2})
+        message = queue.get(timeout=10)
+        assert message.payload == {"n": 2}
+        message.ack()
+        queue.close()

@@ -175,6 +175,32 @@ async def test_fifo_pop_hands_out_the_next_message_only_after_the_ack(
 
 
 @trio_only
+async def test_fifo_change_invisible_of_a_later_message_in_a_batch(
+    cluster: Any, unique: Unique, anyio_backend: str
+) -> None:
+    topic, group = unique("PopTopic"), unique("CG_fifo")
+    await create_topic(cluster, topic, 1)
+    async with Admin(namesrv_addr=cluster.namesrv) as admin:
+        await admin.create_group(
+            SubscriptionGroupConfig(group_name=group, consume_message_orderly=True),
+            broker_addr=cluster.broker,
+        )
+    await send(cluster, topic, [b"a", b"b"])
+    async with ClientInstance(cluster.namesrv) as instance:
+        pop = instance.pop_client()
+        first, second = await pop_all(pop, cluster.broker, group, topic, 2, order=True,
+                                      invisible_ms=500)  # fmt: skip
+        # The FIFO pop's checkpoint is extended in place: the second message's new handle
+        # still names it, and acks.
+        new = await pop.change_invisible(second, 60_000, group=group, topic=topic)
+        assert ReceiptHandle.parse(new).start_offset == second.handle.start_offset
+        await pop.ack(first, group=group, topic=topic)
+        await pop.ack(new, group=group, topic=topic)
+        late = await pop.pop(cluster.broker, group, topic, order=True, poll_ms=800)
+        assert late.messages == []  # both settled: nothing comes back after the first 500 ms
+
+
+@trio_only
 async def test_dead_letter_after_max_attempts_and_forward(
     cluster: Any, unique: Unique, anyio_backend: str
 ) -> None:
