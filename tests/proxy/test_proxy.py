@@ -14,11 +14,13 @@ from collections.abc import Callable
 
 import anyio
 import grpc
+import orjson
 import pytest
 
 from client import Admin, MQClientError, PullConsumer
 from protocol.bodies import ConsumeFromWhere, ConsumeType, MessageModel
 from protocol.message import MessageConst, MessageExt
+from proxy.route import MIXED, _types_of
 from proxy.send import TransactionHandle, consistent_hash
 from tests.client.helpers import BoltProcess, poll_until
 
@@ -76,6 +78,22 @@ async def test_route_names_the_proxy_for_every_queue(
         assert set(queues[0].accept_message_types) == {
             pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION,
         }  # fmt: skip
+
+        # More read than write queues: the extra ones are read-only, after the shared ones.
+        async with Admin(namesrv_addr=proxy_cluster.registry) as admin:
+            await admin.create_topic(topic, read_queue_nums=5, write_queue_nums=3)
+        assert proxy.runtime is not None
+        with anyio.fail_after(10):
+            while True:
+                # Forget the cached route, so the lookup asks the registry again.
+                proxy.runtime.instance.routes.pop(topic, None)
+                answer = await stub.unary(
+                    "QueryRoute", spb.QueryRouteRequest(topic=pb.Resource(name=topic))
+                )
+                if len(answer.message_queues) == 5:
+                    break
+                await anyio.sleep(0.1)
+        assert [q.permission for q in answer.message_queues] == [pb.READ_WRITE] * 3 + [pb.READ] * 2
 
         # Without an access point in the request the proxy names its own address.
         answer = await stub.unary(
@@ -335,6 +353,15 @@ async def test_telemetry_answers_the_merged_settings_and_heartbeats_register(
         with anyio.fail_after(10):
             while service.clients.producer_sessions(topic):
                 await asyncio.sleep(0.02)
+
+
+def test_topic_message_types_come_from_the_message_type_attribute() -> None:
+    fifo = orjson.dumps({"topicConfig": {"topicName": "T", "attributes": {"message.type": "FIFO"}}})
+    assert _types_of("T", fifo) == (pb.FIFO,)
+    transaction = orjson.dumps({"topicName": "T", "attributes": {"message.type": "TRANSACTION"}})
+    assert _types_of("T", transaction) == (pb.TRANSACTION,)
+    for unknown in (b"{}", b"not json", orjson.dumps({"attributes": {"message.type": "ODD"}})):
+        assert _types_of("T", unknown) == MIXED
 
 
 def test_consistent_hash_keeps_groups_when_queues_are_added() -> None:
