@@ -74,7 +74,7 @@ async def test_unacked_returns_and_change_invisible_extends(
     await send(cluster, topic, [b"dropped", b"kept"])
     async with SimpleConsumer(group, cluster.namesrv, subscriptions={topic: "*"},
                               await_duration=1) as consumer:  # fmt: skip
-        got = await receive_n(consumer, 2, invisible=0.5)
+        got = await receive_n(consumer, 2, invisible=1.5)
         kept = next(p for p in got if p.message.body == b"kept")
         kept = await consumer.change_invisible_duration(kept, 60)
         assert kept.invisible_until_ms == kept.handle.invisible_until_ms

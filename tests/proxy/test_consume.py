@@ -11,6 +11,7 @@ polls from 100 ms) so redeliveries take a fraction of a second.
 
 from __future__ import annotations
 
+import time
 import uuid
 import zlib
 from collections.abc import AsyncIterator, Callable
@@ -263,11 +264,14 @@ async def test_change_invisible_extends_and_replaces_the_handle(
     await create(cluster, topic, 1)
     await send(cluster, topic, [b"slow"])
     async with proxy(cluster) as calls:
-        (message,) = await calls.receive_n(group, topic, 1, invisible_ms=300)
+        (message,) = await calls.receive_n(group, topic, 1, invisible_ms=1500)
         changed = await calls.change(group, topic, message, 60_000)
         assert changed.status.code == pb.OK, changed.status
         assert changed.receipt_handle != message.system_properties.receipt_handle
-        status, messages, _ = await calls.receive(group, topic, poll_ms=1000)
+        # Past the first invisible time it is still hidden.
+        first_until = int(message.system_properties.receipt_handle.split(" ")[1]) + 1500
+        past_first = first_until - int(time.time() * 1000) + 500
+        status, messages, _ = await calls.receive(group, topic, poll_ms=max(past_first, 100))
         assert status.code == pb.MESSAGE_NOT_FOUND and messages == []  # still hidden
         stale = await calls.ack(group, topic, [message])
         assert stale.entries[0].status.code == pb.INVALID_RECEIPT_HANDLE
