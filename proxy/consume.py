@@ -133,7 +133,7 @@ class ConsumeService:
             raise ProxyError(pb.BAD_REQUEST, f"batch_size must be positive, not {batch}")
         expression_type, expression = _filter(request.filter_expression)
         address, queue_id = await self._broker_for(topic, request.message_queue)
-        fifo = bool((await self._group_config(group, topic) or _NO_GROUP).consume_message_orderly)
+        fifo = bool((await self.group_config(group, topic) or _NO_GROUP).consume_message_orderly)
         result = await self.pop.pop(
             address, group, topic, queue_id=queue_id, max_messages=min(batch, MAX_BATCH_SIZE),
             invisible_ms=invisible_ms, poll_ms=poll_ms, expression_type=expression_type,
@@ -251,7 +251,7 @@ class ConsumeService:
             route = await self.runtime.instance.route(topic)
             if route is None:
                 raise ProxyError(pb.TOPIC_NOT_FOUND, f"topic {topic} has no route")
-            config = await self._group_config(group, topic)
+            config = await self.group_config(group, topic)
         except Exception as exc:  # every failure is the client's status
             return spb.QueryAssignmentResponse(status=_status_of(exc, "assignment"))
         fifo = bool(config is not None and config.consume_message_orderly)
@@ -341,7 +341,7 @@ class ConsumeService:
                 return address, -1
         raise ProxyError(pb.FORBIDDEN, f"topic {topic} has no readable queue with a master")
 
-    async def _group_config(self, group: str, topic: str) -> SubscriptionGroupConfig | None:
+    async def group_config(self, group: str, topic: str) -> SubscriptionGroupConfig | None:
         """The group's config at a master of the topic (None: no broker knows it), cached."""
         now = time.monotonic()
         cached = self._groups.get(group)

@@ -51,8 +51,8 @@ class MessagingService:
         self.acl = acl
         self.routes = RouteService(runtime)
         self.sends = SendService(runtime, self.routes)
-        self.clients = TelemetryService(runtime)
         self.consume = ConsumeService(runtime)
+        self.clients = TelemetryService(runtime, self.consume.group_config)
 
     # -- routes and clients ---------------------------------------------------------------
 

@@ -22,12 +22,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import attrs
 from google.protobuf import duration_pb2, timestamp_pb2
 
 from client.instance import MASTER_ID
+from client.message import MQClientError
 from protocol.bodies import (
     ConsumeFromWhere,
     ConsumerData,
@@ -36,6 +37,7 @@ from protocol.bodies import (
     MessageModel,
     ProducerData,
     SubscriptionData,
+    SubscriptionGroupConfig,
 )
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand, RemotingError
@@ -68,6 +70,9 @@ log = logging.getLogger("boltmq.proxy.telemetry")
 PRODUCER_MAX_ATTEMPTS = 3
 #: A consumer's deliveries before a message goes to the dead-letter queue (16 retries).
 CONSUMER_MAX_ATTEMPTS = 17
+
+#: (group, one of its topics) -> the group's config at a broker of that topic, None if none.
+GroupConfigLookup = Callable[[str, str], Awaitable[SubscriptionGroupConfig | None]]
 #: The retry delays of a non-FIFO consumer: RocketMQ's delay levels 1s .. 2h.
 RETRY_DELAYS = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800,
                 3600, 7200)  # fmt: skip
@@ -107,8 +112,13 @@ class ClientSession:
 class TelemetryService:
     """The live client sessions, heartbeats to the brokers, and transaction check-backs."""
 
-    def __init__(self, runtime: ProxyRuntime) -> None:
+    def __init__(
+        self, runtime: ProxyRuntime, group_config: GroupConfigLookup | None = None
+    ) -> None:
         self.runtime = runtime
+        #: A consumer group's config, which decides its FIFO mode and attempts (as RocketMQ's
+        #: proxy takes them from the group, not from the client).
+        self.group_config = group_config
         #: Client id -> its sessions (a client opens one stream per endpoint it uses).
         self.sessions: dict[str, list[ClientSession]] = {}
         runtime.instance.remoting.dispatcher.register(
@@ -216,6 +226,21 @@ class TelemetryService:
 
     # -- internals ---------------------------------------------------------------------------
 
+    async def _subscription_group(self, settings: pb.Settings) -> SubscriptionGroupConfig | None:
+        """The config of the consumer group ``settings`` name (None: a producer's, or unknown)."""
+        if self.group_config is None or not settings.HasField("subscription"):
+            return None
+        subscription = settings.subscription
+        topics = [entry.topic.name for entry in subscription.subscriptions]
+        if not subscription.group.name or not topics:
+            return None
+        try:
+            return await self.group_config(subscription.group.name, topics[0])
+        except (RemotingError, MQClientError) as exc:
+            log.info("config of group %s not read (%s): the client's own settings stand",
+                     subscription.group.name, exc)  # fmt: skip
+            return None
+
     async def _read(
         self, session: ClientSession, requests: AsyncIterator[spb.TelemetryCommand]
     ) -> None:
@@ -223,7 +248,8 @@ class TelemetryService:
             kind = command.WhichOneof("command")
             if kind == "settings":
                 session.settings = command.settings
-                merged = merged_settings(command.settings, self.runtime)
+                group = await self._subscription_group(command.settings)
+                merged = merged_settings(command.settings, self.runtime, group)
                 session.push(spb.TelemetryCommand(status=ok(), settings=merged))
                 # Register at once, so a broker's check-back finds the producer before its
                 # first periodic heartbeat.
@@ -354,8 +380,11 @@ class TelemetryService:
         return None
 
 
-def merged_settings(given: pb.Settings, runtime: ProxyRuntime) -> pb.Settings:
-    """The settings a client runs by: its own, completed and bounded by the proxy's."""
+def merged_settings(
+    given: pb.Settings, runtime: ProxyRuntime, group: SubscriptionGroupConfig | None = None
+) -> pb.Settings:
+    """The settings a client runs by: its own, completed and bounded by the proxy's; a
+    consumer's FIFO mode and attempts come from its ``group``'s config when known."""
     settings = pb.Settings()
     settings.CopyFrom(given)
     config = runtime.config
@@ -375,22 +404,26 @@ def merged_settings(given: pb.Settings, runtime: ProxyRuntime) -> pb.Settings:
         settings.publishing.validate_message_type = True
     elif given.HasField("subscription"):
         subscription = settings.subscription
-        fifo = subscription.fifo if subscription.HasField("fifo") else False
+        if group is not None and group.consume_message_orderly is not None:
+            fifo = group.consume_message_orderly
+        else:
+            fifo = subscription.fifo if subscription.HasField("fifo") else False
         subscription.fifo = fifo
+        attempts = CONSUMER_MAX_ATTEMPTS if group is None else group.retry_max_times + 1
         if not subscription.HasField("receive_batch_size"):
             subscription.receive_batch_size = RECEIVE_BATCH_SIZE
         if not subscription.HasField("long_polling_timeout"):
             subscription.long_polling_timeout.CopyFrom(_duration(LONG_POLLING_TIMEOUT))
         if fifo:
             policy = pb.RetryPolicy(
-                max_attempts=CONSUMER_MAX_ATTEMPTS,
+                max_attempts=attempts,
                 exponential_backoff=pb.ExponentialBackoff(
                     initial=_duration(1.0), max=_duration(1.0), multiplier=1.0
                 ),
             )
         else:
             policy = pb.RetryPolicy(
-                max_attempts=CONSUMER_MAX_ATTEMPTS,
+                max_attempts=attempts,
                 customized_backoff=pb.CustomizedBackoff(next=[_duration(s) for s in RETRY_DELAYS]),
             )
         settings.backoff_policy.CopyFrom(policy)

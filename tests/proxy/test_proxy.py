@@ -18,7 +18,12 @@ import orjson
 import pytest
 
 from client import Admin, MQClientError, PullConsumer
-from protocol.bodies import ConsumeFromWhere, ConsumeType, MessageModel
+from protocol.bodies import (
+    ConsumeFromWhere,
+    ConsumeType,
+    MessageModel,
+    SubscriptionGroupConfig,
+)
 from protocol.message import MessageConst, MessageExt
 from proxy.route import MIXED, _types_of
 from proxy.send import TransactionHandle, consistent_hash
@@ -414,3 +419,35 @@ async def test_one_client_leaving_keeps_the_group_of_another_registered(
         assert len(producers.connection_set) == 1
         for stream in streams:
             stream.cancel()
+
+
+async def test_a_consumers_fifo_mode_and_attempts_come_from_its_group(
+    proxy_cluster: BoltProcess, unique: Callable[[str], str]
+) -> None:
+    topic, group = unique("FifoTeleTopic"), unique("CG_fifo")
+    await create_topic(proxy_cluster.registry, topic, queues=1)
+    async with Admin(namesrv_addr=proxy_cluster.registry) as admin:
+        await admin.create_group(
+            SubscriptionGroupConfig(group_name=group, consume_message_orderly=True,
+                                    retry_max_times=3)
+        )  # fmt: skip
+    async with (
+        running_proxy(proxy_cluster.registry) as proxy,
+        grpc.aio.insecure_channel(f"127.0.0.1:{proxy.port}") as channel,
+    ):
+        stub = V2Stub(channel, client_id=unique("consumer"))
+        settings = pb.Settings(
+            client_type=pb.PUSH_CONSUMER,
+            subscription=pb.Subscription(group=pb.Resource(name=group), fifo=False, subscriptions=[
+                pb.SubscriptionEntry(topic=pb.Resource(name=topic),
+                                     expression=pb.FilterExpression(type=pb.TAG, expression="*"))
+            ]),
+        )  # fmt: skip
+        stream = stub.telemetry()
+        await stream.write(spb.TelemetryCommand(settings=settings))
+        with anyio.fail_after(10):
+            answer = await stream.read()
+        stream.cancel()
+    # The group says orderly, whatever the client assumed (as RocketMQ's proxy decides).
+    assert answer.settings.subscription.fifo
+    assert answer.settings.backoff_policy.max_attempts == 4
