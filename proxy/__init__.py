@@ -11,7 +11,21 @@ per family of RPCs (``route``, ``send``, ``telemetry``, ``consume``), ``acl``, `
 ``service`` (the MessagingService table) and ``server`` (`serve`).
 """
 
+from typing import TYPE_CHECKING, Any
+
 from proxy.config import ConfigError, ProxyConfig, load_config
-from proxy.server import ProxyServer, serve
+
+if TYPE_CHECKING:
+    from proxy.server import ProxyServer, serve
 
 __all__ = ["ConfigError", "ProxyConfig", "ProxyServer", "load_config", "serve"]
+
+
+def __getattr__(name: str) -> Any:
+    # The server (grpc, the generated modules, the client core) loads on first use, so that a
+    # broker or registry process that reads proxy settings (a cluster spec) does not pay for it.
+    if name in ("ProxyServer", "serve"):
+        from proxy import server
+
+        return getattr(server, name)
+    raise AttributeError(f"module 'proxy' has no attribute {name!r}")

@@ -19,6 +19,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -27,11 +28,12 @@ from actors.acl.accounts import Account, check_permission, retry_topic
 from actors.broker.config import BrokerConfig
 from boltmq.cli._run import EXIT_USAGE, Runner
 from protocol import codecs_status
-from proxy import ConfigError, ProxyConfig, ProxyServer, load_config
-from proxy.acl import AccountView, Need
-from proxy.config import KEYS
+from proxy.config import KEYS, ConfigError, ProxyConfig, load_config
 from supervisors.config import ConfigError as PropertiesError
 from supervisors.config import load_config as load_properties
+
+if TYPE_CHECKING:
+    from proxy.acl import AccountView, Need
 
 log = logging.getLogger("boltmq.proxy")
 
@@ -75,6 +77,9 @@ def setup(parser: argparse.ArgumentParser) -> Runner:
 
 def run_proxy(config: ProxyConfig, accounts: PlainAclBook | None = None) -> int:
     """Serve until SIGINT or SIGTERM; the exit code (1 when the proxy could not start)."""
+
+    # Imported here: every other `boltmq` command loads this module, not grpc.
+    from proxy.server import ProxyServer
 
     async def main() -> None:
         task = asyncio.current_task()

@@ -17,7 +17,7 @@ import attrs
 import trio
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from proxy import ProxyConfig, ProxyServer
+from proxy import ProxyConfig
 from supervisors.supervisor import ChildSpec
 
 __all__ = ["ProxyHandle", "proxy_child", "run_proxy"]
@@ -50,6 +50,9 @@ async def _serve(
 ) -> None:
     # Runs on the portal's asyncio loop. Stopped by setting the event, not by cancellation,
     # so the server's graceful stop is not itself cancelled.
+    # Imported here: grpc and the generated modules load only where a proxy runs.
+    from proxy.server import ProxyServer
+
     stop = anyio.Event()
     async with ProxyServer(config) as server:
         task_status.started((server.port, stop))
