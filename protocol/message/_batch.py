@@ -69,15 +69,16 @@ def decode_batch_tuples_py(body: Buffer) -> list[tuple[int, bytes, str]]:
             raise MessageFormatError(f"batch element at offset {pos} is cut short")
         total, flag, body_len = unpack_head(data, pos)
         props_at = pos + 20 + body_len
+        next_pos = pos + total
+        # The properties' length as TOTALSIZE says it, checked against the two bytes that
+        # say it (read unsigned: a length above 0x7FFF is a negative short on the wire).
+        props_len = next_pos - props_at - 2
         if body_len < 0 or props_at + 2 > end:
             raise MessageFormatError(
                 f"batch element at offset {pos}: body length {body_len} overruns the body"
             )
-        # Read unsigned: a length above 0x7FFF is a negative short on the wire.
-        props_len = (data[props_at] << 8) | data[props_at + 1]
-        if props_len > 0x7FFF or total != 22 + body_len + props_len:
+        if (data[props_at] << 8) | data[props_at + 1] != props_len or props_len > 0x7FFF:
             raise MessageFormatError(f"batch element at offset {pos}: inconsistent sizes")
-        next_pos = pos + total
         if next_pos > end:
             raise MessageFormatError(f"batch element at offset {pos} overruns the body")
         if props_len:

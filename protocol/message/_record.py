@@ -328,6 +328,8 @@ def decode_records_py(buf: Buffer) -> list[MessageExt]:
     # A pull answer is of one topic: its name is compared in place, not sliced and looked up.
     last_raw = b""
     last_topic = ""
+    last_born_raw = last_store_raw = b""
+    last_born = last_store = ("", 0)
     while pos < end:
         if pos + 88 <= end:
             (
@@ -381,19 +383,27 @@ def decode_records_py(buf: Buffer) -> list[MessageExt]:
                     except UnicodeDecodeError:
                         pass  # decode_record below says where
                     else:
-                        born_host = hosts.get(born_raw)
-                        if born_host is None:
-                            born_host = hosts[born_raw] = _v4_host(
-                                born_raw[:4], _INT.unpack_from(born_raw, 4)[0]
-                            )
-                        store_host = hosts.get(store_raw)
-                        if store_host is None:
-                            store_host = hosts[store_raw] = _v4_host(
-                                store_raw[:4], _INT.unpack_from(store_raw, 4)[0]
-                            )
+                        # A pull answer's records mostly share their hosts: compared with
+                        # the record before, looked up only when they differ.
+                        if born_raw != last_born_raw:
+                            host = hosts.get(born_raw)
+                            if host is None:
+                                host = hosts[born_raw] = _v4_host(
+                                    born_raw[:4], _INT.unpack_from(born_raw, 4)[0]
+                                )
+                            last_born = host
+                            last_born_raw = born_raw
+                        if store_raw != last_store_raw:
+                            host = hosts.get(store_raw)
+                            if host is None:
+                                host = hosts[store_raw] = _v4_host(
+                                    store_raw[:4], _INT.unpack_from(store_raw, 4)[0]
+                                )
+                            last_store = host
+                            last_store_raw = store_raw
                         append(new(
                             total, crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
-                            born_ts, born_host, store_ts, store_host, reconsume, prepared,
+                            born_ts, last_born, store_ts, last_store, reconsume, prepared,
                             data[pos + 88 : topic_at], topic, properties,
                         ))  # fmt: skip
                         pos = record_end
