@@ -20,15 +20,15 @@ import orjson
 
 from client.instance import MASTER_ID
 from protocol.bodies import PERM_READ, PERM_WRITE, TopicRouteData
-from protocol.codes import ResponseCode
+from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand, RemotingError
+from protocol.headers import GetTopicConfigRequestHeader, encode_header
 from proxy._pb.apache.rocketmq.v2 import definition_pb2 as pb
 from proxy._pb.apache.rocketmq.v2 import service_pb2 as spb
 from proxy.runtime import Context, ProxyRuntime, client_id
 from proxy.status import Code, ProxyError, ok
 
 __all__ = [
-    "GET_TOPIC_CONFIG",
     "MIXED",
     "RouteService",
     "message_queues",
@@ -38,8 +38,6 @@ __all__ = [
 
 log = logging.getLogger("boltmq.proxy.route")
 
-#: RocketMQ 5's GET_TOPIC_CONFIG request code: one topic's config, attributes included.
-GET_TOPIC_CONFIG = 351
 #: The types a topic of type MIXED (or of unknown type) accepts.
 MIXED: tuple[pb.MessageType, ...] = (pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION)
 _TYPES_BY_NAME: dict[str, tuple[pb.MessageType, ...]] = {
@@ -174,7 +172,9 @@ async def topic_message_types(
         address = broker.broker_addrs.get(MASTER_ID)
         if address is None:
             continue
-        request = RemotingCommand.request(GET_TOPIC_CONFIG, {"topic": topic})
+        request = RemotingCommand.request(
+            RequestCode.GET_TOPIC_CONFIG, encode_header(GetTopicConfigRequestHeader(topic=topic))
+        )
         try:
             response = await runtime.instance.invoke_broker(address, request)
         except RemotingError as exc:
