@@ -16,7 +16,8 @@ A bad body raises `BodyError` (a ValueError) naming the body class and the place
 By family: ``_codec`` (the base class, the converter, `MessageQueue`), ``_route`` (route data,
 registry answers, perm bits), ``_broker`` (topic config, REGISTER_BROKER, the broker's JSON
 files), ``_attributes`` (RocketMQ 5's topic attributes and their change strings), ``_client``
-(heartbeat, locks, connections, a push consumer's answers) and ``_admin`` (stats, offset
+(heartbeat, locks, connections, a push consumer's answers), ``_controller`` (RocketMQ 5's
+controller mode: SyncStateSet, elections, epoch caches) and ``_admin`` (stats, offset
 resets, time spans). Import every name from this package.
 """
 
@@ -76,6 +77,17 @@ from protocol.bodies._client import (
     UnlockBatchRequestBody,
 )
 from protocol.bodies._codec import BodyError, MessageQueue
+from protocol.bodies._controller import (
+    OPEN_END_OFFSET,
+    BrokerMemberGroup,
+    BrokerReplicasInfo,
+    ElectMasterResponseBody,
+    EpochEntry,
+    EpochEntryCache,
+    ReplicaIdentity,
+    ReplicasInfo,
+    SyncStateSet,
+)
 from protocol.bodies._route import (
     PERM_INHERIT,
     PERM_PRIORITY,
@@ -93,6 +105,15 @@ from protocol.bodies._route import (
 )
 
 __all__ = [
+    "OPEN_END_OFFSET",
+    "BrokerMemberGroup",
+    "BrokerReplicasInfo",
+    "ElectMasterResponseBody",
+    "EpochEntry",
+    "EpochEntryCache",
+    "ReplicaIdentity",
+    "ReplicasInfo",
+    "SyncStateSet",
     "PERM_INHERIT",
     "PERM_PRIORITY",
     "PERM_READ",

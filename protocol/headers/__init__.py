@@ -62,6 +62,24 @@ from protocol.headers._client import (
     ViewMessageRequestHeader,
 )
 from protocol.headers._codec import decode_header, encode_header, wire_keys
+from protocol.headers._controller import (
+    AlterSyncStateSetRequestHeader,
+    AlterSyncStateSetResponseHeader,
+    ApplyBrokerIdRequestHeader,
+    ApplyBrokerIdResponseHeader,
+    BrokerHeartbeatRequestHeader,
+    CleanControllerBrokerDataRequestHeader,
+    ElectMasterRequestHeader,
+    ElectMasterResponseHeader,
+    GetMetaDataResponseHeader,
+    GetNextBrokerIdRequestHeader,
+    GetNextBrokerIdResponseHeader,
+    GetReplicaInfoRequestHeader,
+    GetReplicaInfoResponseHeader,
+    NotifyBrokerRoleChangedRequestHeader,
+    RegisterBrokerToControllerRequestHeader,
+    RegisterBrokerToControllerResponseHeader,
+)
 from protocol.headers._pop import (
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
@@ -113,6 +131,15 @@ RC = RequestCode
 
 #: Request code -> the class of its request header (codes without a header are absent).
 REQUEST_HEADERS: dict[int, type] = {
+    RC.BROKER_HEARTBEAT: BrokerHeartbeatRequestHeader,
+    RC.CONTROLLER_GET_NEXT_BROKER_ID: GetNextBrokerIdRequestHeader,
+    RC.CONTROLLER_APPLY_BROKER_ID: ApplyBrokerIdRequestHeader,
+    RC.CONTROLLER_REGISTER_BROKER: RegisterBrokerToControllerRequestHeader,
+    RC.CONTROLLER_GET_REPLICA_INFO: GetReplicaInfoRequestHeader,
+    RC.CONTROLLER_ALTER_SYNC_STATE_SET: AlterSyncStateSetRequestHeader,
+    RC.CONTROLLER_ELECT_MASTER: ElectMasterRequestHeader,
+    RC.NOTIFY_BROKER_ROLE_CHANGED: NotifyBrokerRoleChangedRequestHeader,
+    RC.CLEAN_BROKER_DATA: CleanControllerBrokerDataRequestHeader,
     RC.SEND_MESSAGE: SendMessageRequestHeader,
     RC.SEND_MESSAGE_V2: SendMessageRequestHeader,
     RC.SEND_BATCH_MESSAGE: SendMessageRequestHeader,
@@ -169,6 +196,13 @@ REQUEST_HEADERS: dict[int, type] = {
 
 #: Request code -> the class of its response header, for the codes whose answer has one.
 RESPONSE_HEADERS: dict[int, type] = {
+    RC.CONTROLLER_GET_NEXT_BROKER_ID: GetNextBrokerIdResponseHeader,
+    RC.CONTROLLER_APPLY_BROKER_ID: ApplyBrokerIdResponseHeader,
+    RC.CONTROLLER_REGISTER_BROKER: RegisterBrokerToControllerResponseHeader,
+    RC.CONTROLLER_GET_REPLICA_INFO: GetReplicaInfoResponseHeader,
+    RC.CONTROLLER_ALTER_SYNC_STATE_SET: AlterSyncStateSetResponseHeader,
+    RC.CONTROLLER_ELECT_MASTER: ElectMasterResponseHeader,
+    RC.CONTROLLER_GET_METADATA_INFO: GetMetaDataResponseHeader,
     RC.SEND_MESSAGE: SendMessageResponseHeader,
     RC.SEND_MESSAGE_V2: SendMessageResponseHeader,
     RC.SEND_BATCH_MESSAGE: SendMessageResponseHeader,
@@ -206,6 +240,22 @@ def decode_request_header(code: int, ext_fields: Mapping[str, Any] | None) -> An
 
 
 __all__ = [
+    "AlterSyncStateSetRequestHeader",
+    "AlterSyncStateSetResponseHeader",
+    "ApplyBrokerIdRequestHeader",
+    "ApplyBrokerIdResponseHeader",
+    "BrokerHeartbeatRequestHeader",
+    "CleanControllerBrokerDataRequestHeader",
+    "ElectMasterRequestHeader",
+    "ElectMasterResponseHeader",
+    "GetMetaDataResponseHeader",
+    "GetNextBrokerIdRequestHeader",
+    "GetNextBrokerIdResponseHeader",
+    "GetReplicaInfoRequestHeader",
+    "GetReplicaInfoResponseHeader",
+    "NotifyBrokerRoleChangedRequestHeader",
+    "RegisterBrokerToControllerRequestHeader",
+    "RegisterBrokerToControllerResponseHeader",
     "AckMessageRequestHeader",
     "ChangeInvisibleTimeRequestHeader",
     "ChangeInvisibleTimeResponseHeader",
