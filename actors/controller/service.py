@@ -23,8 +23,8 @@ from functools import partial
 import attrs
 import trio
 
-from actors.controller.config import ConfigError, ControllerConfig
-from actors.controller.heartbeat import BrokerLiveInfo, HeartbeatTable
+from actors.controller.config import ControllerConfig
+from actors.controller.heartbeat import DEFAULT_HEARTBEAT_TIMEOUT, BrokerLiveInfo, HeartbeatTable
 from actors.controller.journal import Journal, LocalJournal
 from actors.controller.replicas import ElectMasterEvent, Liveness, Result
 from protocol.client import RemotingClient
@@ -124,6 +124,7 @@ class Controller:
         self._write_lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
         self._running = False
+        self._started = 0.0
         self._was_leader: bool | None = None
         self._election_listeners: list[Callable[[ElectionRecord], None]] = []
         from actors.controller.handlers import register_handlers  # handlers import this module
@@ -133,10 +134,9 @@ class Controller:
     def _make_journal(self) -> Journal:
         if not self.config.controller_dleger_peers:
             return LocalJournal(self.config.controller_dleger_group)
-        raise ConfigError(
-            "controllerDLegerPeers names several controllers, which need Raft; run one "
-            "controller (leave controllerDLegerPeers empty)"
-        )
+        from actors.controller.raft import RaftJournal  # pysyncobj only when peers are set
+
+        return RaftJournal(self.config)
 
     # ------------------------------------------------------------------ addresses
 
@@ -189,6 +189,7 @@ class Controller:
                 await self._start_metrics(nursery)
             await nursery.start(partial(self.journal.run, address))
             self._running = True
+            self._started = self.now()
             nursery.start_soon(self._scan_loop)
             nursery.start_soon(self._watch_leader)
             peers = self.journal.peers_text()
@@ -403,7 +404,17 @@ class Controller:
             return
         with self.journal.lock:
             names = self.journal.table.groups_needing_election(self.liveness())
+            masters = {n: self._master_snapshot(n) for n in names}
+        settled = now - self._started >= DEFAULT_HEARTBEAT_TIMEOUT
         for name in names:
+            cluster, master = masters[name]
+            unheard = (
+                master is not None and self.heartbeats.last_known(cluster, name, master) is None
+            )
+            if unheard and not settled:
+                # Just started: the master may beat to us any moment; electing now would
+                # depose a live master.
+                continue
             try:
                 await self.write(partial(self._scan_elect, name), trigger="scan")
             except RemotingError as exc:
