@@ -74,6 +74,11 @@ class RaftJournal:
         peer = config.self_peer
         if peer is None:
             raise ConfigError("controllerDLegerSelfId names no entry of controllerDLegerPeers")
+        if not config.controller_store_path:
+            raise ConfigError(
+                "controllerStorePath is empty; several controllers (controllerDLegerPeers) "
+                "keep their Raft journal there"
+            )
         self.config = config
         self.self_peer = peer
         self.lock = threading.Lock()
@@ -111,6 +116,9 @@ class RaftJournal:
     def peers_text(self) -> str:
         """controllerDLegerPeers as configured."""
         return ";".join(f"{p.peer_id}-{p.address}" for p in self.config.peers)
+
+    async def load(self) -> None:
+        """Nothing: pysyncobj reads its journal and dump when `run` starts it."""
 
     async def commit(self, events: tuple[Event, ...]) -> None:
         """Append ``events`` to the Raft log and wait until they are applied here."""

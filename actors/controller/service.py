@@ -15,6 +15,7 @@ and each live broker of the group gets NOTIFY_BROKER_ROLE_CHANGED (oneway).
 from __future__ import annotations
 
 import logging
+import os
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -44,6 +45,9 @@ from supervisors.supervisor import ChildSpec, Supervisor
 log = logging.getLogger("boltmq.controller")
 
 __all__ = ["Controller", "ControllerStatistics", "ElectionRecord", "open_controller"]
+
+#: A single controller's state file, under controllerStorePath.
+STATE_FILE = "replicas.json"
 
 #: Seconds a NOTIFY_BROKER_ROLE_CHANGED may take to go out before it is given up (the
 #: brokers' own GET_REPLICA_INFO poll catches a notice that was lost).
@@ -133,7 +137,9 @@ class Controller:
 
     def _make_journal(self) -> Journal:
         if not self.config.controller_dleger_peers:
-            return LocalJournal(self.config.controller_dleger_group)
+            store = self.config.controller_store_path
+            path = os.path.join(os.path.expanduser(store), STATE_FILE) if store else None
+            return LocalJournal(path)
         from actors.controller.raft import RaftJournal  # pysyncobj only when peers are set
 
         return RaftJournal(self.config)
@@ -200,7 +206,7 @@ class Controller:
                 f"Raft peers {peers} (self {self.config.controller_dleger_self_id})"
                 if peers
                 else "single controller (no Raft)",
-                self.config.controller_store_path if peers else "in memory",
+                self.config.controller_store_path or "in memory",
             )
             task_status.started(self)
 
@@ -476,6 +482,7 @@ class Controller:
 async def open_controller(config: ControllerConfig | None = None) -> AsyncIterator[Controller]:
     """Run a controller on its own port for the duration of the block."""
     controller = Controller(config)
+    await controller.journal.load()  # before the nursery, so a bad state file raises plainly
     async with trio.open_nursery() as nursery:
         await nursery.start(controller.run)
         try:

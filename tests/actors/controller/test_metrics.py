@@ -35,6 +35,7 @@ async def scrape(port: int) -> Samples:
 async def test_metrics_after_an_election() -> None:
     config = ControllerConfig(
         listen_port=0,
+        controller_store_path="",
         metrics_exporter_type=MetricsExporterType.PROM,
         metrics_prom_exporter_port=0,
         metrics_prom_exporter_host="127.0.0.1",
