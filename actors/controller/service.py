@@ -180,6 +180,14 @@ class Controller:
     ) -> None:
         """Serve until cancelled: on its own listenPort, or (``address`` given, embedded) on
         the host's port whose address that is, with the handlers lent by `register_on`."""
+        try:
+            await self._serve(address, task_status)
+        finally:
+            self._running = False
+            self._nursery = None
+            self.client = None
+
+    async def _serve(self, address: str | None, task_status: trio.TaskStatus[Controller]) -> None:
         async with RemotingClient() as client, trio.open_nursery() as nursery:
             self.client = client
             self._nursery = nursery
