@@ -17,6 +17,7 @@ from pathlib import Path
 import trio
 
 from actors.controller import Controller, ControllerConfig
+from actors.controller.raft import RaftJournal
 from protocol.client import RemotingClient
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingError
@@ -143,7 +144,17 @@ async def test_three_controllers_keep_the_state_and_elect_after_the_leader_stops
                 await trio.sleep(0.1)
         assert (await replica_info(client, new_leader.address)).field("masterEpoch") == "2"
 
-        # The old leader restarts from its journal and catches up (epoch 2, broker 3).
+        # The running two compact their logs into dumps, so the old leader, restarting
+        # from its journal, needs the leader's dump to catch up (epoch 2, broker 3).
+        for follower in followers:
+            assert follower.controller is not None
+            raft = follower.controller.journal
+            assert isinstance(raft, RaftJournal) and raft._state is not None
+            raft._state.forceLogCompaction()
+        with trio.fail_after(30):
+            while not all((Path(f.config.controller_store_path) / "raft.dump").exists()
+                          for f in followers):  # fmt: skip
+                await trio.sleep(0.05)
         await leader.start(nursery)
         with trio.fail_after(30):
             while True:
@@ -158,4 +169,6 @@ async def test_three_controllers_keep_the_state_and_elect_after_the_leader_stops
         with leader.controller.journal.lock:
             group = leader.controller.journal.table.groups["broker-a"]
             assert sorted(group.addresses) == [1, 2, 3]
+        # It got there through the leader's dump: it holds one of its own now.
+        assert (Path(leader.config.controller_store_path) / "raft.dump").exists()
         nursery.cancel_scope.cancel()
