@@ -191,6 +191,7 @@ class Controller:
         async with RemotingClient() as client, trio.open_nursery() as nursery:
             self.client = client
             self._nursery = nursery
+            standalone = address is None
             if address is None:
                 self.server = RemotingServer(self.dispatcher)
                 bind = self.config.bind_address or None
@@ -199,7 +200,8 @@ class Controller:
                 )
                 address = f"{self.host}:{self.port}"
             self._address = address
-            if self.config.metrics_exporter_type == MetricsExporterType.PROM:
+            # Embedded, the host's /metrics carries the controller's series.
+            if standalone and self.config.metrics_exporter_type == MetricsExporterType.PROM:
                 await self._start_metrics(nursery)
             await nursery.start(partial(self.journal.run, address))
             self._running = True
