@@ -85,7 +85,7 @@ class ControllerStatistics:
     broker_groups: int
     alive_brokers: int
     heartbeats: int
-    #: (cluster, brokerName, trigger) -> elections committed by this controller.
+    #: (cluster, brokerName, trigger) -> masters elected by this controller.
     elections: dict[tuple[str, str, str], int]
     #: brokerName -> size of its SyncStateSet.
     sync_state_set_sizes: dict[str, int]
@@ -340,7 +340,8 @@ class Controller:
             old_master_max_offset=None if old is None else old.max_offset,
             new_master_max_offset=None if new is None else new.max_offset,
         )
-        self.elections[(cluster, broker_name, trigger)] += 1
+        if new_master is not None:  # a group left without a master is no election
+            self.elections[(cluster, broker_name, trigger)] += 1
         self.election_log = [*self.election_log[-99:], record]
         if new_master is None:
             log.warning(
