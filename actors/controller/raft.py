@@ -190,6 +190,9 @@ class RaftJournal:
             # Elections within a couple of seconds of losing the leader.
             raftMinTimeout=0.4,
             raftMaxTimeout=1.4,
+            # A leader cut from the majority steps down after 5 s (pysyncobj's default is
+            # 30 s), so it stops scanning and answering writes it could not commit anyway.
+            leaderFallbackTimeout=5.0,
         )
         others = [p.address for p in self.config.peers if p.peer_id != self.self_peer.peer_id]
         # Built in trio's own thread: pysyncobj's tick thread stops when its creator ends.
