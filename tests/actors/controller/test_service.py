@@ -293,3 +293,17 @@ async def test_a_state_file_that_does_not_parse_stops_the_start(tmp_path: Path) 
     with pytest.raises(ConfigFileError, match=r"replicas\.json"):
         async with open_controller(fast_config(str(tmp_path))):
             pass
+
+
+async def test_an_embedded_controller_keeps_its_state_beside_the_kv_config(
+    tmp_path: Path,
+) -> None:
+    config = RegistryConfig(
+        listen_port=0,
+        bind_address="127.0.0.1",
+        kv_config_path=str(tmp_path / "namesrv" / "kvConfig.json"),
+        enable_controller_in_namesrv=True,
+    )
+    async with open_registry(config) as registry, RemotingClient() as client:
+        assert await join(client, registry.address) == 1
+    assert (tmp_path / "namesrv" / "controller" / "replicas.json").exists()
