@@ -344,12 +344,12 @@ class HAService:
             broker_id = connection.slave_broker_id
             if broker_id is not None and offset > self._acked_by_id.get(broker_id, -1):
                 self._acked_by_id[broker_id] = offset
-                if self.all_ack_in_sync_state_set:
+                if self._per_member():
                     self._recompute_all_acked()
         if offset <= self.push_to_slave_max_offset:
             return
         self.push_to_slave_max_offset = offset
-        if self.all_ack_in_sync_state_set:
+        if self._special and self._per_member():
             return  # answered by `_recompute_all_acked`
         waiters = self._waiters
         if waiters and waiters[0].end_offset <= offset:
@@ -368,20 +368,22 @@ class HAService:
         # Tracking acknowledgements by id from now on (a set is only confirmed in
         # controller mode, whose slaves say their ids).
         self._special = True
-        if self.all_ack_in_sync_state_set:
+        if self._per_member():
             self._recompute_all_acked()
 
     def in_sync_slave_ids(self) -> set[int]:
         """Broker ids of the linked slaves that have acknowledged everything this master had
-        ``haMaxTimeSlaveNotCatchup`` ms ago (the master itself is not among them)."""
+        ``haMaxTimeSlaveNotCatchup`` ms ago, or all it has now (an idle master's slaves
+        report only every haSendHeartbeatInterval); the master itself is not among them."""
         now = trio.current_time()
         window = self.config.ha_max_time_slave_not_catchup / 1000
+        max_offset = self.store.get_max_phy_offset()
         return {
             connection.slave_broker_id
             for connection in self.connections.values()
             if connection.slave_broker_id is not None
             and connection.acked_offset >= 0
-            and now - connection.caught_up_at <= window
+            and (connection.acked_offset >= max_offset or now - connection.caught_up_at <= window)
         }
 
     def sync_state_set(self) -> set[int]:
@@ -427,10 +429,7 @@ class HAService:
             result.status = PutMessageStatus.SLAVE_NOT_AVAILABLE
             result.remark = f"not acknowledged: {self._fenced}"
             return False
-        if not self.all_ack_in_sync_state_set or (
-            not self._confirmed and self.local_broker_id is None
-        ):
-            # Not waiting per member, or no SyncStateSet known (not in controller mode).
+        if not self._per_member():
             return self._defer_any_slave(result, callback)
         members = self._confirmed | (
             {self.local_broker_id} if self.local_broker_id is not None else set()
@@ -449,6 +448,13 @@ class HAService:
             return False
         self._add_waiter(end, result, callback)
         return True
+
+    def _per_member(self) -> bool:
+        """Whether puts wait for every confirmed member: allAckInSyncStateSet, and a
+        SyncStateSet known (outside controller mode there is none: any one slave acks)."""
+        return self.all_ack_in_sync_state_set and (
+            bool(self._confirmed) or self.local_broker_id is not None
+        )
 
     def _others(self) -> frozenset[int]:
         """The confirmed members whose acknowledgement a put waits for (all but this one)."""
