@@ -516,6 +516,7 @@ class StoreWriter(Actor[StoreWriterCommand]):
             await self._wait_completed()
             commit_log = self._commit_log
             if isinstance(command, PrepareMaster):
+                self._complete_blank_tail()
                 # A replicated run may end inside a record: a put must not follow its head.
                 offset = min(self._counters.reput_from_offset, commit_log.max_offset)
                 if offset < commit_log.max_offset:
@@ -538,6 +539,18 @@ class StoreWriter(Actor[StoreWriterCommand]):
             command.reply.set_error(exc)
         else:
             command.reply.set_result(commit_log.max_offset)
+
+    def _complete_blank_tail(self) -> None:
+        """A replicated run that ended inside a file's end-of-file blank: the blank covers
+        the rest of that file (dispatch went on to the next file), so the next put must
+        start the next file, not follow the bytes received so far."""
+        commit_log = self._commit_log
+        last = commit_log.files.last_file()
+        if last is not None and self._counters.reput_from_offset > commit_log.max_offset:
+            log.info("store writer: the replicated log ends inside the end-of-file blank of "
+                     "%s; the next put starts the next file", last.path.name)  # fmt: skip
+            last.wrote_position = last.file_size
+            commit_log.committed_offset = commit_log.max_offset
 
     async def _wait_completed(self) -> None:
         """Until every appended group is completed (SYNC_FLUSH: flushed and answered)."""
