@@ -295,9 +295,6 @@ class HAService:
         #: This broker's controller id (the master is always in its own SyncStateSet).
         self.local_broker_id: int | None = None
         self._confirmed: frozenset[int] = frozenset()
-        # Broker id -> the highest offset that slave acknowledged (kept across reconnects:
-        # what a slave acknowledged it keeps).
-        self._acked_by_id: dict[int, int] = {}
         # allAckInSyncStateSet: the offset every other confirmed member has acknowledged.
         self._all_acked = 0
         self._fenced = ""
@@ -340,12 +337,13 @@ class HAService:
 
     def on_ack(self, offset: int, connection: HAConnection | None = None) -> None:
         """A slave acknowledged ``offset``: answer every put it covers."""
-        if self._special and connection is not None:
-            broker_id = connection.slave_broker_id
-            if broker_id is not None and offset > self._acked_by_id.get(broker_id, -1):
-                self._acked_by_id[broker_id] = offset
-                if self._per_member():
-                    self._recompute_all_acked()
+        if (
+            self._special
+            and connection is not None
+            and connection.slave_broker_id is not None
+            and self._per_member()
+        ):
+            self._recompute_all_acked()
         if offset <= self.push_to_slave_max_offset:
             return
         self.push_to_slave_max_offset = offset
@@ -394,8 +392,14 @@ class HAService:
         return members
 
     def slave_acked_offset(self, broker_id: int) -> int:
-        """The highest offset slave ``broker_id`` acknowledged (-1 when none)."""
-        return self._acked_by_id.get(broker_id, -1)
+        """What slave ``broker_id`` acknowledged on its current link (-1 when not linked).
+
+        Only live links count: a slave that comes back (perhaps truncated, perhaps after
+        this broker was a slave itself) says what it has in its first report."""
+        return max(
+            (c.acked_offset for c in self.connections.values() if c.slave_broker_id == broker_id),
+            default=-1,
+        )
 
     @property
     def fenced(self) -> str:
@@ -463,7 +467,7 @@ class HAService:
     def _recompute_all_acked(self) -> None:
         """The offset every other confirmed member acknowledged; answer the puts it covers."""
         others = self._others()
-        acked = min((self._acked_by_id.get(m, -1) for m in others), default=math.inf)
+        acked = min((self.slave_acked_offset(m) for m in others), default=math.inf)
         self._all_acked = int(acked) if acked != math.inf else self.store.get_max_phy_offset()
         waiters = self._waiters
         if waiters and waiters[0].end_offset <= acked:

@@ -232,3 +232,36 @@ async def test_without_a_sync_state_set_any_one_slave_acks_as_before(tmp_path: P
             await wait_for(lambda: service.statistics().waiting_sends == 1)
             await slave.send_all(REPORT.pack(master.store.get_max_phy_offset()))
         assert codes == [ResponseCode.SUCCESS]
+
+
+async def test_only_a_live_link_acknowledges_for_a_member(tmp_path: Path) -> None:
+    # A member whose link ends and comes back with less (it truncated, say) acknowledges only
+    # what its new link reports: nothing it said on the old link counts any more.
+    async with (
+        sync_master(tmp_path, slave_timeout=30_000) as master,
+        RemotingClient() as client,
+    ):
+        service = master_service(master)
+        service.confirmed_sync_state_set = {1, 2}
+        async with hand_slave(master, 2) as first:
+            await wait_for(lambda: service.slave_acked_offset(2) == 0)
+            codes: list[int] = []
+
+            async def waiting_send(body: bytes) -> None:
+                codes.append((await send(client, master, body)).code)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(waiting_send, b"one")
+                await wait_for(lambda: service.statistics().waiting_sends == 1)
+                # A log longer than the master's (as after an earlier term): covers "two" too.
+                await first.send_all(REPORT.pack(master.store.get_max_phy_offset() + 100_000))
+            assert codes == [ResponseCode.SUCCESS]
+        await wait_for(lambda: service.slave_acked_offset(2) == -1)
+        async with hand_slave(master, 2) as second:
+            await wait_for(lambda: service.slave_acked_offset(2) == 0)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(waiting_send, b"two")
+                await wait_for(lambda: service.statistics().waiting_sends == 1)
+                assert codes == [ResponseCode.SUCCESS]  # the old link's report does not count
+                await second.send_all(REPORT.pack(master.store.get_max_phy_offset()))
+            assert codes == [ResponseCode.SUCCESS] * 2
