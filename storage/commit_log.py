@@ -133,6 +133,8 @@ class CommitLog:
         self.flushed_store_timestamp = 0
         #: The last put found no disk space (cleared by the next that finds some).
         self.disk_full = False
+        #: Run-time truncations so far (a flush running across one claims nothing).
+        self.truncations = 0
 
     # -- loading and recovery --------------------------------------------------------------
 
@@ -337,6 +339,7 @@ class CommitLog:
         """Drop every byte at or past ``offset`` (a record boundary: `boundary_error`) in
         memory, files after it deleted; returns the file cut (for the caller to sync)."""
         mapped = self.files.find_file(offset)
+        self.truncations += 1
         self.files.truncate_dirty(offset)
         self.committed_offset = min(self.committed_offset, offset)
         self.flushed_offset = min(self.flushed_offset, offset)
@@ -351,12 +354,14 @@ class CommitLog:
         Only what was appended before it is called is covered: the target is read first."""
         target = self.files.max_offset
         timestamp = self.last_store_timestamp
+        cuts = self.truncations
         for mapped in list(self.files.files):
             if mapped.file_from_offset + self.file_size <= self.flushed_offset:
                 continue
             mapped.flush()
-        self.flushed_offset = max(self.flushed_offset, target)
-        self.flushed_store_timestamp = timestamp
+        if cuts == self.truncations:  # else truncated meanwhile: the target is gone
+            self.flushed_offset = max(self.flushed_offset, target)
+            self.flushed_store_timestamp = timestamp
         return self.flushed_offset
 
     def flush_plan(self) -> FlushPlan | None:
