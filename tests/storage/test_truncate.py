@@ -6,6 +6,7 @@ Real files in tmp_path with 64 KiB commit-log files (5,000-byte messages cross f
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +21,7 @@ from storage import (
     MessageStoreConfig,
     PutMessageResult,
     PutMessageStatus,
+    StoreCheckpoint,
     StoreTruncationError,
     open_message_store,
 )
@@ -173,3 +175,19 @@ async def test_sync_flush_truncation_waits_for_the_puts_ahead(make_config: MakeC
                 assert (decoded.queue_id, decoded.queue_offset) == (queue_id, queue_offset)
         # Puts queued ahead of the truncation were cut with the rest; those behind it follow.
         assert store.get_max_phy_offset() >= results[5].wrote_offset
+
+
+async def test_truncation_lowers_the_checkpoint_before_the_cut(make_config: MakeConfig) -> None:
+    # Each put a second later than the last, so the checkpoint's times say which record.
+    ticks = itertools.count(1_700_000_000_000, 1000)
+    config = make_config(clock=lambda: next(ticks))
+    async with open_message_store(config) as store:
+        results = await put_all(store, 12)
+        await trio.to_thread.run_sync(store.flush_logics)
+        checkpoint = StoreCheckpoint(config.checkpoint_path)
+        assert checkpoint.logics_msg_timestamp == results[-1].store_timestamp
+        await store.truncate_commit_log(results[4].wrote_offset)
+        checkpoint = StoreCheckpoint(config.checkpoint_path)
+        newest_left = results[3].store_timestamp
+        assert checkpoint.logics_msg_timestamp == newest_left
+        assert checkpoint.physic_msg_timestamp <= newest_left
