@@ -81,6 +81,8 @@ class FlushPlan:
     target: int
     timestamp: int
     files: list[tuple[MappedFile, int, int]]
+    #: `CommitLog.truncations` when planned: a flush across a truncation claims nothing.
+    truncations: int = 0
 
 
 class MessageTooLargeForFile(ValueError):
@@ -378,10 +380,12 @@ class CommitLog:
             target = mapped.wrote_position
             if target > mapped.flushed_position and fd >= 0:  # closed: destroyed meanwhile
                 files.append((mapped, fd, target))
-        return FlushPlan(self.files.max_offset, self.last_store_timestamp, files)
+        return FlushPlan(self.files.max_offset, self.last_store_timestamp, files, self.truncations)
 
     def flush_done(self, plan: FlushPlan, errors: list[int]) -> int:
         """Note what ``plan``'s fdatasyncs made durable (``errors``: one errno or 0 per file)."""
+        if plan.truncations != self.truncations:
+            return self.flushed_offset  # truncated meanwhile: its targets are not the log's
         for (mapped, _fd, target), error in zip(plan.files, errors, strict=True):
             if error:  # the file was destroyed by retention meanwhile
                 log.debug("flush of %s skipped: %s", mapped.path, os.strerror(error))
