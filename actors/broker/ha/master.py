@@ -295,8 +295,6 @@ class HAService:
         #: This broker's controller id (the master is always in its own SyncStateSet).
         self.local_broker_id: int | None = None
         self._confirmed: frozenset[int] = frozenset()
-        # allAckInSyncStateSet: the offset every other confirmed member has acknowledged.
-        self._all_acked = 0
         self._fenced = ""
         self._special = self.all_ack_in_sync_state_set
 
@@ -448,7 +446,7 @@ class HAService:
             )
             return False
         end = result.wrote_offset + result.wrote_bytes
-        if not self._others() or end <= self._all_acked:
+        if end <= self._members_acked():
             return False
         self._add_waiter(end, result, callback)
         return True
@@ -464,11 +462,15 @@ class HAService:
         """The confirmed members whose acknowledgement a put waits for (all but this one)."""
         return self._confirmed - {self.local_broker_id}
 
+    def _members_acked(self) -> float:
+        """The offset every other confirmed member acknowledged on its live link (infinite
+        when this master is the only member); read live, since a link that ends takes its
+        acknowledgement with it."""
+        return min((self.slave_acked_offset(m) for m in self._others()), default=math.inf)
+
     def _recompute_all_acked(self) -> None:
-        """The offset every other confirmed member acknowledged; answer the puts it covers."""
-        others = self._others()
-        acked = min((self.slave_acked_offset(m) for m in others), default=math.inf)
-        self._all_acked = int(acked) if acked != math.inf else self.store.get_max_phy_offset()
+        """Answer the waiting puts every other confirmed member has acknowledged."""
+        acked = self._members_acked()
         waiters = self._waiters
         if waiters and waiters[0].end_offset <= acked:
             self._answer(acked, -math.inf, None)
