@@ -313,6 +313,38 @@ class CommitLog:
             view = view[n:]
         return True
 
+    def boundary_error(self, offset: int) -> str | None:
+        """Why ``offset`` is not a record boundary a truncation may cut at (None when it is):
+        the log's end, or the start of a whole record or of a file's end-of-file blank."""
+        if offset == self.max_offset:
+            return None
+        if not self.min_offset <= offset < self.max_offset:
+            return (
+                f"offset {offset} is outside the commit log [{self.min_offset}, {self.max_offset})"
+            )
+        mapped = self.files.find_file(offset)
+        if mapped is None:
+            return f"no commit-log file holds offset {offset}"
+        pos = offset - mapped.file_from_offset
+        check = check_record(mapped.view, pos, mapped.file_from_offset, self.file_size, True)
+        if check.kind == BLANK or (
+            check.kind == RECORD and pos + check.size <= mapped.wrote_position
+        ):
+            return None
+        return f"no record starts at offset {offset} ({check.reason or 'a partial record'})"
+
+    def truncate_to(self, offset: int) -> list[MappedFile]:
+        """Drop every byte at or past ``offset`` (a record boundary: `boundary_error`) in
+        memory, files after it deleted; returns the file cut (for the caller to sync)."""
+        mapped = self.files.find_file(offset)
+        self.files.truncate_dirty(offset)
+        self.committed_offset = min(self.committed_offset, offset)
+        self.flushed_offset = min(self.flushed_offset, offset)
+        last = self.last_record_offset()
+        self.last_store_timestamp = read_store_timestamp(*last) if last is not None else 0
+        self.flushed_store_timestamp = min(self.flushed_store_timestamp, self.last_store_timestamp)
+        return [mapped] if mapped is not None and mapped in self.files.files else []
+
     def flush(self) -> int:
         """Make every appended byte durable (blocking: fdatasync; run in a worker thread).
 

@@ -319,6 +319,21 @@ class MappedFile:
             self.flushed_position = target
         return self.flushed_position
 
+    def sync_all(self) -> None:
+        """Make the whole file durable, written or zeroed (blocking: after a truncation, whose
+        zeros `flush` would not cover: it syncs only past the flushed position)."""
+        target = self.wrote_position
+        if self._fd == _NO_FD:
+            assert _libc is not None  # only where libc is loaded has a file no descriptor
+            if _libc.msync(self._address, self.file_size, _MS_SYNC) != 0:
+                log.debug("sync of %s skipped: %s", self.path, os.strerror(ctypes.get_errno()))
+                return
+        elif self._fd >= 0:
+            _fdatasync(self._fd)
+        else:
+            return  # closed: destroyed meanwhile
+        self.flushed_position = max(self.flushed_position, target)
+
     def truncate_to(self, pos: int) -> None:
         """Drop everything from ``pos`` on: the bytes read as zeros afterwards."""
         # Zero 1 MiB at a time and stop at the first chunk that is already zero: logs are
