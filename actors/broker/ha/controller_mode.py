@@ -636,6 +636,12 @@ class ControllerLink:
 
     async def _stop_writes(self, reason: str) -> None:
         """Refuse writes from now on: checks at once, waiting sends as failed, then the store."""
+        self._refuse_writes(reason)
+        # Puts already taken complete (and are answered as failed by the send handler).
+        await self.store.change_role(BrokerRole.SLAVE)
+
+    def _refuse_writes(self, reason: str) -> None:
+        # No await: from the next request on every write check refuses.
         c = self.config
         c.broker_role = BrokerRole.SLAVE
         if self.broker_controller_id is not None:
@@ -643,16 +649,16 @@ class ControllerLink:
         service = self.ha.service
         if service is not None and self.role is ControllerRole.MASTER:
             service.fence(reason)
-        # Puts already taken complete (and are answered as failed by the send handler).
-        await self.store.change_role(BrokerRole.SLAVE)
 
     async def fence(self, reason: str) -> None:
         """Stop taking writes at once and wait for the controller's word."""
         if self.role is not ControllerRole.MASTER or self.fenced:
             return
         c = self.config
-        # Flipped before anything awaits: every check from here on refuses writes.
+        # Flipped before anything awaits: every check from here on refuses writes, and every
+        # send waiting for a slave is answered as failed.
         self.fenced = True
+        self._refuse_writes(f"fenced: {reason}")
         log.warning(
             "broker %s fenced at epoch %d: %s; writes stopped (bound: controllerHeartBeatTimeout"
             "Mills/2 = %d ms + one brokerHeartbeatInterval = %d ms after the last answer); "

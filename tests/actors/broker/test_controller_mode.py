@@ -29,7 +29,7 @@ from actors.registry import Registry
 from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from protocol.bodies import ClusterInfo, EpochEntryCache
 from storage import BrokerRole
-from tests.actors.broker.ha.helpers import SMALL_FILES, running_registry
+from tests.actors.broker.ha.helpers import SMALL_FILES, commit_log_bytes, running_registry
 from tests.actors.broker.helpers import call, send_request
 from tests.ports import free_port
 from tests.support.waiting import wait_until
@@ -38,9 +38,9 @@ HEARTBEAT_MS = 200
 TIMEOUT_MS = 2000
 
 
-def controller_config(port: int = 0) -> ControllerConfig:
+def controller_config(port: int = 0, **settings: Any) -> ControllerConfig:
     """A single controller (no Raft) scanning every 300 ms."""
-    return ControllerConfig(listen_port=port, scan_not_active_broker_interval=300)
+    return ControllerConfig(listen_port=port, scan_not_active_broker_interval=300, **settings)
 
 
 def broker_config(root: Path, registry: str, controller: str, **settings: Any) -> BrokerConfig:
@@ -99,10 +99,12 @@ class BrokerRunner:
 
 
 @asynccontextmanager
-async def group_parts() -> AsyncIterator[tuple[Registry, Controller, RemotingClient, trio.Nursery]]:
+async def group_parts(
+    **settings: Any,
+) -> AsyncIterator[tuple[Registry, Controller, RemotingClient, trio.Nursery]]:
     async with (
         running_registry() as registry,
-        open_controller(controller_config()) as controller,
+        open_controller(controller_config(**settings)) as controller,
         RemotingClient() as client,
         trio.open_nursery() as nursery,
     ):
@@ -289,3 +291,56 @@ async def test_a_master_cut_from_the_controller_stops_taking_writes_within_the_b
             await wait_until(lambda: link.is_master, 20, "master again")
             await wait_until(lambda: send_ok(client, broker, b"back"), 20, "writes again")
         nursery.cancel_scope.cancel()
+
+
+# -- truncation ------------------------------------------------------------------------------
+
+
+async def test_an_old_master_with_a_longer_tail_truncates_it_before_following(
+    tmp_path: Path,
+) -> None:
+    # ASYNC replication, and the controller may elect a replica that is not in sync: the
+    # old master's last sends never reach the new one (what an ASYNC master can lose).
+    async with group_parts(enable_elect_unclean_master=True) as parts:
+        registry, controller, client, nursery = parts
+        runners = [
+            BrokerRunner(broker_config(tmp_path / name, registry.address, controller.address,
+                                       broker_role=BrokerRole.ASYNC_MASTER), nursery)
+            for name in ("a", "b")
+        ]  # fmt: skip
+        with trio.fail_after(60):
+            first = await runners[0].start()
+            await wait_until(lambda: role(first) is ControllerRole.MASTER, 20, "a master")
+            second = await runners[1].start()
+            await wait_until(lambda: role(second) is ControllerRole.SLAVE, 20, "a slave")
+            for i in range(5):
+                assert await send_ok(client, first, b"shared %d" % i)
+            await wait_until(
+                lambda: second.store.get_max_phy_offset() == first.store.get_max_phy_offset(),
+                20, "the slave caught up",
+            )  # fmt: skip
+            shared = second.store.get_max_phy_offset()
+
+            # The slave goes; the master takes three more that nobody else has, then goes.
+            await runners[1].kill()
+            for i in range(3):
+                assert await send_ok(client, first, b"tail %d" % i)
+            tail = first.store.get_max_phy_offset()
+            assert tail > shared
+            await runners[0].kill()
+
+            # The slave returns and is elected; the old master returns and cuts its tail.
+            second = await runners[1].start()
+            await wait_until(lambda: role(second) is ControllerRole.MASTER, 20, "b elected")
+            assert await send_ok(client, second, b"on the new master")
+            again = await runners[0].start()
+            old = again.controller
+            assert old is not None
+            await wait_until(lambda: role(again) is ControllerRole.SLAVE, 20, "a follows")
+            assert old.truncations == 1
+            await wait_until(
+                lambda: again.store.get_max_phy_offset() == second.store.get_max_phy_offset(),
+                20, "a caught up",
+            )  # fmt: skip
+            assert commit_log_bytes(again.store) == commit_log_bytes(second.store)
+            assert old.epochs.last_epoch() == 2
