@@ -28,7 +28,7 @@ from actors.controller.service import Controller, open_controller
 from actors.registry import Registry
 from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from protocol.bodies import ClusterInfo, EpochEntryCache
-from storage import BrokerRole
+from storage import BrokerRole, FileMessageStore
 from tests.actors.broker.ha.helpers import SMALL_FILES, commit_log_bytes, running_registry
 from tests.actors.broker.helpers import call, send_request
 from tests.ports import free_port
@@ -342,5 +342,7 @@ async def test_an_old_master_with_a_longer_tail_truncates_it_before_following(
                 lambda: again.store.get_max_phy_offset() == second.store.get_max_phy_offset(),
                 20, "a caught up",
             )  # fmt: skip
-            assert commit_log_bytes(again.store) == commit_log_bytes(second.store)
+            ours, theirs = again.store, second.store
+            assert isinstance(ours, FileMessageStore) and isinstance(theirs, FileMessageStore)
+            assert commit_log_bytes(ours) == commit_log_bytes(theirs)
             assert old.epochs.last_epoch() == 2
