@@ -25,7 +25,9 @@ Children of the broker's supervisor, in start order (stopped in reverse):
    means a broker that serves.
 7. ``transaction-check`` - the check-back of unresolved half messages.
 8. ``ha-service`` (a master) or ``ha-client`` and ``slave-sync`` (a slave) - replication
-   (``actors.broker.ha``); a failed link restarts alone.
+   (``actors.broker.ha``); a failed link restarts alone. In controller mode one ``ha-role``
+   child runs either role's parts and ``controller`` (`actors.broker.ha.controller_mode`)
+   decides the role with the controllers, changing it in place.
 9. ``metrics-port`` and ``metrics`` (with ``metricsExporterType=PROM``) - the bound
    metricsPromExporterPort, and Prometheus text at ``/metrics`` on it
    (`actors.broker.services.metrics`); a crash of the responder restarts it alone, on the
