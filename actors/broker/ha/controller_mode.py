@@ -71,7 +71,7 @@ from protocol.headers import (
     decode_header,
     encode_header,
 )
-from storage import BrokerRole, MessageStore
+from storage import BrokerRole, MessageStore, StoreError
 from supervisors.config_file import load_json_config, save_json_config
 
 __all__ = [
@@ -249,6 +249,7 @@ class ControllerLink:
         self._identity = read_broker_identity(
             config.broker_identity_path, config.broker_cluster_name, config.broker_name
         )
+        self.broker_controller_id = self._identity
         try:
             epochs.load()
         except EpochFileError as exc:
@@ -613,7 +614,9 @@ class ControllerLink:
             # The last point both logs agree on; nothing is replicated before it is reached.
             with trio.fail_after(c.controller_heart_beat_timeout_mills / 1000):
                 await self._truncate_to(master_address)
-        except (NoCommonHistory, trio.TooSlowError) as exc:
+        except (NoCommonHistory, trio.TooSlowError, EpochFileError, StoreError) as exc:
+            # Not following beats a crash loop: the broker keeps serving reads, the poll
+            # tries again, and the line says what an operator must look at.
             reason = str(exc) or f"master {master_address} did not answer its epoch cache"
             log.error("broker %s does not follow %s yet: %s", c.broker_name, master_address,
                       reason)  # fmt: skip
