@@ -15,6 +15,7 @@ and each live broker of the group gets NOTIFY_BROKER_ROLE_CHANGED (oneway).
 from __future__ import annotations
 
 import logging
+import os
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -23,8 +24,8 @@ from functools import partial
 import attrs
 import trio
 
-from actors.controller.config import ConfigError, ControllerConfig
-from actors.controller.heartbeat import BrokerLiveInfo, HeartbeatTable
+from actors.controller.config import ControllerConfig
+from actors.controller.heartbeat import DEFAULT_HEARTBEAT_TIMEOUT, BrokerLiveInfo, HeartbeatTable
 from actors.controller.journal import Journal, LocalJournal
 from actors.controller.replicas import ElectMasterEvent, Liveness, Result
 from protocol.client import RemotingClient
@@ -33,10 +34,20 @@ from protocol.command import RemotingCommand, RemotingError
 from protocol.connection import Dispatcher
 from protocol.headers import NotifyBrokerRoleChangedRequestHeader, encode_header
 from protocol.server import RemotingServer, ServerStatistics
+from supervisors.metrics_http import (
+    MetricsExporterType,
+    hold_listeners,
+    open_metrics_listeners,
+    serve_metrics,
+)
+from supervisors.supervisor import ChildSpec, Supervisor
 
 log = logging.getLogger("boltmq.controller")
 
 __all__ = ["Controller", "ControllerStatistics", "ElectionRecord", "open_controller"]
+
+#: A single controller's state file, under controllerStorePath.
+STATE_FILE = "replicas.json"
 
 #: Seconds a NOTIFY_BROKER_ROLE_CHANGED may take to go out before it is given up (the
 #: brokers' own GET_REPLICA_INFO poll catches a notice that was lost).
@@ -74,7 +85,7 @@ class ControllerStatistics:
     broker_groups: int
     alive_brokers: int
     heartbeats: int
-    #: (cluster, brokerName, trigger) -> elections committed by this controller.
+    #: (cluster, brokerName, trigger) -> masters elected by this controller.
     elections: dict[tuple[str, str, str], int]
     #: brokerName -> size of its SyncStateSet.
     sync_state_set_sizes: dict[str, int]
@@ -106,6 +117,8 @@ class Controller:
         self.dispatcher = Dispatcher()
         self.server: RemotingServer | None = None
         self.port: int | None = None
+        #: The bound Prometheus port once running with metricsExporterType=PROM.
+        self.metrics_port: int | None = None
         #: Set by `run` (own port) or by the host that embeds it.
         self._address: str | None = None
         self.client: RemotingClient | None = None
@@ -115,6 +128,7 @@ class Controller:
         self._write_lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
         self._running = False
+        self._started = 0.0
         self._was_leader: bool | None = None
         self._election_listeners: list[Callable[[ElectionRecord], None]] = []
         from actors.controller.handlers import register_handlers  # handlers import this module
@@ -123,11 +137,12 @@ class Controller:
 
     def _make_journal(self) -> Journal:
         if not self.config.controller_dleger_peers:
-            return LocalJournal(self.config.controller_dleger_group)
-        raise ConfigError(
-            "controllerDLegerPeers names several controllers, which need Raft; run one "
-            "controller (leave controllerDLegerPeers empty)"
-        )
+            store = self.config.controller_store_path
+            path = os.path.join(os.path.expanduser(store), STATE_FILE) if store else None
+            return LocalJournal(path)
+        from actors.controller.raft import RaftJournal  # pysyncobj only when peers are set
+
+        return RaftJournal(self.config)
 
     # ------------------------------------------------------------------ addresses
 
@@ -165,9 +180,18 @@ class Controller:
     ) -> None:
         """Serve until cancelled: on its own listenPort, or (``address`` given, embedded) on
         the host's port whose address that is, with the handlers lent by `register_on`."""
+        try:
+            await self._serve(address, task_status)
+        finally:
+            self._running = False
+            self._nursery = None
+            self.client = None
+
+    async def _serve(self, address: str | None, task_status: trio.TaskStatus[Controller]) -> None:
         async with RemotingClient() as client, trio.open_nursery() as nursery:
             self.client = client
             self._nursery = nursery
+            standalone = address is None
             if address is None:
                 self.server = RemotingServer(self.dispatcher)
                 bind = self.config.bind_address or None
@@ -176,20 +200,44 @@ class Controller:
                 )
                 address = f"{self.host}:{self.port}"
             self._address = address
+            # Embedded, the host's /metrics carries the controller's series.
+            if standalone and self.config.metrics_exporter_type == MetricsExporterType.PROM:
+                await self._start_metrics(nursery)
             await nursery.start(partial(self.journal.run, address))
             self._running = True
+            self._started = self.now()
             nursery.start_soon(self._scan_loop)
             nursery.start_soon(self._watch_leader)
             peers = self.journal.peers_text()
             log.info(
-                "controller ready: remoting %s, %s, store %s",
+                "controller ready: remoting %s%s, %s, store %s",
                 address,
+                f", metrics at :{self.metrics_port}/metrics" if self.metrics_port else "",
                 f"Raft peers {peers} (self {self.config.controller_dleger_self_id})"
                 if peers
                 else "single controller (no Raft)",
-                self.config.controller_store_path if peers else "in memory",
+                self.config.controller_store_path or "in memory",
             )
             task_status.started(self)
+
+    async def _start_metrics(self, nursery: trio.Nursery) -> None:
+        from actors.controller.metrics import ControllerMetricsCollector  # it imports this
+
+        config = self.config
+        listeners = await open_metrics_listeners(
+            config.metrics_prom_exporter_port, config.metrics_prom_exporter_host
+        )
+        self.metrics_port = listeners[0].socket.getsockname()[1]
+        collector = ControllerMetricsCollector(self.address, self.statistics)
+        # Its own supervisor: a crashed responder restarts alone, on the same port.
+        supervisor = Supervisor(
+            "controller metrics",
+            [
+                ChildSpec.function("metrics-port", partial(hold_listeners, listeners)),
+                ChildSpec.function("metrics", partial(serve_metrics, listeners, collector)),
+            ],
+        )
+        await nursery.start(supervisor.run)
 
     def now(self) -> float:
         """The controller's clock (trio's, so tests can mock it), in seconds."""
@@ -292,7 +340,8 @@ class Controller:
             old_master_max_offset=None if old is None else old.max_offset,
             new_master_max_offset=None if new is None else new.max_offset,
         )
-        self.elections[(cluster, broker_name, trigger)] += 1
+        if new_master is not None:  # a group left without a master is no election
+            self.elections[(cluster, broker_name, trigger)] += 1
         self.election_log = [*self.election_log[-99:], record]
         if new_master is None:
             log.warning(
@@ -372,7 +421,17 @@ class Controller:
             return
         with self.journal.lock:
             names = self.journal.table.groups_needing_election(self.liveness())
+            masters = {n: self._master_snapshot(n) for n in names}
+        settled = now - self._started >= DEFAULT_HEARTBEAT_TIMEOUT
         for name in names:
+            cluster, master = masters[name]
+            unheard = (
+                master is not None and self.heartbeats.last_known(cluster, name, master) is None
+            )
+            if unheard and not settled:
+                # Just started: the master may beat to us any moment; electing now would
+                # depose a live master.
+                continue
             try:
                 await self.write(partial(self._scan_elect, name), trigger="scan")
             except RemotingError as exc:
@@ -434,6 +493,7 @@ class Controller:
 async def open_controller(config: ControllerConfig | None = None) -> AsyncIterator[Controller]:
     """Run a controller on its own port for the duration of the block."""
     controller = Controller(config)
+    await controller.journal.load()  # before the nursery, so a bad state file raises plainly
     async with trio.open_nursery() as nursery:
         await nursery.start(controller.run)
         try:
