@@ -151,6 +151,7 @@ class FileMessageStore:
                 self._counters,
                 reput_from_offset=reput_from_offset,
                 message_arriving_listener=self.message_arriving_listener,
+                before_truncation_sync=self._checkpoint_truncation,
             )
         except BaseException:
             self._close_files()
@@ -383,6 +384,17 @@ class FileMessageStore:
         and index keys pointing there, through the writer (`storage.truncation`); returns
         the new max offset. Raises `StoreTruncationError` when refused (nothing changed)."""
         return await self._running_writer().truncate(offset, PUT_CALL_TIMEOUT)
+
+    def _checkpoint_truncation(self) -> None:
+        # Made durable before the cut itself (the store writer calls it first, in a worker
+        # thread): no time in the checkpoint is later than the newest record left, so an
+        # abnormal recovery after a crash in the middle replays from before the cut.
+        last = self.commit_log.last_store_timestamp
+        checkpoint = self.checkpoint
+        checkpoint.physic_msg_timestamp = min(checkpoint.physic_msg_timestamp, last)
+        checkpoint.logics_msg_timestamp = min(checkpoint.logics_msg_timestamp, last)
+        checkpoint.index_msg_timestamp = min(checkpoint.index_msg_timestamp, last)
+        checkpoint.flush()
 
     async def change_role(self, role: BrokerRole) -> int:
         """Become a SLAVE or a master at run time; returns the max offset once done.

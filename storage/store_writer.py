@@ -111,6 +111,7 @@ class StoreWriter(Actor[StoreWriterCommand]):
         reput_from_offset: int = 0,
         message_arriving_listener: MessageArrivingListener | None = None,
         mailbox_size: int = WRITER_MAILBOX_SIZE,
+        before_truncation_sync: Callable[[], object] | None = None,
     ) -> None:
         # batch_limit = mailbox_size: the writer takes its whole mailbox per wake-up.
         super().__init__("store-writer", mailbox_size=mailbox_size, batch_limit=mailbox_size)
@@ -118,6 +119,8 @@ class StoreWriter(Actor[StoreWriterCommand]):
         self._commit_log = commit_log
         self._dispatcher = dispatcher
         self._listener = message_arriving_listener
+        # The store's checkpoint, lowered before a truncation is made durable.
+        self._before_truncation_sync = before_truncation_sync
         self._counters = counters
         # The dispatch position is the writer's from here on (recovery replayed up to it).
         counters.reput_from_offset = reput_from_offset
@@ -516,6 +519,7 @@ class StoreWriter(Actor[StoreWriterCommand]):
             await self._wait_completed()
             commit_log = self._commit_log
             if isinstance(command, PrepareMaster):
+                self._complete_blank_tail()
                 # A replicated run may end inside a record: a put must not follow its head.
                 offset = min(self._counters.reput_from_offset, commit_log.max_offset)
                 if offset < commit_log.max_offset:
@@ -533,11 +537,23 @@ class StoreWriter(Actor[StoreWriterCommand]):
             commit_log.topic_queue_table = self._dispatcher.consume_queues.queue_offset_table()
             self._flush_requested_to = min(self._flush_requested_to, commit_log.max_offset)
             if cut.from_offset != cut.to_offset:
-                await trio.to_thread.run_sync(cut.sync)
+                await trio.to_thread.run_sync(cut.sync, self._before_truncation_sync)
         except Exception as exc:
             command.reply.set_error(exc)
         else:
             command.reply.set_result(commit_log.max_offset)
+
+    def _complete_blank_tail(self) -> None:
+        """A replicated run that ended inside a file's end-of-file blank: the blank covers
+        the rest of that file (dispatch went on to the next file), so the next put must
+        start the next file, not follow the bytes received so far."""
+        commit_log = self._commit_log
+        last = commit_log.files.last_file()
+        if last is not None and self._counters.reput_from_offset > commit_log.max_offset:
+            log.info("store writer: the replicated log ends inside the end-of-file blank of "
+                     "%s; the next put starts the next file", last.path.name)  # fmt: skip
+            last.wrote_position = last.file_size
+            commit_log.committed_offset = commit_log.max_offset
 
     async def _wait_completed(self) -> None:
         """Until every appended group is completed (SYNC_FLUSH: flushed and answered)."""

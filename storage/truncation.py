@@ -2,13 +2,15 @@
 never had (controller mode), and a slave that turns master drops a partial record.
 
 The store writer runs it (`StoreWriter.truncate`) once every put appended before is completed,
-with nothing appended meanwhile, so no put races it. In order, each step made durable before
-the next: the consume-queue entries and index keys pointing at or past the offset, then the
-commit log's bytes; a crash in between leaves a longer commit log whose records recovery
-dispatches again, never a queue entry pointing at bytes that are gone. Then the writer's
-state follows the files: the queue-offset table is rebuilt from the consume queues (the next
-put of a queue takes the offset after its last entry), the dispatch position and the
-committed offset move back to the cut, so readers never see the dropped bytes again.
+with nothing appended meanwhile, so no put races it. In memory it drops the consume-queue
+entries and index keys pointing at or past the offset and the commit log's bytes, rebuilds
+the queue-offset table from the consume queues (the next put of a queue takes the offset
+after its last entry), and moves the dispatch position and the committed offset back to the
+cut, so readers never see the dropped bytes again. Then it makes the cut durable, each step
+before the next: the store's checkpoint times lowered to the newest record left (so an
+abnormal recovery replays from before the cut), the consume queues and the index, the commit
+log; a crash in between leaves a longer commit log whose records recovery dispatches again,
+never a queue entry pointing at bytes that are gone.
 
 Readers holding views of dropped bytes from before (a pull answer being written out) see
 zeros from then on: a truncation happens while the broker is changing role, when its
@@ -18,6 +20,7 @@ answers no longer count.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import attrs
 
@@ -44,8 +47,11 @@ class Truncation:
     index_files: list[IndexFile] = attrs.field(factory=list)
     commit_log_files: list[MappedFile] = attrs.field(factory=list)
 
-    def sync(self) -> None:
-        """Make the cut durable: queues and index first, then the commit log (blocking)."""
+    def sync(self, first: Callable[[], object] | None = None) -> None:
+        """Make the cut durable: ``first`` (the store's checkpoint), queues and index, then
+        the commit log (blocking)."""
+        if first is not None:
+            first()
         for mapped in self.logic_files:
             mapped.sync_all()
         for index in self.index_files:
@@ -89,6 +95,9 @@ def truncate_store(
     cut.commit_log_files = commit_log.truncate_to(offset)
     commit_log.topic_queue_table = consume_queues.queue_offset_table()
     counters.reput_from_offset = min(counters.reput_from_offset, offset)
+    dispatcher.last_dispatch_timestamp = min(
+        dispatcher.last_dispatch_timestamp, commit_log.last_store_timestamp
+    )
     log.warning("commit log truncated from %d to %d (%d bytes dropped)",
                 before, offset, before - offset)  # fmt: skip
     return cut

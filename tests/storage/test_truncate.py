@@ -6,18 +6,22 @@ Real files in tmp_path with 64 KiB commit-log files (5,000-byte messages cross f
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+import trio
 
 from protocol.message import decode_record
 from storage import (
+    FlushDiskType,
     GetMessageStatus,
     MessageExtBrokerInner,
     MessageStoreConfig,
     PutMessageResult,
     PutMessageStatus,
+    StoreCheckpoint,
     StoreTruncationError,
     open_message_store,
 )
@@ -81,13 +85,15 @@ async def test_truncate_at_a_message_then_put(
             results[kept].wrote_offset
         )
         check_cut(store, results, kept)
-        # Puts continue each queue right after its last kept entry, at the cut.
-        again = await store.put_message(message(99, 1))
+        # Puts continue each queue right after its last kept entry, at the cut. The new
+        # message has the key of the first one dropped, at the same offset: the dropped
+        # index entry must not find it a second time.
+        again = await store.put_message(message(kept, 0 if kept % 2 else 1))
         assert again.status is PutMessageStatus.PUT_OK
-        assert again.queue_offset == len([i for i in range(kept) if i % 2 == 1])
+        assert again.queue_offset == len([i for i in range(kept) if i % 2 == 0])
         assert again.wrote_offset == results[kept].wrote_offset
-        assert bodies(store, 1, again.queue_offset) == [b"m99"]
-        assert len(store.query_message(TOPIC, "key99", 10, 0, 1 << 62).buffers) == 1
+        assert bodies(store, 0, again.queue_offset) == [f"m{kept}".encode()]
+        assert len(store.query_message(TOPIC, f"key{kept}", 10, 0, 1 << 62).buffers) == 1
         # Truncating at or past the end changes nothing.
         end = store.get_max_phy_offset()
         assert await store.truncate_commit_log(end + 10) == end
@@ -123,11 +129,13 @@ async def test_truncate_everything_and_at_a_file_start(
         assert (again.wrote_offset, again.queue_offset) == (0, 0)
 
 
-async def test_truncated_file_store_recovers_the_cut(make_config: MakeConfig) -> None:
+@pytest.mark.parametrize("where", ["first file", "second file's start", "everything"])
+async def test_truncated_file_store_recovers_the_cut(make_config: MakeConfig, where: str) -> None:
     config = make_config()
     async with open_message_store(config) as store:
         results = await put_all(store, 30)
-        kept = 11
+        second = next(i for i, r in enumerate(results) if r.wrote_offset >= 64 * 1024)
+        kept = {"first file": 11, "second file's start": second, "everything": 0}[where]
         await store.truncate_commit_log(results[kept].wrote_offset)
     # A clean restart, then a restart after a crash (the abort file left behind).
     for crashed in (False, True):
@@ -138,3 +146,48 @@ async def test_truncated_file_store_recovers_the_cut(make_config: MakeConfig) ->
             again = await store.put_message(message(50 + crashed, 0))
             assert again.queue_offset == len([i for i in range(kept) if i % 2 == 0])
             await store.truncate_commit_log(again.wrote_offset)
+
+
+async def test_sync_flush_truncation_waits_for_the_puts_ahead(make_config: MakeConfig) -> None:
+    # SYNC_FLUSH: puts appended but not yet flushed when the truncation is asked; each
+    # consume-queue entry must still point at its own record afterwards.
+    async with open_message_store(make_config(flush_disk_type=FlushDiskType.SYNC_FLUSH)) as store:
+        results = await put_all(store, 8)
+        answered: list[PutMessageResult] = []
+
+        async def put(i: int) -> None:
+            answered.append(await store.put_message(message(i, i % 2)))
+
+        async with trio.open_nursery() as nursery:
+            for i in range(8, 20):
+                nursery.start_soon(put, i)
+            nursery.start_soon(store.truncate_commit_log, results[5].wrote_offset)
+        assert all(r.status is PutMessageStatus.PUT_OK for r in answered)
+        for queue_id in (0, 1):
+            queue = store.consume_queues.find(TOPIC, queue_id)
+            assert queue is not None
+            for queue_offset in range(queue.min_offset, queue.max_offset):
+                entry = queue.get(queue_offset)
+                assert entry is not None
+                record = store.look_message_by_offset(entry[0])
+                assert record is not None, f"queue {queue_id} entry {queue_offset} dangles"
+                decoded = decode_record(bytes(record))
+                assert (decoded.queue_id, decoded.queue_offset) == (queue_id, queue_offset)
+        # Puts queued ahead of the truncation were cut with the rest; those behind it follow.
+        assert store.get_max_phy_offset() >= results[5].wrote_offset
+
+
+async def test_truncation_lowers_the_checkpoint_before_the_cut(make_config: MakeConfig) -> None:
+    # Each put a second later than the last, so the checkpoint's times say which record.
+    ticks = itertools.count(1_700_000_000_000, 1000)
+    config = make_config(clock=lambda: next(ticks))
+    async with open_message_store(config) as store:
+        results = await put_all(store, 12)
+        await trio.to_thread.run_sync(store.flush_logics)
+        checkpoint = StoreCheckpoint(config.checkpoint_path)
+        assert checkpoint.logics_msg_timestamp == results[-1].store_timestamp
+        await store.truncate_commit_log(results[4].wrote_offset)
+        checkpoint = StoreCheckpoint(config.checkpoint_path)
+        newest_left = results[3].store_timestamp
+        assert checkpoint.logics_msg_timestamp == newest_left
+        assert checkpoint.physic_msg_timestamp <= newest_left

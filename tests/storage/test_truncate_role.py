@@ -116,3 +116,26 @@ async def test_memory_store_changes_role(make_config: MakeConfig) -> None:
         )
         await store.change_role(BrokerRole.ASYNC_MASTER)
         assert (await store.put_message(message(2, 0))).queue_offset == 1
+
+
+async def test_slave_whose_log_ends_inside_an_end_of_file_blank_becomes_master(
+    make_config: MakeConfig, tmp_path: Path
+) -> None:
+    slave_config = make_config(store_path_root_dir=tmp_path / "slave", broker_role=BrokerRole.SLAVE)
+    async with (
+        open_message_store(make_config()) as master,
+        open_message_store(slave_config) as slave,
+    ):
+        results = [await master.put_message(message(i, 0)) for i in range(30)]
+        second = next(r for r in results if r.wrote_offset >= 64 * 1024)
+        before = results[results.index(second) - 1]
+        blank_start = before.wrote_offset + before.wrote_bytes
+        # The blank's 8-byte header and a few of the bytes it covers, not the rest.
+        await replicate(master, slave, blank_start + 20)
+        assert await slave.change_role(BrokerRole.ASYNC_MASTER) == 64 * 1024
+        put = await slave.put_message(message(500, 0))
+        assert (put.wrote_offset, put.queue_offset) == (64 * 1024, results.index(second))
+    # The log reads back whole after a restart.
+    async with open_message_store(make_config(store_path_root_dir=tmp_path / "slave")) as again:
+        assert again.get_max_phy_offset() == put.wrote_offset + put.wrote_bytes
+        assert queue_bodies(again, 0)[-1] == b"m500"

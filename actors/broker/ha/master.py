@@ -295,11 +295,6 @@ class HAService:
         #: This broker's controller id (the master is always in its own SyncStateSet).
         self.local_broker_id: int | None = None
         self._confirmed: frozenset[int] = frozenset()
-        # Broker id -> the highest offset that slave acknowledged (kept across reconnects:
-        # what a slave acknowledged it keeps).
-        self._acked_by_id: dict[int, int] = {}
-        # allAckInSyncStateSet: the offset every other confirmed member has acknowledged.
-        self._all_acked = 0
         self._fenced = ""
         self._special = self.all_ack_in_sync_state_set
 
@@ -340,16 +335,17 @@ class HAService:
 
     def on_ack(self, offset: int, connection: HAConnection | None = None) -> None:
         """A slave acknowledged ``offset``: answer every put it covers."""
-        if self._special and connection is not None:
-            broker_id = connection.slave_broker_id
-            if broker_id is not None and offset > self._acked_by_id.get(broker_id, -1):
-                self._acked_by_id[broker_id] = offset
-                if self.all_ack_in_sync_state_set:
-                    self._recompute_all_acked()
+        if (
+            self._special
+            and connection is not None
+            and connection.slave_broker_id is not None
+            and self._per_member()
+        ):
+            self._recompute_all_acked()
         if offset <= self.push_to_slave_max_offset:
             return
         self.push_to_slave_max_offset = offset
-        if self.all_ack_in_sync_state_set:
+        if self._special and self._per_member():
             return  # answered by `_recompute_all_acked`
         waiters = self._waiters
         if waiters and waiters[0].end_offset <= offset:
@@ -368,20 +364,22 @@ class HAService:
         # Tracking acknowledgements by id from now on (a set is only confirmed in
         # controller mode, whose slaves say their ids).
         self._special = True
-        if self.all_ack_in_sync_state_set:
+        if self._per_member():
             self._recompute_all_acked()
 
     def in_sync_slave_ids(self) -> set[int]:
         """Broker ids of the linked slaves that have acknowledged everything this master had
-        ``haMaxTimeSlaveNotCatchup`` ms ago (the master itself is not among them)."""
+        ``haMaxTimeSlaveNotCatchup`` ms ago, or all it has now (an idle master's slaves
+        report only every haSendHeartbeatInterval); the master itself is not among them."""
         now = trio.current_time()
         window = self.config.ha_max_time_slave_not_catchup / 1000
+        max_offset = self.store.get_max_phy_offset()
         return {
             connection.slave_broker_id
             for connection in self.connections.values()
             if connection.slave_broker_id is not None
             and connection.acked_offset >= 0
-            and now - connection.caught_up_at <= window
+            and (connection.acked_offset >= max_offset or now - connection.caught_up_at <= window)
         }
 
     def sync_state_set(self) -> set[int]:
@@ -392,8 +390,14 @@ class HAService:
         return members
 
     def slave_acked_offset(self, broker_id: int) -> int:
-        """The highest offset slave ``broker_id`` acknowledged (-1 when none)."""
-        return self._acked_by_id.get(broker_id, -1)
+        """What slave ``broker_id`` acknowledged on its current link (-1 when not linked).
+
+        Only live links count: a slave that comes back (perhaps truncated, perhaps after
+        this broker was a slave itself) says what it has in its first report."""
+        return max(
+            (c.acked_offset for c in self.connections.values() if c.slave_broker_id == broker_id),
+            default=-1,
+        )
 
     @property
     def fenced(self) -> str:
@@ -427,10 +431,7 @@ class HAService:
             result.status = PutMessageStatus.SLAVE_NOT_AVAILABLE
             result.remark = f"not acknowledged: {self._fenced}"
             return False
-        if not self.all_ack_in_sync_state_set or (
-            not self._confirmed and self.local_broker_id is None
-        ):
-            # Not waiting per member, or no SyncStateSet known (not in controller mode).
+        if not self._per_member():
             return self._defer_any_slave(result, callback)
         members = self._confirmed | (
             {self.local_broker_id} if self.local_broker_id is not None else set()
@@ -445,20 +446,31 @@ class HAService:
             )
             return False
         end = result.wrote_offset + result.wrote_bytes
-        if not self._others() or end <= self._all_acked:
+        if end <= self._members_acked():
             return False
         self._add_waiter(end, result, callback)
         return True
+
+    def _per_member(self) -> bool:
+        """Whether puts wait for every confirmed member: allAckInSyncStateSet, and a
+        SyncStateSet known (outside controller mode there is none: any one slave acks)."""
+        return self.all_ack_in_sync_state_set and (
+            bool(self._confirmed) or self.local_broker_id is not None
+        )
 
     def _others(self) -> frozenset[int]:
         """The confirmed members whose acknowledgement a put waits for (all but this one)."""
         return self._confirmed - {self.local_broker_id}
 
+    def _members_acked(self) -> float:
+        """The offset every other confirmed member acknowledged on its live link (infinite
+        when this master is the only member); read live, since a link that ends takes its
+        acknowledgement with it."""
+        return min((self.slave_acked_offset(m) for m in self._others()), default=math.inf)
+
     def _recompute_all_acked(self) -> None:
-        """The offset every other confirmed member acknowledged; answer the puts it covers."""
-        others = self._others()
-        acked = min((self._acked_by_id.get(m, -1) for m in others), default=math.inf)
-        self._all_acked = int(acked) if acked != math.inf else self.store.get_max_phy_offset()
+        """Answer the waiting puts every other confirmed member has acknowledged."""
+        acked = self._members_acked()
         waiters = self._waiters
         if waiters and waiters[0].end_offset <= acked:
             self._answer(acked, -math.inf, None)
