@@ -39,8 +39,11 @@ TIMEOUT_MS = 2000
 
 
 def controller_config(port: int = 0, **settings: Any) -> ControllerConfig:
-    """A single controller (no Raft) scanning every 300 ms."""
-    return ControllerConfig(listen_port=port, scan_not_active_broker_interval=300, **settings)
+    """A single controller (no Raft) scanning every 300 ms, its state in memory only."""
+    return ControllerConfig(
+        listen_port=port, scan_not_active_broker_interval=300, controller_store_path="",
+        **settings,
+    )  # fmt: skip
 
 
 def broker_config(root: Path, registry: str, controller: str, **settings: Any) -> BrokerConfig:
