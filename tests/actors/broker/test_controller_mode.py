@@ -27,7 +27,7 @@ from actors.controller.config import ControllerConfig
 from actors.controller.service import Controller, open_controller
 from actors.registry import Registry
 from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode
-from protocol.bodies import ClusterInfo, EpochEntryCache
+from protocol.bodies import ClusterInfo, EpochEntryCache, KVTable
 from storage import BrokerRole, FileMessageStore
 from tests.actors.broker.ha.helpers import SMALL_FILES, commit_log_bytes, running_registry
 from tests.actors.broker.helpers import call, send_request
@@ -196,6 +196,15 @@ async def test_master_dies_the_slave_takes_over_and_the_old_master_follows(
             link = first.controller
             assert link is not None
             await wait_until(lambda: link.sync_state_set == {1, 2}, 20, "the slave in sync")
+            stats = first.statistics().controller
+            assert stats is not None and (stats.role, stats.master_epoch) == ("master", 1)
+            assert stats.sync_state_set == (1, 2) and not stats.fenced
+            info = await call(
+                client, first.address, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)
+            )
+            table = KVTable.from_json(info.body or b"{}").table
+            assert (table["controllerRole"], table["masterEpoch"]) == ("master", "1")
+            assert table["syncStateSet"] == "1,2"
             for i in range(20):
                 assert await send_ok(client, first, b"before %d" % i)
             assert second.store.get_max_phy_offset() == first.store.get_max_phy_offset()
