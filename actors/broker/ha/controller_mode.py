@@ -713,7 +713,8 @@ class ControllerLink:
             )
         )
         answered: set[str] = set()
-        timeout = max(c.broker_heartbeat_interval / 1000, 1.0)
+        # A late answer still counts, from the time its request went out.
+        timeout = c.controller_heart_beat_timeout_mills / 2000
 
         async def beat(address: str) -> None:
             request = RemotingCommand.request(RequestCode.BROKER_HEARTBEAT, dict(header))
