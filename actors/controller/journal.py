@@ -1,0 +1,93 @@
+"""Where the controller's state changes are committed: the `Journal` seam.
+
+A single controller applies events to its `ReplicaTable` at once (`LocalJournal`); several
+controllers commit them through Raft first (`actors.controller.raft.RaftJournal`), and every
+controller applies them as they commit. The service reads the table under ``lock`` because a
+Raft journal applies events from its own thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Protocol
+
+import trio
+
+from actors.controller.replicas import Event, ReplicaTable
+
+__all__ = ["Journal", "LocalJournal"]
+
+
+class Journal(Protocol):
+    """The committed state, its leader, and the way to change it."""
+
+    #: The state every committed event has been applied to.
+    table: ReplicaTable
+    #: Held while reading ``table`` or applying to it.
+    lock: threading.Lock
+
+    def is_leader(self) -> bool:
+        """True when this controller may write (and scan and elect)."""
+        ...
+
+    def leader_id(self) -> str | None:
+        """The leader's peer id, when known."""
+        ...
+
+    def leader_address(self) -> str | None:
+        """The leader's remoting ``host:port``, when known."""
+        ...
+
+    def peers_text(self) -> str:
+        """The peers as ``id-host:port`` joined by ``;`` (empty for one controller)."""
+        ...
+
+    async def commit(self, events: tuple[Event, ...]) -> None:
+        """Commit and apply ``events``; raises `protocol.command.RemotingError` with
+        CONTROLLER_NOT_LEADER or CONTROLLER_JRAFT_INTERNAL_ERROR when it cannot."""
+        ...
+
+    async def run(
+        self, address: str, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Run until cancelled; ``address`` is this controller's remoting ``host:port``."""
+        ...
+
+
+class LocalJournal:
+    """One controller, no Raft: always the leader; events apply as they are committed."""
+
+    def __init__(self, group: str = "DefaultControllerGroup") -> None:
+        self.table = ReplicaTable()
+        self.lock = threading.Lock()
+        self.group = group
+        self._address: str | None = None
+
+    def is_leader(self) -> bool:
+        """Always True."""
+        return True
+
+    def leader_id(self) -> str | None:
+        """``n0``: RocketMQ's name for a lone controller."""
+        return "n0"
+
+    def leader_address(self) -> str | None:
+        """This controller's own address once it serves."""
+        return self._address
+
+    def peers_text(self) -> str:
+        """No peers."""
+        return ""
+
+    async def commit(self, events: tuple[Event, ...]) -> None:
+        """Apply at once."""
+        with self.lock:
+            self.table.apply_all(events)
+
+    async def run(
+        self, address: str, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Nothing to run; remembers the address."""
+        self._address = address
+        task_status.started()
+        await trio.sleep_forever()
