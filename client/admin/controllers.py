@@ -49,17 +49,18 @@ class ControllerCalls(AdminCore):
         return decode_header(GetMetaDataResponseHeader, response.ext_fields)
 
     async def sync_state_data(
-        self, controller_addr: str, broker_names: Sequence[str]
+        self, controller_addr: str, broker_names: Sequence[str], *, require_all: bool = True
     ) -> BrokerReplicasInfo:
         """Each named group's master, epochs and in-sync and other replicas
         (CONTROLLER_GET_SYNC_STATE_DATA). A name the controller does not know is absent from
-        the answer (or refused, as RocketMQ's controller does): `MQClientError` names it."""
+        the answer (or refused, as RocketMQ's controller does): with ``require_all``,
+        `MQClientError` names it; without, the groups it knows are returned."""
         body = json.dumps(list(broker_names)).encode()
         request = RemotingCommand.request(RequestCode.CONTROLLER_GET_SYNC_STATE_DATA, body=body)
         address, response = await self._controller_read(controller_addr, request)
         info = BrokerReplicasInfo.from_json(response.body or b"{}")
         unknown = [name for name in broker_names if name not in info.replicas_info_table]
-        if unknown:
+        if unknown and require_all:
             raise MQClientError(
                 ResponseCode.CONTROLLER_BROKER_METADATA_NOT_EXIST,
                 f"controller {address} knows no broker group named {', '.join(unknown)}",
