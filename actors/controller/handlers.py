@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 from actors.controller.heartbeat import DEFAULT_HEARTBEAT_TIMEOUT, BrokerLiveInfo
-from actors.controller.replicas import Result
+from actors.controller.replicas import ReplicaTable, Result
 from protocol.bodies import BodyError, SyncStateSet
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingCommand, RemotingError
@@ -63,8 +63,11 @@ def answer(request: RemotingCommand, result: Result) -> RemotingCommand:
 
 def register_handlers(dispatcher: Dispatcher, controller: Controller) -> None:
     """Serve every controller request code on ``dispatcher``."""
-    table = controller.journal.table
     config = controller.config
+
+    def table() -> ReplicaTable:
+        # Looked up per request: a Raft journal replaces its table when it loads a dump.
+        return controller.journal.table
 
     # ------------------------------------------------------------------ liveness
 
@@ -98,7 +101,7 @@ def register_handlers(dispatcher: Dispatcher, controller: Controller) -> None:
     def get_replica_info(conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = decode_header(GetReplicaInfoRequestHeader, request.ext_fields)
         return answer(
-            request, controller.read(lambda _: table.get_replica_info(header.broker_name))
+            request, controller.read(lambda _: table().get_replica_info(header.broker_name))
         )
 
     def get_sync_state_data(conn: Connection, request: RemotingCommand) -> RemotingCommand:
@@ -113,7 +116,7 @@ def register_handlers(dispatcher: Dispatcher, controller: Controller) -> None:
             )
 
         def read(liveness: object) -> Result:
-            info = table.sync_state_data(names, controller.liveness())
+            info = table().sync_state_data(names, controller.liveness())
             return Result(body=info.to_json())
 
         return answer(request, controller.read(read))
@@ -139,14 +142,14 @@ def register_handlers(dispatcher: Dispatcher, controller: Controller) -> None:
         header = decode_header(GetNextBrokerIdRequestHeader, request.ext_fields)
         # A write, as RocketMQ has it: the answer must come from the state the leader holds.
         result = await controller.write(
-            lambda _: table.get_next_broker_id(header.cluster_name, header.broker_name)
+            lambda _: table().get_next_broker_id(header.cluster_name, header.broker_name)
         )
         return answer(request, result)
 
     async def apply_broker_id(conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = decode_header(ApplyBrokerIdRequestHeader, request.ext_fields)
         result = await controller.write(
-            lambda _: table.apply_broker_id(
+            lambda _: table().apply_broker_id(
                 header.cluster_name,
                 header.broker_name,
                 header.applied_broker_id,
@@ -158,7 +161,7 @@ def register_handlers(dispatcher: Dispatcher, controller: Controller) -> None:
     async def register_broker(conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = decode_header(RegisterBrokerToControllerRequestHeader, request.ext_fields)
         result = await controller.write(
-            lambda live: table.register_broker(
+            lambda live: table().register_broker(
                 header.cluster_name,
                 header.broker_name,
                 header.broker_id,
@@ -178,7 +181,7 @@ def register_handlers(dispatcher: Dispatcher, controller: Controller) -> None:
                 f"CONTROLLER_ALTER_SYNC_STATE_SET from {header.broker_name}: {exc}",
             ) from None
         result = await controller.write(
-            lambda live: table.alter_sync_state_set(
+            lambda live: table().alter_sync_state_set(
                 header.broker_name, header.master_broker_id, header.master_epoch, proposed, live
             )
         )
@@ -187,7 +190,7 @@ def register_handlers(dispatcher: Dispatcher, controller: Controller) -> None:
     async def elect_master(conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = decode_header(ElectMasterRequestHeader, request.ext_fields)
         result = await controller.write(
-            lambda live: table.elect_master(
+            lambda live: table().elect_master(
                 header.broker_name,
                 header.broker_id,
                 designate=header.designate_elect,
@@ -201,7 +204,7 @@ def register_handlers(dispatcher: Dispatcher, controller: Controller) -> None:
     async def clean_broker_data(conn: Connection, request: RemotingCommand) -> RemotingCommand:
         header = decode_header(CleanControllerBrokerDataRequestHeader, request.ext_fields)
         result = await controller.write(
-            lambda live: table.clean_broker_data(
+            lambda live: table().clean_broker_data(
                 header.broker_name,
                 header.broker_controller_ids_to_clean,
                 header.is_clean_living_broker,

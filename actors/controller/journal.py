@@ -21,10 +21,13 @@ __all__ = ["Journal", "LocalJournal"]
 class Journal(Protocol):
     """The committed state, its leader, and the way to change it."""
 
-    #: The state every committed event has been applied to.
-    table: ReplicaTable
     #: Held while reading ``table`` or applying to it.
     lock: threading.Lock
+
+    @property
+    def table(self) -> ReplicaTable:
+        """The state every committed event has been applied to."""
+        ...
 
     def is_leader(self) -> bool:
         """True when this controller may write (and scan and elect)."""
@@ -58,10 +61,15 @@ class LocalJournal:
     """One controller, no Raft: always the leader; events apply as they are committed."""
 
     def __init__(self, group: str = "DefaultControllerGroup") -> None:
-        self.table = ReplicaTable()
+        self._table = ReplicaTable()
         self.lock = threading.Lock()
         self.group = group
         self._address: str | None = None
+
+    @property
+    def table(self) -> ReplicaTable:
+        """The state."""
+        return self._table
 
     def is_leader(self) -> bool:
         """Always True."""

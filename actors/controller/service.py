@@ -23,8 +23,8 @@ from functools import partial
 import attrs
 import trio
 
-from actors.controller.config import ConfigError, ControllerConfig
-from actors.controller.heartbeat import BrokerLiveInfo, HeartbeatTable
+from actors.controller.config import ControllerConfig
+from actors.controller.heartbeat import DEFAULT_HEARTBEAT_TIMEOUT, BrokerLiveInfo, HeartbeatTable
 from actors.controller.journal import Journal, LocalJournal
 from actors.controller.replicas import ElectMasterEvent, Liveness, Result
 from protocol.client import RemotingClient
@@ -33,6 +33,13 @@ from protocol.command import RemotingCommand, RemotingError
 from protocol.connection import Dispatcher
 from protocol.headers import NotifyBrokerRoleChangedRequestHeader, encode_header
 from protocol.server import RemotingServer, ServerStatistics
+from supervisors.metrics_http import (
+    MetricsExporterType,
+    hold_listeners,
+    open_metrics_listeners,
+    serve_metrics,
+)
+from supervisors.supervisor import ChildSpec, Supervisor
 
 log = logging.getLogger("boltmq.controller")
 
@@ -106,6 +113,8 @@ class Controller:
         self.dispatcher = Dispatcher()
         self.server: RemotingServer | None = None
         self.port: int | None = None
+        #: The bound Prometheus port once running with metricsExporterType=PROM.
+        self.metrics_port: int | None = None
         #: Set by `run` (own port) or by the host that embeds it.
         self._address: str | None = None
         self.client: RemotingClient | None = None
@@ -115,6 +124,7 @@ class Controller:
         self._write_lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
         self._running = False
+        self._started = 0.0
         self._was_leader: bool | None = None
         self._election_listeners: list[Callable[[ElectionRecord], None]] = []
         from actors.controller.handlers import register_handlers  # handlers import this module
@@ -124,10 +134,9 @@ class Controller:
     def _make_journal(self) -> Journal:
         if not self.config.controller_dleger_peers:
             return LocalJournal(self.config.controller_dleger_group)
-        raise ConfigError(
-            "controllerDLegerPeers names several controllers, which need Raft; run one "
-            "controller (leave controllerDLegerPeers empty)"
-        )
+        from actors.controller.raft import RaftJournal  # pysyncobj only when peers are set
+
+        return RaftJournal(self.config)
 
     # ------------------------------------------------------------------ addresses
 
@@ -176,20 +185,43 @@ class Controller:
                 )
                 address = f"{self.host}:{self.port}"
             self._address = address
+            if self.config.metrics_exporter_type == MetricsExporterType.PROM:
+                await self._start_metrics(nursery)
             await nursery.start(partial(self.journal.run, address))
             self._running = True
+            self._started = self.now()
             nursery.start_soon(self._scan_loop)
             nursery.start_soon(self._watch_leader)
             peers = self.journal.peers_text()
             log.info(
-                "controller ready: remoting %s, %s, store %s",
+                "controller ready: remoting %s%s, %s, store %s",
                 address,
+                f", metrics at :{self.metrics_port}/metrics" if self.metrics_port else "",
                 f"Raft peers {peers} (self {self.config.controller_dleger_self_id})"
                 if peers
                 else "single controller (no Raft)",
                 self.config.controller_store_path if peers else "in memory",
             )
             task_status.started(self)
+
+    async def _start_metrics(self, nursery: trio.Nursery) -> None:
+        from actors.controller.metrics import ControllerMetricsCollector  # it imports this
+
+        config = self.config
+        listeners = await open_metrics_listeners(
+            config.metrics_prom_exporter_port, config.metrics_prom_exporter_host
+        )
+        self.metrics_port = listeners[0].socket.getsockname()[1]
+        collector = ControllerMetricsCollector(self.address, self.statistics)
+        # Its own supervisor: a crashed responder restarts alone, on the same port.
+        supervisor = Supervisor(
+            "controller metrics",
+            [
+                ChildSpec.function("metrics-port", partial(hold_listeners, listeners)),
+                ChildSpec.function("metrics", partial(serve_metrics, listeners, collector)),
+            ],
+        )
+        await nursery.start(supervisor.run)
 
     def now(self) -> float:
         """The controller's clock (trio's, so tests can mock it), in seconds."""
@@ -372,7 +404,17 @@ class Controller:
             return
         with self.journal.lock:
             names = self.journal.table.groups_needing_election(self.liveness())
+            masters = {n: self._master_snapshot(n) for n in names}
+        settled = now - self._started >= DEFAULT_HEARTBEAT_TIMEOUT
         for name in names:
+            cluster, master = masters[name]
+            unheard = (
+                master is not None and self.heartbeats.last_known(cluster, name, master) is None
+            )
+            if unheard and not settled:
+                # Just started: the master may beat to us any moment; electing now would
+                # depose a live master.
+                continue
             try:
                 await self.write(partial(self._scan_elect, name), trigger="scan")
             except RemotingError as exc:

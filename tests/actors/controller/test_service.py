@@ -10,6 +10,7 @@ import orjson
 import trio
 
 from actors.controller import ControllerConfig, open_controller
+from actors.registry import RegistryConfig, open_registry
 from protocol.bodies import BrokerReplicasInfo, ElectMasterResponseBody, SyncStateSet
 from protocol.client import RemotingClient
 from protocol.codes import RequestCode, ResponseCode
@@ -230,3 +231,35 @@ async def test_get_sync_state_data_body_must_name_broker_names() -> None:
         )
         assert reply.code == ResponseCode.CONTROLLER_INVALID_REQUEST
         assert "JSON list" in (reply.remark or "")
+
+
+async def test_embedded_in_the_registry_serves_on_the_registry_port() -> None:
+    registry_config = RegistryConfig(
+        listen_port=0,
+        bind_address="127.0.0.1",
+        kv_config_path=None,
+        enable_controller_in_namesrv=True,
+    )
+    async with (
+        open_registry(registry_config, fast_config()) as registry,
+        RemotingClient() as client,
+    ):
+        address = registry.address
+        assert registry.controller is not None and registry.controller.address == address
+        broker_id = await join(client, address)
+        assert (await heartbeat(client, address, broker_id, timeout_ms=60_000)).code == 0
+        elected = await elect(client, address, broker_id)
+        assert elected.code == 0 and elected.field("masterBrokerId") == str(broker_id)
+        meta = await call(client, address, RequestCode.CONTROLLER_GET_METADATA_INFO)
+        assert meta.field("controllerLeaderAddress") == address
+        # The registry's own codes are still served on the same port.
+        cluster = await call(client, address, RequestCode.GET_BROKER_CLUSTER_INFO)
+        assert cluster.code == ResponseCode.SUCCESS
+
+
+async def test_a_registry_without_the_key_serves_no_controller_code() -> None:
+    config = RegistryConfig(listen_port=0, bind_address="127.0.0.1", kv_config_path=None)
+    async with open_registry(config) as registry, RemotingClient() as client:
+        assert registry.controller is None
+        reply = await call(client, registry.address, RequestCode.CONTROLLER_GET_METADATA_INFO)
+        assert reply.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
