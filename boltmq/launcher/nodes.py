@@ -19,10 +19,11 @@ import trio
 
 from actors.broker.broker import Broker
 from actors.broker.config import load_broker_config
+from actors.controller import Controller, ControllerConfig
 from actors.registry import Registry, RegistryConfig
 from boltmq.launcher.proxy import ProxyHandle, run_proxy
 from boltmq.launcher.state import NodeExited, NodeState, RunningCluster
-from boltmq.spec import BROKER, PROXY, REGISTRY, NodeSpec
+from boltmq.spec import BROKER, CONTROLLER, PROXY, REGISTRY, NodeSpec
 from proxy.config import load_config as load_proxy_config
 from supervisors.config import format_properties, load_config
 from supervisors.supervisor import ChildSpec, RestartPolicy, Supervisor, SupervisorEscalation
@@ -45,6 +46,7 @@ READY_LINES = {
     REGISTRY: re.compile(rb"registry ready: tcp port (\d+)"),
     PROXY: re.compile(rb"proxy ready: gRPC port (\d+)"),
     BROKER: re.compile(rb"broker \S+ \(.*\) of cluster \S+ ready on [^\s,;]*:(\d+)"),
+    CONTROLLER: re.compile(rb"controller ready: remoting [^\s,;]*:(\d+)"),
 }
 
 
@@ -267,14 +269,14 @@ class _InProcessNode:
         self.cluster = cluster
         self.node = node
         self.state = cluster.states[node.name]
-        self.server: Registry | Broker | ProxyHandle | None = None
+        self.server: Registry | Broker | Controller | ProxyHandle | None = None
         self.runs = 0
         self.stopping = False
         #: When it ended after being ready, for as long as its supervisor counts restarts.
         self.exits: collections.deque[float] = collections.deque()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Run the registry or broker until stopped."""
+        """Run the registry, controller, broker or proxy until stopped."""
         node, state = self.node, self.state
         if self.runs:
             state.restarts += 1
@@ -288,6 +290,8 @@ class _InProcessNode:
             registry = Registry(load_config(RegistryConfig, None, properties))
             await registry.load()
             self.server = registry
+        elif node.kind == CONTROLLER:
+            self.server = Controller(load_config(ControllerConfig, None, properties))
         else:
             self.server = Broker(load_broker_config(None, properties))
         if not isinstance(self.server, ProxyHandle):
