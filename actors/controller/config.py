@@ -90,7 +90,8 @@ class ControllerConfig:
     controller_dleger_peers: str = attrs.field(
         default="", validator=_check_peers, metadata={"key": "controllerDLegerPeers"}
     )
-    # pysyncobj's journal and dump: a restarted controller rejoins with the state it had.
+    # One controller: its state file; several: pysyncobj's journal and dump. Either way a
+    # restarted controller keeps the state it had. Empty: memory only (one controller).
     controller_store_path: str = str(DEFAULT_STORE)
     # Raft implementation name RocketMQ accepts; both run on pysyncobj here.
     controller_type: str = attrs.field(

@@ -14,6 +14,7 @@ from typing import Protocol
 import trio
 
 from actors.controller.replicas import Event, ReplicaTable
+from supervisors.config_file import load_json_config, save_json_config
 
 __all__ = ["Journal", "LocalJournal"]
 
@@ -45,6 +46,10 @@ class Journal(Protocol):
         """The peers as ``id-host:port`` joined by ``;`` (empty for one controller)."""
         ...
 
+    async def load(self) -> None:
+        """Read what is kept on disk, once (`run` does it when not done yet)."""
+        ...
+
     async def commit(self, events: tuple[Event, ...]) -> None:
         """Commit and apply ``events``; raises `protocol.command.RemotingError` with
         CONTROLLER_NOT_LEADER or CONTROLLER_JRAFT_INTERNAL_ERROR when it cannot."""
@@ -58,13 +63,19 @@ class Journal(Protocol):
 
 
 class LocalJournal:
-    """One controller, no Raft: always the leader; events apply as they are committed."""
+    """One controller, no Raft: always the leader; events apply as they are committed.
 
-    def __init__(self, group: str = "DefaultControllerGroup") -> None:
+    With a ``path`` the state is kept in that JSON file (written atomically, ``.bak`` kept,
+    before a change is applied), so a restarted controller keeps the ids and epochs it
+    handed out; without one it lives in memory.
+    """
+
+    def __init__(self, path: str | None = None) -> None:
         self._table = ReplicaTable()
         self.lock = threading.Lock()
-        self.group = group
+        self.path = path
         self._address: str | None = None
+        self._loaded = False
 
     @property
     def table(self) -> ReplicaTable:
@@ -87,15 +98,33 @@ class LocalJournal:
         """No peers."""
         return ""
 
+    async def load(self) -> None:
+        """Read the state file, once. Raises `ConfigFileError` when the file and its
+        ``.bak`` exist and neither parses (nothing is overwritten)."""
+        if self.path is None or self._loaded:
+            return
+        loaded = await trio.to_thread.run_sync(load_json_config, self.path, ReplicaTable.from_json)
+        if loaded is not None:
+            with self.lock:
+                self._table = loaded
+        self._loaded = True
+
     async def commit(self, events: tuple[Event, ...]) -> None:
-        """Apply at once."""
+        """Save the state with ``events`` applied, then make it the state."""
         with self.lock:
-            self.table.apply_all(events)
+            table = self._table.copy()
+        table.apply_all(events)
+        if self.path is not None:
+            data = table.to_json()
+            await trio.to_thread.run_sync(save_json_config, self.path, data)
+        with self.lock:
+            self._table = table
 
     async def run(
         self, address: str, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        """Nothing to run; remembers the address."""
+        """Load the state file (once), remember the address, run until cancelled."""
+        await self.load()
         self._address = address
         task_status.started()
         await trio.sleep_forever()

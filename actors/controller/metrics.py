@@ -22,14 +22,24 @@ __all__ = ["ControllerMetricsCollector"]
 class ControllerMetricsCollector(Collector):
     """Reads the controller's statistics into metric families at each scrape."""
 
-    def __init__(self, address: str, statistics: Callable[[], ControllerStatistics]) -> None:
+    def __init__(
+        self,
+        address: str,
+        statistics: Callable[[], ControllerStatistics],
+        host: Collector | None = None,
+    ) -> None:
         #: The controller's ``host:port``, the ``node_id`` label.
         self.address = address
         #: The controller's `statistics`, called once per scrape.
         self.statistics = statistics
+        #: The embedding registry's collector, whose families come first on one /metrics.
+        self.host = host
 
     def collect(self) -> Iterator[Metric]:
-        """Leadership, live brokers, SyncStateSet sizes and elections."""
+        """The host's families (embedded), then leadership, live brokers, SyncStateSet sizes
+        and elections."""
+        if self.host is not None:
+            yield from self.host.collect()
         base = {"node_type": "controller", "node_id": self.address}
         labels, values = list(base), list(base.values())
         stats = self.statistics()

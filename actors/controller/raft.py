@@ -1,7 +1,7 @@
 """Several controllers agree on the replicas state through Raft (pysyncobj).
 
 Each controller runs a `pysyncobj.SyncObj` on its Raft port (its controllerDLegerPeers
-entry); the replicated method `_RaftState.apply_events` carries a write's events, and every
+entry); the replicated method `_Replicas.apply_events` carries a write's events, and every
 controller applies them to its own `ReplicaTable` in log order once a majority holds them.
 pysyncobj keeps its journal and dumps under controllerStorePath, so a restarted controller
 replays its log (and what the leader sends it) and rejoins with the same state.
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import trio
-from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, replicated
+from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
 
 from actors.controller.config import ConfigError, ControllerConfig
 from actors.controller.replicas import ControllerAddressEvent, Event, ReplicaTable
@@ -47,17 +47,17 @@ _NOT_LEADER_REASONS = {
 }
 
 
-class _RaftState(SyncObj):  # type: ignore[misc]
-    """The SyncObj whose replicated method applies events to the table."""
+class _Replicas(SyncObjConsumer):  # type: ignore[misc]
+    """The replicated part: the table, changed only by `apply_events` in log order.
 
-    def __init__(
-        self, self_address: str, others: list[str], conf: SyncObjConf, lock: threading.Lock
-    ) -> None:
-        # Set before SyncObj.__init__: pysyncobj leaves attributes that exist by the end of
-        # its __init__ out of its dumps, and a lock cannot be dumped.
+    A consumer, not the SyncObj itself, so the table exists before pysyncobj's thread starts
+    (it may replay the journal or load a dump at once) and is all its dumps hold."""
+
+    def __init__(self, lock: threading.Lock) -> None:
+        # Set before SyncObjConsumer.__init__: pysyncobj leaves attributes that exist by then
+        # out of its dumps, and a lock cannot be dumped.
         self.lock = lock
-        super().__init__(self_address, others, conf)
-        # Set after: the table is the state pysyncobj dumps and restores.
+        super().__init__()
         self.table = ReplicaTable()
 
     @replicated  # type: ignore[untyped-decorator]
@@ -74,18 +74,22 @@ class RaftJournal:
         peer = config.self_peer
         if peer is None:
             raise ConfigError("controllerDLegerSelfId names no entry of controllerDLegerPeers")
+        if not config.controller_store_path:
+            raise ConfigError(
+                "controllerStorePath is empty; several controllers (controllerDLegerPeers) "
+                "keep their Raft journal there"
+            )
         self.config = config
         self.self_peer = peer
         self.lock = threading.Lock()
         self._by_raft_address = {p.address: p.peer_id for p in config.peers}
-        self._state: _RaftState | None = None
-        self._empty = ReplicaTable()
+        self._replicas = _Replicas(self.lock)
+        self._state: SyncObj | None = None
 
     @property
     def table(self) -> ReplicaTable:
         """The state as this controller has applied it (pysyncobj replaces it on a restore)."""
-        state = self._state
-        return self._empty if state is None else state.table
+        return self._replicas.table
 
     def is_leader(self) -> bool:
         """True while pysyncobj says this node leads."""
@@ -112,6 +116,9 @@ class RaftJournal:
         """controllerDLegerPeers as configured."""
         return ";".join(f"{p.peer_id}-{p.address}" for p in self.config.peers)
 
+    async def load(self) -> None:
+        """Nothing: pysyncobj reads its journal and dump when `run` starts it."""
+
     async def commit(self, events: tuple[Event, ...]) -> None:
         """Append ``events`` to the Raft log and wait until they are applied here."""
         state = self._state
@@ -122,7 +129,7 @@ class RaftJournal:
             )
         await self._replicate(state, events)
 
-    async def _replicate(self, state: _RaftState, events: tuple[Event, ...]) -> None:
+    async def _replicate(self, state: SyncObj, events: tuple[Event, ...]) -> None:
         token = trio.lowlevel.current_trio_token()
         done = trio.Event()
         outcome: list[Any] = []
@@ -139,7 +146,7 @@ class RaftJournal:
                 pass  # the controller stopped while the write was in flight
 
         timeout = self.config.controller_commit_timeout / 1000
-        state.apply_events(events, callback=callback)
+        self._replicas.apply_events(events, callback=callback)
         with trio.move_on_after(timeout):
             await done.wait()
         if not outcome:
@@ -183,10 +190,15 @@ class RaftJournal:
             # Elections within a couple of seconds of losing the leader.
             raftMinTimeout=0.4,
             raftMaxTimeout=1.4,
+            # A leader cut from the majority steps down after 5 s (pysyncobj's default is
+            # 30 s), so it stops scanning and answering writes it could not commit anyway.
+            leaderFallbackTimeout=5.0,
         )
         others = [p.address for p in self.config.peers if p.peer_id != self.self_peer.peer_id]
         # Built in trio's own thread: pysyncobj's tick thread stops when its creator ends.
-        state = _RaftState(self.self_peer.address, others, conf, self.lock)
+        # A fresh consumer per run: a run after a stop replays the journal from empty.
+        self._replicas = _Replicas(self.lock)
+        state = SyncObj(self.self_peer.address, others, conf, consumers=[self._replicas])
         try:
             try:
                 await trio.to_thread.run_sync(state.waitBinded)
@@ -197,21 +209,21 @@ class RaftJournal:
                 ) from None
             self._state = state
             task_status.started()
-            await self._announce(state, address)
+            await self._announce(address)
             await trio.sleep_forever()
         finally:
             self._state = None
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(state.destroy_synchronous)
 
-    async def _announce(self, state: _RaftState, address: str) -> None:
+    async def _announce(self, address: str) -> None:
         # Until this controller's remoting address is in the replicated state: a follower's
         # command goes to the leader through pysyncobj, and none is accepted without one.
         event = ControllerAddressEvent(self.self_peer.peer_id, address)
         token = trio.lowlevel.current_trio_token()
         while True:
             with self.lock:
-                if state.table.controller_addresses.get(event.peer_id) == address:
+                if self.table.controller_addresses.get(event.peer_id) == address:
                     return
             done = trio.Event()
 
@@ -221,7 +233,7 @@ class RaftJournal:
                 except trio.RunFinishedError:
                     pass
 
-            state.apply_events((event,), callback=callback)
+            self._replicas.apply_events((event,), callback=callback)
             with trio.move_on_after(ANNOUNCE_RETRY * 4):
                 await done.wait()
             await trio.sleep(ANNOUNCE_RETRY)

@@ -11,10 +11,12 @@ used stays the leader's own.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from typing import Protocol
 
 import attrs
+import orjson
 
 from actors.controller.heartbeat import BrokerLiveInfo
 from protocol.bodies import (
@@ -204,6 +206,51 @@ class ReplicaTable:
         self.controller_addresses: dict[str, str] = {}
         #: Events applied since start (or since the snapshot this state was loaded from).
         self.applied = 0
+
+    # ------------------------------------------------------------------- persistence
+
+    def to_json(self) -> bytes:
+        """The whole state as JSON (a single controller's file)."""
+        groups = {
+            name: {
+                "clusterName": g.cluster_name,
+                "brokerAddrs": {str(k): v for k, v in sorted(g.addresses.items())},
+                "registerCheckCodes": {str(k): v for k, v in sorted(g.check_codes.items())},
+                "masterBrokerId": g.master_broker_id,
+                "masterEpoch": g.master_epoch,
+                "syncStateSet": sorted(g.sync_state_set),
+                "syncStateSetEpoch": g.sync_state_set_epoch,
+            }
+            for name, g in sorted(self.groups.items())
+        }
+        return orjson.dumps({"groups": groups}, option=orjson.OPT_INDENT_2)
+
+    @classmethod
+    def from_json(cls, data: bytes) -> ReplicaTable:
+        """The state `to_json` wrote; raises ValueError on anything else."""
+        doc = orjson.loads(data)
+        table = cls()
+        try:
+            for name, g in doc["groups"].items():
+                table.groups[name] = BrokerGroup(
+                    cluster_name=str(g["clusterName"]),
+                    broker_name=name,
+                    addresses={int(k): str(v) for k, v in g["brokerAddrs"].items()},
+                    check_codes={int(k): str(v) for k, v in g["registerCheckCodes"].items()},
+                    master_broker_id=None
+                    if g["masterBrokerId"] is None
+                    else int(g["masterBrokerId"]),
+                    master_epoch=int(g["masterEpoch"]),
+                    sync_state_set={int(x) for x in g["syncStateSet"]},
+                    sync_state_set_epoch=int(g["syncStateSetEpoch"]),
+                )
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"not a controller state file: {exc!r}") from None
+        return table
+
+    def copy(self) -> ReplicaTable:
+        """An independent copy (applied to before a change is saved)."""
+        return copy.deepcopy(self)
 
     # ------------------------------------------------------------------- broker ids
 

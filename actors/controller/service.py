@@ -15,6 +15,7 @@ and each live broker of the group gets NOTIFY_BROKER_ROLE_CHANGED (oneway).
 from __future__ import annotations
 
 import logging
+import os
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -44,6 +45,9 @@ from supervisors.supervisor import ChildSpec, Supervisor
 log = logging.getLogger("boltmq.controller")
 
 __all__ = ["Controller", "ControllerStatistics", "ElectionRecord", "open_controller"]
+
+#: A single controller's state file, under controllerStorePath.
+STATE_FILE = "replicas.json"
 
 #: Seconds a NOTIFY_BROKER_ROLE_CHANGED may take to go out before it is given up (the
 #: brokers' own GET_REPLICA_INFO poll catches a notice that was lost).
@@ -81,7 +85,7 @@ class ControllerStatistics:
     broker_groups: int
     alive_brokers: int
     heartbeats: int
-    #: (cluster, brokerName, trigger) -> elections committed by this controller.
+    #: (cluster, brokerName, trigger) -> masters elected by this controller.
     elections: dict[tuple[str, str, str], int]
     #: brokerName -> size of its SyncStateSet.
     sync_state_set_sizes: dict[str, int]
@@ -133,7 +137,9 @@ class Controller:
 
     def _make_journal(self) -> Journal:
         if not self.config.controller_dleger_peers:
-            return LocalJournal(self.config.controller_dleger_group)
+            store = self.config.controller_store_path
+            path = os.path.join(os.path.expanduser(store), STATE_FILE) if store else None
+            return LocalJournal(path)
         from actors.controller.raft import RaftJournal  # pysyncobj only when peers are set
 
         return RaftJournal(self.config)
@@ -174,9 +180,18 @@ class Controller:
     ) -> None:
         """Serve until cancelled: on its own listenPort, or (``address`` given, embedded) on
         the host's port whose address that is, with the handlers lent by `register_on`."""
+        try:
+            await self._serve(address, task_status)
+        finally:
+            self._running = False
+            self._nursery = None
+            self.client = None
+
+    async def _serve(self, address: str | None, task_status: trio.TaskStatus[Controller]) -> None:
         async with RemotingClient() as client, trio.open_nursery() as nursery:
             self.client = client
             self._nursery = nursery
+            standalone = address is None
             if address is None:
                 self.server = RemotingServer(self.dispatcher)
                 bind = self.config.bind_address or None
@@ -185,7 +200,8 @@ class Controller:
                 )
                 address = f"{self.host}:{self.port}"
             self._address = address
-            if self.config.metrics_exporter_type == MetricsExporterType.PROM:
+            # Embedded, the host's /metrics carries the controller's series.
+            if standalone and self.config.metrics_exporter_type == MetricsExporterType.PROM:
                 await self._start_metrics(nursery)
             await nursery.start(partial(self.journal.run, address))
             self._running = True
@@ -200,7 +216,7 @@ class Controller:
                 f"Raft peers {peers} (self {self.config.controller_dleger_self_id})"
                 if peers
                 else "single controller (no Raft)",
-                self.config.controller_store_path if peers else "in memory",
+                self.config.controller_store_path or "in memory",
             )
             task_status.started(self)
 
@@ -324,7 +340,8 @@ class Controller:
             old_master_max_offset=None if old is None else old.max_offset,
             new_master_max_offset=None if new is None else new.max_offset,
         )
-        self.elections[(cluster, broker_name, trigger)] += 1
+        if new_master is not None:  # a group left without a master is no election
+            self.elections[(cluster, broker_name, trigger)] += 1
         self.election_log = [*self.election_log[-99:], record]
         if new_master is None:
             log.warning(
@@ -476,6 +493,7 @@ class Controller:
 async def open_controller(config: ControllerConfig | None = None) -> AsyncIterator[Controller]:
     """Run a controller on its own port for the duration of the block."""
     controller = Controller(config)
+    await controller.journal.load()  # before the nursery, so a bad state file raises plainly
     async with trio.open_nursery() as nursery:
         await nursery.start(controller.run)
         try:

@@ -14,9 +14,11 @@ from functools import partial
 
 import attrs
 import trio
+from prometheus_client.registry import Collector
 
 from actors.acl import AccessValidator
 from actors.controller import Controller, ControllerConfig
+from actors.controller.metrics import ControllerMetricsCollector
 from actors.registry.actor import RegistryActor, RegistryStatistics
 from actors.registry.config import RegistryConfig
 from actors.registry.handlers import BROKER_CONNECTION, register_handlers
@@ -161,7 +163,13 @@ class Registry:
         )
         self.metrics_port = listeners[0].socket.getsockname()[1]
         # Built once the TCP port is bound, so the address (the node_id label) is final.
-        collector = RegistryMetricsCollector(self.address, self.rpc_latency, self.actor.statistics)
+        collector: Collector = RegistryMetricsCollector(
+            self.address, self.rpc_latency, self.actor.statistics
+        )
+        if self.controller is not None:
+            collector = ControllerMetricsCollector(
+                self.address, self.controller.statistics, host=collector
+            )
         serve = partial(serve_metrics, listeners, collector)
         self.metrics_supervisor = Supervisor(
             "registry metrics",

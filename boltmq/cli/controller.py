@@ -8,13 +8,19 @@ master may have lost). It stops cleanly on Ctrl-C or SIGTERM (exit status 0).
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
+
+import trio
 
 from actors.controller import Controller, ControllerConfig
 from actors.controller.config import KEYS, ConfigError
 from boltmq.cli._run import EXIT_USAGE, Runner, serve
 from supervisors.config import load_config
+from supervisors.config_file import ConfigFileError
 from supervisors.supervisor import ChildSpec
+
+log = logging.getLogger("boltmq.controller")
 
 HELP = "run a controller: elects a broker group's new master when its master dies"
 EXAMPLE = """example:
@@ -44,6 +50,12 @@ def setup(parser: argparse.ArgumentParser) -> Runner:
         except (ConfigError, OSError) as exc:
             print(f"{parser.prog}: {exc}", file=sys.stderr)
             return EXIT_USAGE
+        try:
+            # Before serving: a state file that does not parse stops the start, untouched.
+            trio.run(controller.journal.load)
+        except ConfigFileError as exc:
+            log.error("%s; not starting (the files are left as they are)", exc)
+            return 1
         return serve("controller", [ChildSpec.instance("controller", controller)])
 
     return run

@@ -20,7 +20,7 @@ import attrs
 import trio
 
 from actors.broker.config import BrokerConfig
-from actors.broker.ha.master import FRAME_HEADER, OFFSET_REPORT
+from actors.broker.ha.master import FRAME_HEADER, OFFSET_REPORT, hello
 from protocol.transport import parse_address
 from storage import MessageStore
 
@@ -28,10 +28,13 @@ from storage import MessageStore
 class MasterAddresses(Protocol):
     """What a slave learns of its master from registering (the registrar's answers)."""
 
-    #: The master's remoting address (the config sync asks it for the tables).
-    master_addr: str | None
-    #: The master's HA address.
-    master_ha_addr: str | None
+    @property
+    def master_addr(self) -> str | None:
+        """The master's remoting address (the config sync asks it for the tables)."""
+
+    @property
+    def master_ha_addr(self) -> str | None:
+        """The master's HA address."""
 
 
 log = logging.getLogger("boltmq.broker.ha")
@@ -85,6 +88,8 @@ class HAClient:
         # The offset just past the master's last frame (its transfer position).
         self.master_offset = 0
         self._report_now = trio.Event()
+        #: Controller mode: this broker's id, said first on every link (`master.hello`).
+        self.hello_broker_id: int | None = None
 
     @property
     def master_address(self) -> str | None:
@@ -163,6 +168,8 @@ class HAClient:
     async def _report(self, stream: trio.abc.Stream) -> None:
         # The only task that writes to the stream: at once, then per interval or when asked.
         interval = self.config.ha_send_heartbeat_interval / 1000
+        if self.hello_broker_id is not None:
+            await stream.send_all(hello(self.hello_broker_id))
         while True:
             self._report_now = trio.Event()
             await stream.send_all(OFFSET_REPORT.pack(self._max_offset()))

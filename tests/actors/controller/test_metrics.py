@@ -6,6 +6,7 @@ import trio
 from prometheus_client.parser import text_string_to_metric_families
 
 from actors.controller import ControllerConfig, open_controller
+from actors.registry import RegistryConfig, open_registry
 from protocol.client import RemotingClient
 from supervisors.metrics_http import MetricsExporterType
 
@@ -35,6 +36,7 @@ async def scrape(port: int) -> Samples:
 async def test_metrics_after_an_election() -> None:
     config = ControllerConfig(
         listen_port=0,
+        controller_store_path="",
         metrics_exporter_type=MetricsExporterType.PROM,
         metrics_prom_exporter_port=0,
         metrics_prom_exporter_host="127.0.0.1",
@@ -53,3 +55,28 @@ async def test_metrics_after_an_election() -> None:
         labels = frozenset(base | {("cluster", CLUSTER), ("broker_name", GROUP),
                                    ("trigger", "broker")})  # fmt: skip
         assert samples[("rocketmq_controller_elections_total", labels)] == 1
+
+
+async def test_an_embedded_controller_s_series_are_on_the_registry_s_metrics() -> None:
+    registry_config = RegistryConfig(
+        listen_port=0,
+        bind_address="127.0.0.1",
+        kv_config_path=None,
+        enable_controller_in_namesrv=True,
+        metrics_exporter_type=MetricsExporterType.PROM,
+        metrics_prom_exporter_port=0,
+        metrics_prom_exporter_host="127.0.0.1",
+    )
+    # The same keys reach the controller (one namesrv.conf): it opens no port of its own.
+    controller_config = ControllerConfig(
+        controller_store_path="",
+        metrics_exporter_type=MetricsExporterType.PROM,
+        metrics_prom_exporter_port=0,
+    )
+    async with open_registry(registry_config, controller_config) as registry:
+        assert registry.controller is not None and registry.controller.metrics_port is None
+        assert registry.metrics_port is not None
+        samples = await scrape(registry.metrics_port)
+        names = {name for name, _ in samples}
+        assert "rocketmq_controller_is_leader" in names
+        assert "rocketmq_namesrv_topics" in names

@@ -17,9 +17,11 @@ from pathlib import Path
 import trio
 
 from actors.controller import Controller, ControllerConfig
+from actors.controller.raft import RaftJournal
 from protocol.client import RemotingClient
 from protocol.codes import RequestCode, ResponseCode
 from protocol.command import RemotingError
+from protocol.headers import GetNextBrokerIdRequestHeader
 
 from .helpers import Beating, alter, call, elect, join, replica_info
 
@@ -143,7 +145,17 @@ async def test_three_controllers_keep_the_state_and_elect_after_the_leader_stops
                 await trio.sleep(0.1)
         assert (await replica_info(client, new_leader.address)).field("masterEpoch") == "2"
 
-        # The old leader restarts from its journal and catches up (epoch 2, broker 3).
+        # The running two compact their logs into dumps, so the old leader, restarting
+        # from its journal, needs the leader's dump to catch up (epoch 2, broker 3).
+        for follower in followers:
+            assert follower.controller is not None
+            raft = follower.controller.journal
+            assert isinstance(raft, RaftJournal) and raft._state is not None
+            raft._state.forceLogCompaction()
+        with trio.fail_after(30):
+            while not all((Path(f.config.controller_store_path) / "raft.dump").exists()
+                          for f in followers):  # fmt: skip
+                await trio.sleep(0.05)
         await leader.start(nursery)
         with trio.fail_after(30):
             while True:
@@ -158,4 +170,53 @@ async def test_three_controllers_keep_the_state_and_elect_after_the_leader_stops
         with leader.controller.journal.lock:
             group = leader.controller.journal.table.groups["broker-a"]
             assert sorted(group.addresses) == [1, 2, 3]
+        # It got there through the leader's dump: it holds one of its own now.
+        assert (Path(leader.config.controller_store_path) / "raft.dump").exists()
         nursery.cancel_scope.cancel()
+
+
+async def test_a_controller_without_a_majority_refuses_writes_and_still_reads(
+    tmp_path: Path,
+) -> None:
+    raft_ports = free_ports(3)
+    peers = ";".join(f"n{i}-127.0.0.1:{port}" for i, port in enumerate(raft_ports))
+    nodes = [
+        Node(
+            ControllerConfig(
+                listen_port=0,
+                controller_dleger_self_id=f"n{i}",
+                controller_dleger_peers=peers,
+                controller_store_path=str(tmp_path / f"n{i}"),
+                controller_commit_timeout=1000,
+            )
+        )
+        for i in range(3)
+    ]
+    async with RemotingClient() as client, trio.open_nursery() as nursery:
+        for node in nodes:
+            await node.start(nursery)
+        leader = await wait_leader(nodes)
+        broker_id = await join(client, leader.address)
+        for node in nodes:
+            if node is not leader:
+                node.stop()
+        # Cut from the majority, the leader steps down (leaderFallbackTimeout) or cannot
+        # commit: either way a write is refused with a code a broker acts on, never a hang.
+        with trio.fail_after(30):
+            while True:
+                reply = await join_attempt(client, leader.address)
+                if reply == ResponseCode.CONTROLLER_NOT_LEADER:
+                    break
+                assert reply in (ResponseCode.CONTROLLER_JRAFT_INTERNAL_ERROR, ResponseCode.SUCCESS)
+                await trio.sleep(0.2)
+        info = await replica_info(client, leader.address)  # reads still answer
+        assert info.code == ResponseCode.SUCCESS
+        assert broker_id == 1
+        nursery.cancel_scope.cancel()
+
+
+async def join_attempt(client: RemotingClient, address: str) -> int:
+    """The code CONTROLLER_GET_NEXT_BROKER_ID (a write) is answered with."""
+    header = GetNextBrokerIdRequestHeader(cluster_name="DefaultCluster", broker_name="broker-a")
+    reply = await call(client, address, RequestCode.CONTROLLER_GET_NEXT_BROKER_ID, header)
+    return reply.code

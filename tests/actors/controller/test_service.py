@@ -6,7 +6,10 @@ Rules: loopback only, port 0, `trio.fail_after` around every wait.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import orjson
+import pytest
 import trio
 
 from actors.controller import ControllerConfig, open_controller
@@ -25,6 +28,7 @@ from protocol.headers import (
 )
 from protocol.server import RemotingServer
 from supervisors.config import parse_properties
+from supervisors.config_file import ConfigFileError
 
 from .helpers import (
     CLUSTER,
@@ -41,8 +45,11 @@ from .helpers import (
 )
 
 
-def fast_config() -> ControllerConfig:
-    return ControllerConfig(listen_port=0, scan_not_active_broker_interval=100)
+def fast_config(store: str = "") -> ControllerConfig:
+    """Port 0, a 0.1 s scan, state in memory (or in ``store``)."""
+    return ControllerConfig(
+        listen_port=0, scan_not_active_broker_interval=100, controller_store_path=store
+    )
 
 
 async def test_every_code_and_its_refusals() -> None:
@@ -263,3 +270,26 @@ async def test_a_registry_without_the_key_serves_no_controller_code() -> None:
         assert registry.controller is None
         reply = await call(client, registry.address, RequestCode.CONTROLLER_GET_METADATA_INFO)
         assert reply.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+
+
+async def test_a_restarted_controller_keeps_its_state_file(tmp_path: Path) -> None:
+    store = str(tmp_path / "controller")
+    async with open_controller(fast_config(store)) as controller, RemotingClient() as client:
+        broker_id = await join(client, controller.address)
+        await heartbeat(client, controller.address, broker_id, timeout_ms=60_000)
+        assert (await elect(client, controller.address, broker_id)).code == 0
+    assert (tmp_path / "controller" / "replicas.json").exists()
+    async with open_controller(fast_config(store)) as controller, RemotingClient() as client:
+        # The id stays the broker's: registering works at once, the epoch is kept.
+        assert (await register(client, controller.address, broker_id)).code == 0
+        info = await replica_info(client, controller.address)
+        assert (info.field("masterBrokerId"), info.field("masterEpoch")) == (str(broker_id), "1")
+        assert await join(client, controller.address) == broker_id + 1
+
+
+async def test_a_state_file_that_does_not_parse_stops_the_start(tmp_path: Path) -> None:
+    (tmp_path / "replicas.json").write_bytes(b"{broken")
+    (tmp_path / "replicas.json.bak").write_bytes(b"[]")
+    with pytest.raises(ConfigFileError, match=r"replicas\.json"):
+        async with open_controller(fast_config(str(tmp_path))):
+            pass
