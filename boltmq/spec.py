@@ -236,7 +236,9 @@ class _Checker:
             )
         self._known(defaults, (BROKER_KEYS | {"enableControllerMode"}) - LAUNCHER_SET_KEYS,
                     "defaults.")  # fmt: skip
-        self._valid(BrokerConfig, self._checked(self._strings(defaults, set(), "defaults.")),
+        # enableControllerMode in [defaults] makes every group a controller-mode one; the
+        # launcher then sets it with controllerAddr on each node (checked there).
+        self._valid(BrokerConfig, self._strings(defaults, {"enableControllerMode"}, "defaults."),
                     "defaults")  # fmt: skip
         registries = self._registries(doc.get("registry", []), data_dir, log_dir, in_process)
         if not registries:
@@ -425,6 +427,10 @@ class _Checker:
                 properties["namesrvAddr"] = namesrv
                 properties.setdefault("bindAddress", LOOPBACK)
                 if controller_mode:
+                    if "totalReplicas" in BROKER_KEYS:
+                        # The group's size, which only the spec knows: a broker refuses
+                        # minInSyncReplicas above it at start.
+                        properties.setdefault("totalReplicas", str(len(entries)))
                     group_nodes.append(
                         self._controller_mode_node(
                             key, table, properties, controller_addr, index, data_dir, log_dir,

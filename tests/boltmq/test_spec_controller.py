@@ -73,6 +73,7 @@ def test_controller_mode_brokers_are_given_the_controllers_and_no_id() -> None:
     assert "brokerId" not in first.properties
     assert (first.role, second.properties["brokerRole"]) == ("controller mode", "ASYNC_MASTER")
     assert first.properties["storePathRootDir"].endswith("data/broker-c-n1/store")
+    assert first.properties["totalReplicas"] == "2"  # the group's size, unless a node says
     assert ("haListenPort", 10942) in first.listeners
 
 
@@ -98,6 +99,12 @@ def test_refusals_name_the_key() -> None:
         "[[registry]]"
     )
     with_id = GROUP.replace("listenPort = 10941", "listenPort = 10941\nbrokerId = 0")
+    # minInSyncReplicas above the group's size with allAckInSyncStateSet: refused by the key.
+    strict = GROUP.replace("controllerMode = true", "controllerMode = true\n").replace(
+        "listenPort = 10941",
+        "listenPort = 10941\nallAckInSyncStateSet = true\nminInSyncReplicas = 3",
+    )
+    assert "minInSyncReplicas" in refusal(REGISTRY_TOML + "[[controller]]\n" + strict)
     assert refusal(REGISTRY_TOML + "[[controller]]\n" + with_id).startswith(
         "cluster.toml: broker.broker-c.node[1].brokerId: in controller mode the controller "
         "assigns broker ids"
