@@ -17,6 +17,7 @@ import boltmq
 from boltmq import cli
 from boltmq.launcher import RestartRules
 from client import Admin
+from monitor import Collector, Model
 from tests.ports import free_port, free_port_pair
 from tests.support.waiting import wait_until
 
@@ -102,6 +103,11 @@ haListenPort = {second + 1}
             cache = await admin.broker_epoch_cache(master)
             assert cache.broker_name == "broker-c" and cache.epoch_list
             assert cache.epoch_list[-1].epoch == replicas.master_epoch
+            # The monitor finds the controller through the brokers' runtime info by itself.
+            snapshot = Model().update(await Collector(admin.instance).sample())
+            [row] = snapshot.controller_groups
+            assert (row.broker_name, row.master_address) == ("broker-c", master)
+            assert row.controller_leader == controller and len(row.sync_state_set) >= 1
 
         # The command line shows the same, as mqadmin prints it.
         def admin_cli(*argv: str) -> tuple[int, str, str]:
