@@ -271,10 +271,32 @@ class _Checker:
             key = f"registry[{index}]"
             table = self._table(entry, key)
             _alias(table)
-            self._known(table, (REGISTRY_KEYS.keys() | NODE_KEYS) - LAUNCHER_SET_KEYS, key + ".")
+            # A registry that embeds a controller (enableControllerInNamesrv) reads the
+            # controller's keys from its own namesrv.conf, as RocketMQ's NameServer does.
+            allowed = REGISTRY_KEYS.keys() | NODE_KEYS | CONTROLLER_CONFIG_KEYS.keys()
+            self._known(table, allowed - LAUNCHER_SET_KEYS, key + ".")
             name = f"registry-{index}"
             node_dir = data_dir / name
             properties = self._strings(table, NODE_KEYS, key + ".")
+            embeds = properties.get("enableControllerInNamesrv", "false").lower() == "true"
+            controller_only = sorted(
+                k for k in properties if k in CONTROLLER_CONFIG_KEYS and k not in REGISTRY_KEYS
+            )
+            if controller_only and not embeds:
+                raise self.fail(
+                    f"{key}.{controller_only[0]}",
+                    "is a controller key: set enableControllerInNamesrv = true to embed one",
+                )
+            if embeds:
+                # Its state under dataDir, not the default under the home directory.
+                properties["controllerStorePath"] = str(
+                    self._path(properties.get("controllerStorePath"), node_dir / "controller")
+                )
+                self._valid(
+                    ControllerConfig,
+                    {k: v for k, v in properties.items() if k in CONTROLLER_CONFIG_KEYS},
+                    key,
+                )
             properties.setdefault("listenPort", str(9876 + 10 * (index - 1)))
             # A spec's cluster is reached on loopback (its namesrvAddr is 127.0.0.1): its
             # listeners stay there unless the spec opens them.
@@ -282,7 +304,9 @@ class _Checker:
             properties["kvConfigPath"] = str(
                 self._path(properties.get("kvConfigPath"), node_dir / "kvConfig.json")
             )
-            registry_config = self._valid(RegistryConfig, properties, key)
+            registry_config = self._valid(
+                RegistryConfig, {k: v for k, v in properties.items() if k in REGISTRY_KEYS}, key
+            )
             port = int(properties["listenPort"])
             self._claim(port, key, "listenPort")
             self._claim_optional(properties.get("websocketListenPort"), key, "websocketListenPort")

@@ -21,6 +21,7 @@ from actors.broker.broker import Broker
 from actors.broker.config import load_broker_config
 from actors.controller import Controller, ControllerConfig
 from actors.registry import Registry, RegistryConfig
+from actors.registry.config import KEYS as REGISTRY_KEYS
 from boltmq.launcher.proxy import ProxyHandle, run_proxy
 from boltmq.launcher.state import NodeExited, NodeState, RunningCluster
 from boltmq.spec import BROKER, CONTROLLER, PROXY, REGISTRY, NodeSpec
@@ -287,7 +288,14 @@ class _InProcessNode:
         if node.kind == PROXY:
             self.server = ProxyHandle(load_proxy_config(None, keyed=node.properties))
         elif node.kind == REGISTRY:
-            registry = Registry(load_config(RegistryConfig, None, properties))
+            registry_config = load_config(
+                RegistryConfig, None, {k: v for k, v in properties.items() if k in REGISTRY_KEYS}
+            )
+            controller_config = None
+            if registry_config.enable_controller_in_namesrv:
+                # The embedded controller's keys, from the same node table.
+                controller_config = ControllerConfig.from_properties(node.properties)
+            registry = Registry(registry_config, controller_config)
             await registry.load()
             self.server = registry
         elif node.kind == CONTROLLER:

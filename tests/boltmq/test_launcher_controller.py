@@ -126,3 +126,41 @@ haListenPort = {second + 1}
         )
         assert code == 0, err
         assert "broker-c" in out and master in out
+
+
+async def test_in_process_a_registry_embedding_the_controller_elects_a_groups_master(
+    tmp_path: Path,
+) -> None:
+    registry_port, first, second = free_port(), free_port_pair(), free_port_pair()
+    path = tmp_path / "cluster.toml"
+    path.write_text(f"""
+inProcess = true
+[defaults]
+fastPortEnable = false
+mapedFileSizeCommitLog = {4 << 20}
+brokerHeartbeatInterval = 300
+controllerHeartBeatTimeoutMills = 3000
+[[registry]]
+listenPort = {registry_port}
+enableControllerInNamesrv = true
+[broker.broker-d]
+controllerMode = true
+[[broker.broker-d.node]]
+listenPort = {first}
+haListenPort = {first + 1}
+[[broker.broker-d.node]]
+listenPort = {second}
+haListenPort = {second + 1}
+""")
+    async with boltmq.launch(path) as cluster, Admin(namesrv_addr=cluster.namesrv_addr) as admin:
+        registry = cluster.address("registry-1")
+        with trio.fail_after(60):
+            while True:
+                data = (await admin.cluster_info()).broker_addr_table.get("broker-d")
+                if data is not None and 0 in data.broker_addrs:
+                    break
+                await trio.sleep(0.1)
+        info = await admin.sync_state_data(registry, ["broker-d"])
+        assert info.replicas_info_table["broker-d"].master_epoch >= 1
+    # The embedded controller kept its state under the spec's data directory.
+    assert (tmp_path / "data" / "registry-1" / "controller").is_dir()

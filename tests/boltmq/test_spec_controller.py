@@ -90,6 +90,20 @@ def test_a_registry_embedding_the_controller_serves_controller_mode() -> None:
     )
     assert spec.controllers == ()
     assert spec.brokers[0].properties["controllerAddr"] == "127.0.0.1:9876"
+    # Its controller keeps its state under dataDir, and takes the controller's keys.
+    registry = spec.registries[0]
+    assert registry.properties["controllerStorePath"].endswith("data/registry-1/controller")
+    spec = parse(
+        "[[registry]]\nenableControllerInNamesrv = true\nenableElectUncleanMaster = true\n" + GROUP
+    )
+    assert spec.registries[0].properties["enableElectUncleanMaster"] == "true"
+    assert refusal("[[registry]]\nenableElectUncleanMaster = true\n") == (
+        "cluster.toml: registry[1].enableElectUncleanMaster: is a controller key: set "
+        "enableControllerInNamesrv = true to embed one"
+    )
+    assert "controllerType" in refusal(
+        "[[registry]]\nenableControllerInNamesrv = true\ncontrollerType = 'Paxos'\n"
+    )
 
 
 def test_refusals_name_the_key() -> None:
