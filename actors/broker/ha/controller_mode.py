@@ -242,7 +242,11 @@ class ControllerLink:
         #: Called after every role change (services that act only on a master, say).
         self.on_role_change: list[Callable[[], object]] = []
         self._lock = trio.Lock()
+        # When this broker last became master, and when each member was last seen in sync.
+        self._master_since = 0.0
+        self._last_in_sync: dict[int, float] = {}
         self._no_master_reason = ""
+        self._fence_reason = ""
         self._heartbeat_answered = trio.Event()
         # Read now, so a broker whose files name another group (or do not parse) refuses
         # to start with the key named, before anything runs.
@@ -271,10 +275,8 @@ class ControllerLink:
         c = self.config
         if self.fenced:
             return (
-                f"broker {c.broker_name} is fenced: no answer from the controller for "
-                f"{c.controller_heart_beat_timeout_mills // 2} ms (controllerHeartBeatTimeoutMills"
-                "/2); it takes no writes until the controller confirms a master; send to the "
-                "group's master"
+                f"broker {c.broker_name} is fenced ({self._fence_reason}); it takes no writes "
+                "until the controller names a master; send to the group's master"
             )
         if self.role is ControllerRole.SLAVE:
             return (
@@ -566,8 +568,11 @@ class ControllerLink:
         c = self.config
         me = self.broker_controller_id
         assert me is not None
-        # The HA client stops first: nothing is appended behind the epoch entry's offset.
-        await self.ha.switch(HARole.NONE)
+        # A fenced master's HA service still runs, its slave links up: it is kept.
+        serving = self.ha.role is HARole.MASTER
+        if not serving:
+            # The HA client stops first: nothing is appended behind the epoch entry's offset.
+            await self.ha.switch(HARole.NONE)
         start = self.store.get_max_phy_offset()
         if epoch > self.epochs.last_epoch():
             await trio.to_thread.run_sync(self.epochs.append, epoch, start)
@@ -576,11 +581,15 @@ class ControllerLink:
         if service is not None:
             service.sync_master = self.sync_replication
             service.local_broker_id = me
-            # Acknowledgements of an earlier mastership say nothing of this log any more.
-            service.push_to_slave_max_offset = 0
+            if not serving:
+                # Acknowledgements of an earlier mastership say nothing of this log any more.
+                service.push_to_slave_max_offset = 0
             service.confirmed_sync_state_set = members
             service.unfence()
         await self.ha.switch(HARole.MASTER)
+        # Members not seen in sync yet get haMaxTimeSlaveNotCatchup from now to show up.
+        self._master_since = trio.current_time()
+        self._last_in_sync.clear()
         self.sync_state_set = members
         self.sync_state_set_epoch = sync_state_set.sync_state_set_epoch
         self.master_epoch = epoch
@@ -661,6 +670,7 @@ class ControllerLink:
         # Flipped before anything awaits: every check from here on refuses writes, and every
         # send waiting for a slave is answered as failed.
         self.fenced = True
+        self._fence_reason = reason
         self._refuse_writes(f"fenced: {reason}")
         log.warning(
             "broker %s fenced at epoch %d: %s; writes stopped (bound: controllerHeartBeatTimeout"
@@ -669,8 +679,9 @@ class ControllerLink:
             c.controller_heart_beat_timeout_mills // 2, c.broker_heartbeat_interval,
         )  # fmt: skip
         async with self._lock:
+            # The HA service keeps running (fenced: it acknowledges nothing), so the slave
+            # links stay up for a return to mastership at this epoch.
             await self._stop_writes(f"fenced: {reason}")
-            await self.ha.switch(HARole.NONE)
             self.registration.role_changed()
             self._tell_role_change()
 
@@ -702,7 +713,8 @@ class ControllerLink:
             )
         )
         answered: set[str] = set()
-        timeout = max(c.broker_heartbeat_interval / 1000, 1.0)
+        # A late answer still counts, from the time its request went out.
+        timeout = c.controller_heart_beat_timeout_mills / 2000
 
         async def beat(address: str) -> None:
             request = RemotingCommand.request(RequestCode.BROKER_HEARTBEAT, dict(header))
@@ -825,14 +837,28 @@ class ControllerLink:
             service = self.ha.service
             if not self.is_master or service is None:
                 continue
-            # Itself and the slaves caught up within haMaxTimeSlaveNotCatchup.
-            wanted = frozenset(service.sync_state_set())
+            wanted = self._wanted_sync_state_set(service.sync_state_set())
             if wanted == self.sync_state_set:
                 continue
             try:
                 await self._alter_sync_state_set(wanted)
             except ControllerUnavailable as exc:
                 log.info("SyncStateSet %s not reported: %s", sorted(wanted), exc)
+
+    def _wanted_sync_state_set(self, in_sync: set[int]) -> frozenset[int]:
+        """The members caught up now, plus those out of sync for less than
+        haMaxTimeSlaveNotCatchup (a slave whose link just broke, or not relinked yet after
+        this broker became master, keeps its place that long)."""
+        now = trio.current_time()
+        for member in in_sync:
+            self._last_in_sync[member] = now
+        window = self.config.ha_max_time_slave_not_catchup / 1000
+        keep = {
+            member
+            for member in self.sync_state_set
+            if now - self._last_in_sync.get(member, self._master_since) <= window
+        }
+        return frozenset(in_sync | keep)
 
     async def _alter_sync_state_set(self, wanted: frozenset[int]) -> None:
         c = self.config

@@ -290,13 +290,12 @@ class HAService:
         self._waiter_added = trio.Event()
         self._data_event = trio.Event()
         self._answering = False
-        # Controller mode (see the module doc). The flag is the one test the classic path pays.
-        self.all_ack_in_sync_state_set = config.all_ack_in_sync_state_set
-        #: This broker's controller id (the master is always in its own SyncStateSet).
-        self.local_broker_id: int | None = None
+        # Controller mode (see the module doc): set once this broker has a controller id, a
+        # confirmed SyncStateSet or a fence. The one test the classic path pays per put.
+        self._special = False
+        self._local_broker_id: int | None = None
         self._confirmed: frozenset[int] = frozenset()
         self._fenced = ""
-        self._special = self.all_ack_in_sync_state_set
 
     # -- the send path ---------------------------------------------------------------------
 
@@ -352,6 +351,21 @@ class HAService:
             self._answer(offset, -math.inf, None)
 
     # -- controller mode -----------------------------------------------------------------------
+
+    @property
+    def all_ack_in_sync_state_set(self) -> bool:
+        """allAckInSyncStateSet, read from the config at each use (it may be updated live)."""
+        return self.config.all_ack_in_sync_state_set
+
+    @property
+    def local_broker_id(self) -> int | None:
+        """This broker's controller id (the master is always in its own SyncStateSet)."""
+        return self._local_broker_id
+
+    @local_broker_id.setter
+    def local_broker_id(self, broker_id: int | None) -> None:
+        self._local_broker_id = broker_id
+        self._special = self._special or broker_id is not None
 
     @property
     def confirmed_sync_state_set(self) -> frozenset[int]:
@@ -421,7 +435,7 @@ class HAService:
         if self._fenced:
             log.info("HA: no longer fenced (was: %s)", self._fenced)
         self._fenced = ""
-        self._special = self.all_ack_in_sync_state_set or bool(self._confirmed)
+        self._special = bool(self._confirmed) or self._local_broker_id is not None
 
     def _defer_controller_mode(
         self, result: PutMessageResult, callback: Callable[[PutMessageResult], object]
