@@ -302,6 +302,7 @@ class Broker:
             registration=self.registrar,
             epochs=EpochFile(config.epoch_file_path),
             invoke=self.controller_client.invoke,
+            on_master=self.dedup.rebuild_for_new_master,
         )
         self._master_addresses.link = link
         return link

@@ -215,8 +215,11 @@ class ControllerLink:
         registration: Registration,
         epochs: EpochFile,
         invoke: Invoke,
+        on_master: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.config = config
+        #: Awaited before a newly elected master takes writes (the dedup index's rebuild).
+        self.on_master = on_master
         self.store = store
         self.ha = ha
         self.registration = registration
@@ -598,6 +601,8 @@ class ControllerLink:
         role = BrokerRole.SYNC_MASTER if self.sync_replication else BrokerRole.ASYNC_MASTER
         # The store takes puts again once its queues' next offsets are rebuilt.
         await self.store.change_role(role)
+        if not serving and self.on_master is not None:
+            await self.on_master()
         c.broker_role = role
         c.broker_id = 0
         self.role = ControllerRole.MASTER

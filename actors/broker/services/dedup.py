@@ -127,6 +127,11 @@ class DedupIndex:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def clear(self) -> None:
+        """Forget every key (a broker that becomes master rebuilds from its own log)."""
+        self._entries.clear()
+        self._reserved = 0
+
     def lookup(self, topic: str, key: str) -> StoredMessage | None:
         """The stored message for a key seen within the window, else None.
 
@@ -295,6 +300,7 @@ class DedupService:
         self.store = store
         # False for a store with no earlier life (storeType=memory): nothing to rebuild from.
         self._rebuilt = not rebuild
+        self._rebuild_allowed = rebuild
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Rebuild the index from the commit log's tail, report ready, then idle.
@@ -320,6 +326,20 @@ class DedupService:
             )  # fmt: skip
         task_status.started()
         await trio.sleep_forever()
+
+    async def rebuild_for_new_master(self) -> None:
+        """Replace the index with the keys of this broker's own commit log.
+
+        Called by controller mode before a promoted broker takes writes: a slave's index holds
+        nothing of what it replicated, and a truncation may have cut messages it still names,
+        so a producer's retry of a replicated message would be stored twice and a retry of a
+        cut one answered SEND_OK with nothing stored."""
+        if not self.index.enabled or not self._rebuild_allowed:
+            return
+        self.index.clear()
+        scanned, found = await trio.to_thread.run_sync(self.rebuild)
+        log.info("dedup index: %d key(s) rebuilt from the commit log for the new mastership "
+                 "(%d record(s) decoded)", found, scanned)  # fmt: skip
 
     def rebuild(self) -> tuple[int, int]:
         """Add every key of the records stored within the window; (records decoded, keys)."""

@@ -28,6 +28,7 @@ from actors.controller.service import Controller, open_controller
 from actors.registry import Registry
 from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from protocol.bodies import ClusterInfo, EpochEntryCache, KVTable
+from protocol.message import MessageConst
 from storage import BrokerRole, FileMessageStore
 from tests.actors.broker.ha.helpers import SMALL_FILES, commit_log_bytes, running_registry
 from tests.actors.broker.helpers import call, send_request
@@ -65,6 +66,8 @@ def broker_config(root: Path, registry: str, controller: str, **settings: Any) -
         **SMALL_FILES,
     }
     return BrokerConfig(**{**base, **settings})
+
+DEDUP_KEY = MessageConst.DEDUP_KEY
 
 
 class BrokerRunner:
@@ -205,7 +208,13 @@ async def test_master_dies_the_slave_takes_over_and_the_old_master_follows(
             assert table["syncStateSet"] == "1,2"
             for i in range(20):
                 assert await send_ok(client, first, b"before %d" % i)
-            assert second.store.get_max_phy_offset() == first.store.get_max_phy_offset()
+            keyed = send_request("FailoverTopic", b"keyed", properties={DEDUP_KEY: "order-1"})
+            first_answer = await call(client, first.address, keyed)
+            assert first_answer.code == ResponseCode.SUCCESS, first_answer.remark
+            await wait_until(
+                lambda: second.store.get_max_phy_offset() == first.store.get_max_phy_offset(),
+                20, "the slave has every message",
+            )  # fmt: skip
             refused = await call(client, second.address, send_request("FailoverTopic", b"x"))
             assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE
             assert "slave" in (refused.remark or "")
@@ -220,6 +229,15 @@ async def test_master_dies_the_slave_takes_over_and_the_old_master_follows(
                 "the new master as id 0 in the route",
             )  # fmt: skip
             await wait_until(lambda: send_ok(client, second, b"after"), 20, "a send taken")
+            # A producer's retry of a message the new master only replicated is not stored
+            # twice: the promoted broker's dedup index was rebuilt from its own log.
+            stored = second.store.get_max_phy_offset()
+            retry = await call(client, second.address,
+                               send_request("FailoverTopic", b"keyed", properties={DEDUP_KEY: "order-1"}))  # fmt: skip
+            assert retry.code == ResponseCode.SUCCESS, retry.remark
+            assert retry.ext_fields is not None and first_answer.ext_fields is not None
+            assert retry.ext_fields["msgId"] == first_answer.ext_fields["msgId"]
+            assert second.store.get_max_phy_offset() == stored
             epochs = await call(
                 client, second.address, RemotingCommand.request(RequestCode.GET_BROKER_EPOCH_CACHE)
             )
