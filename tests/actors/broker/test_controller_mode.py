@@ -67,6 +67,7 @@ def broker_config(root: Path, registry: str, controller: str, **settings: Any) -
     }
     return BrokerConfig(**{**base, **settings})
 
+
 DEDUP_KEY = MessageConst.DEDUP_KEY
 
 
@@ -232,8 +233,8 @@ async def test_master_dies_the_slave_takes_over_and_the_old_master_follows(
             # A producer's retry of a message the new master only replicated is not stored
             # twice: the promoted broker's dedup index was rebuilt from its own log.
             stored = second.store.get_max_phy_offset()
-            retry = await call(client, second.address,
-                               send_request("FailoverTopic", b"keyed", properties={DEDUP_KEY: "order-1"}))  # fmt: skip
+            again_keyed = send_request("FailoverTopic", b"keyed", properties={DEDUP_KEY: "order-1"})
+            retry = await call(client, second.address, again_keyed)
             assert retry.code == ResponseCode.SUCCESS, retry.remark
             assert retry.ext_fields is not None and first_answer.ext_fields is not None
             assert retry.ext_fields["msgId"] == first_answer.ext_fields["msgId"]
