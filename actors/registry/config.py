@@ -51,6 +51,9 @@ class RegistryConfig:
     metrics_exporter_type: MetricsExporterType = MetricsExporterType.DISABLE
     metrics_prom_exporter_port: int = attrs.field(default=5558, validator=_port)
     metrics_prom_exporter_host: str = ""
+    # Serve the controller's codes (docs/controller.md) on this registry's port; its keys
+    # (controllerDLegerPeers, ...) may sit in the same file.
+    enable_controller_in_namesrv: bool = False
     # ACL 1.0 (docs/security.md): check every request against plainAclFile.
     acl_enable: bool = False
     plain_acl_file: str = str(DEFAULT_HOME / "plain_acl.yml")

@@ -14,8 +14,11 @@ from functools import partial
 
 import attrs
 import trio
+from prometheus_client.registry import Collector
 
 from actors.acl import AccessValidator
+from actors.controller import Controller, ControllerConfig
+from actors.controller.metrics import ControllerMetricsCollector
 from actors.registry.actor import RegistryActor, RegistryStatistics
 from actors.registry.config import RegistryConfig
 from actors.registry.handlers import BROKER_CONNECTION, register_handlers
@@ -47,12 +50,21 @@ class RegistryServiceStatistics:
 class Registry:
     """A RocketMQ NameServer: route tables, broker liveness and KV config over remoting."""
 
-    def __init__(self, config: RegistryConfig | None = None) -> None:
+    def __init__(
+        self,
+        config: RegistryConfig | None = None,
+        controller_config: ControllerConfig | None = None,
+    ) -> None:
         self.config = config or RegistryConfig()
         self.kv_config = KVConfig(self.config.kv_config_path)
         self.actor = RegistryActor(self.config, kv_config=self.kv_config)
         self.dispatcher = Dispatcher()
         register_handlers(self.dispatcher, self.actor)
+        #: The embedded controller (enableControllerInNamesrv=true), on this registry's port.
+        self.controller: Controller | None = None
+        if self.config.enable_controller_in_namesrv:
+            self.controller = Controller(controller_config or ControllerConfig())
+            self.controller.register_on(self.dispatcher)
         self.rpc_latency = RpcLatency()  # rocketmq_rpc_latency (actors.registry.metrics)
         if self.config.metrics_exporter_type == MetricsExporterType.PROM:
             time_handlers(self.dispatcher, self.rpc_latency)
@@ -123,6 +135,8 @@ class Registry:
                 await nursery.start(self.acl.watch)
             bind = self.config.bind_address or None
             self.port = await nursery.start(self.server.serve_tcp, self.config.listen_port, bind)
+            if self.controller is not None:
+                await nursery.start(partial(self.controller.run, address=self.address))
             if self.config.websocket_listen_port:
                 self.websocket_port = await nursery.start(
                     partial(self.server.serve_websocket, ssl_context=tls),
@@ -133,8 +147,9 @@ class Registry:
                 await self._start_metrics(nursery)
             # `boltmq cluster -f` waits for this line's start, up to the port: keep its words.
             log.info(
-                "registry ready: tcp port %d%s%s, KV config %s",
+                "registry ready: tcp port %d%s%s%s, KV config %s",
                 self.port,
+                ", controller embedded" if self.controller is not None else "",
                 f", websocket port {self.websocket_port}" if self.websocket_port else "",
                 f", metrics at :{self.metrics_port}/metrics" if self.metrics_port else "",
                 self.kv_config.path or "in memory",
@@ -148,7 +163,13 @@ class Registry:
         )
         self.metrics_port = listeners[0].socket.getsockname()[1]
         # Built once the TCP port is bound, so the address (the node_id label) is final.
-        collector = RegistryMetricsCollector(self.address, self.rpc_latency, self.actor.statistics)
+        collector: Collector = RegistryMetricsCollector(
+            self.address, self.rpc_latency, self.actor.statistics
+        )
+        if self.controller is not None:
+            collector = ControllerMetricsCollector(
+                self.address, self.controller.statistics, host=collector
+            )
         serve = partial(serve_metrics, listeners, collector)
         self.metrics_supervisor = Supervisor(
             "registry metrics",
@@ -183,9 +204,11 @@ class Registry:
 
 
 @asynccontextmanager
-async def open_registry(config: RegistryConfig | None = None) -> AsyncIterator[Registry]:
+async def open_registry(
+    config: RegistryConfig | None = None, controller_config: ControllerConfig | None = None
+) -> AsyncIterator[Registry]:
     """Run a registry for the duration of the block; yields it once it listens."""
-    registry = Registry(config)
+    registry = Registry(config, controller_config)
     await registry.load()  # before the nursery, so a bad KV file raises plainly
     async with trio.open_nursery() as nursery:
         await nursery.start(registry.run)

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import attrs
 
-from boltmq.cli import admin, bench, broker, monitor, pipeline, proxy, registry, web
+from boltmq.cli import admin, bench, broker, controller, monitor, pipeline, proxy, registry, web
 from boltmq.cli._run import (
     EXIT_USAGE,
     LOG_LEVELS,
@@ -54,6 +54,7 @@ class Command:
 
 COMMANDS: dict[str, Command] = {
     "registry": Command(registry.HELP, registry.EXAMPLE, registry.setup),
+    "controller": Command(controller.HELP, controller.EXAMPLE, controller.setup),
     "broker": Command(broker.BROKER_HELP, broker.BROKER_EXAMPLE, broker.setup_broker),
     "cluster": Command(broker.CLUSTER_HELP, broker.CLUSTER_EXAMPLE, broker.setup_cluster),
     "bench": Command(bench.HELP, bench.EXAMPLE, bench.command),

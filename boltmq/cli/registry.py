@@ -10,12 +10,13 @@ import logging
 import sys
 
 from actors.broker.config import BrokerConfig
+from actors.controller import ControllerConfig
 from actors.registry.config import KEYS, ConfigError, RegistryConfig
 from actors.registry.kv_config import KVConfigError
 from actors.registry.service import Registry
 from boltmq.cli._run import EXIT_USAGE, Runner, serve
 from protocol.tls import TlsConfigError, tcp_server_ssl_context
-from supervisors.config import load_config
+from supervisors.config import load_config, load_properties
 from supervisors.supervisor import ChildSpec
 
 log = logging.getLogger("boltmq.registry")
@@ -41,7 +42,17 @@ def setup(parser: argparse.ArgumentParser) -> Runner:
         if (problem := tls_problem(config)) is not None:
             print(f"{parser.prog}: {problem}", file=sys.stderr)
             return EXIT_USAGE
-        registry = Registry(config)
+        controller_config = None
+        if config.enable_controller_in_namesrv:
+            # The embedded controller reads its keys (controllerDLegerPeers, ...) from the
+            # same file, as RocketMQ's NameServer does.
+            try:
+                properties = load_properties(args.config) if args.config else {}
+                controller_config = ControllerConfig.from_properties(properties)
+            except (ConfigError, OSError) as exc:
+                print(f"{parser.prog}: {exc}", file=sys.stderr)
+                return EXIT_USAGE
+        registry = Registry(config, controller_config)
         if not load_registry(registry):
             return 1
         return serve("registry", [ChildSpec.instance("registry", registry)])

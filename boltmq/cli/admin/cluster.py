@@ -51,7 +51,6 @@ MORE_COLUMNS = (
 )
 
 
-
 @verb(
     "clusterList",
     "every broker of every cluster: address, version, TPS in and out, hours stored, disk use; "
