@@ -13,6 +13,7 @@ Layers, bottom up:
 * `message_store` - `FileMessageStore`, which implements the `MessageStore` protocol
   (`store_api`): its writes go through the store writer actor, its reads slice the maps.
 * `retention` - deletion of old files.
+* `truncation` - cutting the store's tail at run time (a broker changing role).
 
 Beside the file store, `memory_store` - `MemoryMessageStore`, the same protocol in memory
 (same record bytes, no files) for test suites and notebooks.
@@ -54,6 +55,7 @@ from storage.store_config import (
     StoreCorruptionError,
     StoreError,
     StoreLockedError,
+    StoreTruncationError,
     StoreUnsupportedError,
 )
 from storage.writer_commands import StoreCounters
@@ -92,6 +94,7 @@ __all__ = [
     "StoreError",
     "StoreLock",
     "StoreLockedError",
+    "StoreTruncationError",
     "StoreStatistics",
     "StoreUnsupportedError",
     "index_file_size",

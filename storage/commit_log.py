@@ -81,6 +81,8 @@ class FlushPlan:
     target: int
     timestamp: int
     files: list[tuple[MappedFile, int, int]]
+    #: `CommitLog.truncations` when planned: a flush across a truncation claims nothing.
+    truncations: int = 0
 
 
 class MessageTooLargeForFile(ValueError):
@@ -133,6 +135,8 @@ class CommitLog:
         self.flushed_store_timestamp = 0
         #: The last put found no disk space (cleared by the next that finds some).
         self.disk_full = False
+        #: Run-time truncations so far (a flush running across one claims nothing).
+        self.truncations = 0
 
     # -- loading and recovery --------------------------------------------------------------
 
@@ -313,18 +317,53 @@ class CommitLog:
             view = view[n:]
         return True
 
+    def boundary_error(self, offset: int) -> str | None:
+        """Why ``offset`` is not a record boundary a truncation may cut at (None when it is):
+        the log's end, or the start of a whole record or of a file's end-of-file blank."""
+        if offset == self.max_offset:
+            return None
+        if not self.min_offset <= offset < self.max_offset:
+            return (
+                f"offset {offset} is outside the commit log [{self.min_offset}, {self.max_offset})"
+            )
+        mapped = self.files.find_file(offset)
+        if mapped is None:
+            return f"no commit-log file holds offset {offset}"
+        pos = offset - mapped.file_from_offset
+        check = check_record(mapped.view, pos, mapped.file_from_offset, self.file_size, True)
+        if check.kind == BLANK or (
+            check.kind == RECORD and pos + check.size <= mapped.wrote_position
+        ):
+            return None
+        return f"no record starts at offset {offset} ({check.reason or 'a partial record'})"
+
+    def truncate_to(self, offset: int) -> list[MappedFile]:
+        """Drop every byte at or past ``offset`` (a record boundary: `boundary_error`) in
+        memory, files after it deleted; returns the file cut (for the caller to sync)."""
+        mapped = self.files.find_file(offset)
+        self.truncations += 1
+        self.files.truncate_dirty(offset)
+        self.committed_offset = min(self.committed_offset, offset)
+        self.flushed_offset = min(self.flushed_offset, offset)
+        last = self.last_record_offset()
+        self.last_store_timestamp = read_store_timestamp(*last) if last is not None else 0
+        self.flushed_store_timestamp = min(self.flushed_store_timestamp, self.last_store_timestamp)
+        return [mapped] if mapped is not None and mapped in self.files.files else []
+
     def flush(self) -> int:
         """Make every appended byte durable (blocking: fdatasync; run in a worker thread).
 
         Only what was appended before it is called is covered: the target is read first."""
         target = self.files.max_offset
         timestamp = self.last_store_timestamp
+        cuts = self.truncations
         for mapped in list(self.files.files):
             if mapped.file_from_offset + self.file_size <= self.flushed_offset:
                 continue
             mapped.flush()
-        self.flushed_offset = max(self.flushed_offset, target)
-        self.flushed_store_timestamp = timestamp
+        if cuts == self.truncations:  # else truncated meanwhile: the target is gone
+            self.flushed_offset = max(self.flushed_offset, target)
+            self.flushed_store_timestamp = timestamp
         return self.flushed_offset
 
     def flush_plan(self) -> FlushPlan | None:
@@ -341,10 +380,12 @@ class CommitLog:
             target = mapped.wrote_position
             if target > mapped.flushed_position and fd >= 0:  # closed: destroyed meanwhile
                 files.append((mapped, fd, target))
-        return FlushPlan(self.files.max_offset, self.last_store_timestamp, files)
+        return FlushPlan(self.files.max_offset, self.last_store_timestamp, files, self.truncations)
 
     def flush_done(self, plan: FlushPlan, errors: list[int]) -> int:
         """Note what ``plan``'s fdatasyncs made durable (``errors``: one errno or 0 per file)."""
+        if plan.truncations != self.truncations:
+            return self.flushed_offset  # truncated meanwhile: its targets are not the log's
         for (mapped, _fd, target), error in zip(plan.files, errors, strict=True):
             if error:  # the file was destroyed by retention meanwhile
                 log.debug("flush of %s skipped: %s", mapped.path, os.strerror(error))

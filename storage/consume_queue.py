@@ -71,8 +71,9 @@ class ConsumeQueue:
         for mapped in self.files.files:
             mapped.flushed_position = mapped.wrote_position
 
-    def truncate_dirty(self, physic_max: int) -> None:
-        """Drop the entries whose messages reach past the commit log's end ``physic_max``."""
+    def truncate_dirty(self, physic_max: int) -> bool:
+        """Drop the entries whose messages reach past the commit log's end ``physic_max``;
+        True when some went."""
         keep = self.max_offset_bytes
         while keep > self.min_offset_bytes:
             offset, size, _ = self._entry_at(keep - CQ_STORE_UNIT_SIZE)
@@ -94,6 +95,8 @@ class ConsumeQueue:
             if keep > self.min_offset_bytes:
                 offset, size, _ = self._entry_at(keep - CQ_STORE_UNIT_SIZE)
                 self.max_physic_offset = offset + size
+            return True
+        return False
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -361,10 +364,10 @@ class ConsumeQueueStore:
         """The commit-log offset just past the newest message any queue points at."""
         return max((q.max_physic_offset for q in self.queues.values()), default=0)
 
-    def truncate_dirty(self, physic_max: int) -> None:
-        """Drop entries pointing past the commit log's end (after its recovery)."""
-        for queue in self.queues.values():
-            queue.truncate_dirty(physic_max)
+    def truncate_dirty(self, physic_max: int) -> list[ConsumeQueue]:
+        """Drop entries pointing past the commit log's end (after its recovery, or a
+        truncation); returns the queues that lost some."""
+        return [queue for queue in self.queues.values() if queue.truncate_dirty(physic_max)]
 
     def queue_offset_table(self) -> dict[tuple[str, int], int]:
         """topic-queue -> next queue offset, as the writer's table starts after recovery."""

@@ -245,6 +245,58 @@ class IndexFile:
             number = previous
         return found
 
+    def truncate_from(self, phy_offset: int) -> int:
+        """Drop the entries pointing at or past commit-log ``phy_offset`` (the commit log was
+        truncated there); returns how many went.
+
+        Entries are numbered in commit-log order (keys are added as records are dispatched),
+        so the dropped ones are the newest: each bucket whose head is one of them is pointed
+        back along its chain to its newest entry that stays, and the header is rewritten, so
+        the file is as if those keys had never been added (and stays so after a restart).
+        """
+        buf = self._map
+        start = self._entries_start
+        count = self.index_count
+        keep = count
+        while keep > 1:
+            _, phy, _, _ = _ENTRY.unpack_from(buf, start + (keep - 1) * INDEX_ENTRY_SIZE)
+            if phy < phy_offset:
+                break
+            keep -= 1
+        if keep == count:
+            return 0
+        slots = self.max_hash_slot_num
+        slot_count = self.hash_slot_count
+        for number in range(count - 1, keep - 1, -1):
+            pos = start + number * INDEX_ENTRY_SIZE
+            khash = _ENTRY.unpack_from(buf, pos)[0]
+            slot_pos = INDEX_HEADER_SIZE + (khash % slots) * HASH_SLOT_SIZE
+            (head,) = _SLOT.unpack_from(buf, slot_pos)
+            if head >= keep:
+                while head >= keep:
+                    previous = _ENTRY.unpack_from(buf, start + head * INDEX_ENTRY_SIZE)[3]
+                    head = previous if 0 < previous < head else 0
+                _SLOT.pack_into(buf, slot_pos, head)
+                if head == 0:
+                    slot_count -= 1
+        buf[start + keep * INDEX_ENTRY_SIZE : start + count * INDEX_ENTRY_SIZE] = bytes(
+            (count - keep) * INDEX_ENTRY_SIZE
+        )
+        if keep > 1:
+            _, phy, time_diff, _ = _ENTRY.unpack_from(buf, start + (keep - 1) * INDEX_ENTRY_SIZE)
+            self.end_phy_offset = phy
+            self.end_timestamp = self.begin_timestamp + time_diff * 1000
+        else:
+            self.begin_timestamp = self.end_timestamp = 0
+            self.begin_phy_offset = self.end_phy_offset = 0
+        self.hash_slot_count = max(slot_count, 0)
+        self.index_count = keep
+        _HEADER.pack_into(
+            buf, 0, self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
+            self.end_phy_offset, self.hash_slot_count, keep,
+        )  # fmt: skip
+        return count - keep
+
     def flush(self) -> None:
         """Make the file durable (blocking; run in a worker thread)."""
         try:
@@ -333,6 +385,23 @@ class IndexService:
             count += 1
         self.files = self.files[count:]
         return count
+
+    def truncate_from(self, phy_offset: int) -> list[IndexFile]:
+        """Drop every index entry pointing at or past commit-log ``phy_offset`` (a
+        truncation): newer files wholly past it are deleted, the one across it is cut
+        (`IndexFile.truncate_from`). Returns the files changed, for the caller to flush."""
+        changed: list[IndexFile] = []
+        for index in reversed(list(self.files)):
+            if index.index_count <= 1:
+                continue  # empty: points nowhere
+            if index.begin_phy_offset >= phy_offset:
+                index.destroy()
+                self.files.remove(index)
+                continue
+            if index.truncate_from(phy_offset):
+                changed.append(index)
+            break  # older files point below this one's first entry
+        return changed
 
     def flush(self) -> None:
         """Make the newest file durable (blocking; run in a worker thread)."""

@@ -117,6 +117,7 @@ class MappedFile:
 
     __slots__ = (
         "_address",
+        "_cuts",
         "_fd",
         "_map",
         "file_from_offset",
@@ -165,6 +166,8 @@ class MappedFile:
         self.view = view
         self.wrote_position = 0
         self.flushed_position = 0
+        # Truncations so far: a flush that ran across one must not claim what it covered.
+        self._cuts = 0
         self.prefaulted_position = 0
         # Bytes below this have disk blocks (fallocate): a write through the map there can
         # never fault for want of space, which on a full disk kills the process (SIGBUS).
@@ -302,6 +305,7 @@ class MappedFile:
         in a worker thread (SYNC_FLUSH: the group commit's flush thread).
         """
         target = self.wrote_position
+        cuts = self._cuts
         if target > self.flushed_position and self._fd == _NO_FD:
             assert _libc is not None  # only where libc is loaded has a file no descriptor
             start = self.flushed_position - self.flushed_position % _PAGE
@@ -309,15 +313,32 @@ class MappedFile:
                 # Unmapped meanwhile (the file was destroyed by retention).
                 log.debug("flush of %s skipped: %s", self.path, os.strerror(ctypes.get_errno()))
                 return self.flushed_position
-            self.flushed_position = target
         elif target > self.flushed_position:
             try:
                 _fdatasync(self._fd)
             except OSError as exc:  # the file was destroyed by retention meanwhile
                 log.debug("flush of %s skipped: %s", self.path, exc)
                 return self.flushed_position
+        else:
+            return self.flushed_position
+        if cuts == self._cuts:  # else truncated meanwhile: what it covered is not the file's
             self.flushed_position = target
         return self.flushed_position
+
+    def sync_all(self) -> None:
+        """Make the whole file durable, written or zeroed (blocking: after a truncation, whose
+        zeros `flush` would not cover: it syncs only past the flushed position)."""
+        target = self.wrote_position
+        if self._fd == _NO_FD:
+            assert _libc is not None  # only where libc is loaded has a file no descriptor
+            if _libc.msync(self._address, self.file_size, _MS_SYNC) != 0:
+                log.debug("sync of %s skipped: %s", self.path, os.strerror(ctypes.get_errno()))
+                return
+        elif self._fd >= 0:
+            _fdatasync(self._fd)
+        else:
+            return  # closed: destroyed meanwhile
+        self.flushed_position = max(self.flushed_position, target)
 
     def truncate_to(self, pos: int) -> None:
         """Drop everything from ``pos`` on: the bytes read as zeros afterwards."""
@@ -334,6 +355,7 @@ class MappedFile:
             cursor = end
         self.wrote_position = pos
         self.flushed_position = min(self.flushed_position, pos)
+        self._cuts += 1
 
     # -- reading ---------------------------------------------------------------------------
 

@@ -55,7 +55,12 @@ from storage.store_api import (
     MessageArrivingListener,
     run_store,
 )
-from storage.store_config import BrokerRole, MessageStoreConfig, StoreUnsupportedError
+from storage.store_config import (
+    BrokerRole,
+    MessageStoreConfig,
+    StoreTruncationError,
+    StoreUnsupportedError,
+)
 
 log = logging.getLogger("boltmq.storage")
 
@@ -185,6 +190,64 @@ class MemoryMessageStore:
     async def append_to_commit_log(self, start_offset: int, data: bytes | memoryview) -> bool:
         """Refused: a memory store takes no replicated commit log (`StoreUnsupportedError`)."""
         raise _unsupported("appending a master's commit log (an HA slave)")
+
+    # -- role changes -------------------------------------------------------------------------
+
+    async def truncate_commit_log(self, offset: int) -> int:
+        """Drop the records from ``offset`` (a record boundary) on, with their queue entries
+        and index keys; returns the new max offset. Raises `StoreTruncationError` when
+        ``offset`` is not a record boundary or is below the min offset (nothing changed)."""
+        await trio.lowlevel.checkpoint()
+        before = self._max_offset
+        if offset >= before:
+            return before
+        if offset < self._min_offset:
+            raise StoreTruncationError(
+                f"cannot truncate the commit log to {offset}: its first record kept is at "
+                f"{self._min_offset}"
+            )
+        at = bisect.bisect_right(self._chunk_starts, offset) - 1
+        chunk, pos = self._chunks[at], offset - self._chunk_starts[at]
+        walked = 0
+        while walked < pos:  # a batch's chunk holds several records back to back
+            total = BLANK_RECORD.unpack_from(chunk, walked)[0]
+            if total <= 0:
+                break
+            walked += total
+        if walked != pos:
+            raise StoreTruncationError(
+                f"cannot truncate the commit log to {offset}: no record starts there"
+            )
+        if pos:
+            self._chunks[at] = chunk[:pos]
+            at += 1
+        del self._chunks[at:]
+        del self._chunk_starts[at:]
+        self._max_offset = offset
+        for queue in self._queues.values():
+            queue.drop_from(offset)
+        self._topic_queue_table = {
+            key: queue.max_offset for key, queue in self._queues.items() if queue.max_offset
+        }
+        for key, hits in list(self._index.items()):
+            keep = [hit for hit in hits if hit[1] < offset]
+            if keep:
+                self._index[key] = keep
+            else:
+                del self._index[key]
+        last = max((hits[-1] for hits in self._index.values()), key=lambda h: h[1], default=None)
+        self._index_last_timestamp, self._index_last_offset = last if last else (0, 0)
+        log.warning("commit log truncated from %d to %d (%d bytes dropped)",
+                    before, offset, before - offset)  # fmt: skip
+        return offset
+
+    async def change_role(self, role: BrokerRole) -> int:
+        """Become a SLAVE (puts refused) or a master (puts taken, each queue continuing where
+        it ends); returns the max offset. A memory store takes no replicated data, so as a
+        slave it only refuses puts."""
+        await trio.lowlevel.checkpoint()
+        self.config.broker_role = role
+        return self._max_offset
 
     # -- reads ----------------------------------------------------------------------------------
 
@@ -508,6 +571,16 @@ class _MemoryQueue:
         """Up to ``max_bytes`` of entries from ``queue_offset`` (a copy: the queue grows)."""
         start = (queue_offset - self.min_offset) * CQ_STORE_UNIT_SIZE
         return bytes(self.entries[start : start + max_bytes])
+
+    def drop_from(self, commit_log_offset: int) -> None:
+        """Drop the entries pointing at or past ``commit_log_offset`` (a truncation)."""
+        entries = self.entries
+        count = len(entries) // CQ_STORE_UNIT_SIZE
+        while count and ENTRY.unpack_from(entries, (count - 1) * CQ_STORE_UNIT_SIZE)[0] >= (
+            commit_log_offset
+        ):
+            count -= 1
+        del entries[count * CQ_STORE_UNIT_SIZE :]
 
     def drop_below(self, commit_log_min_offset: int) -> None:
         """Drop the entries pointing below the commit log's min offset (retention)."""

@@ -43,7 +43,7 @@ from storage.store_api import (
     MessageStore,
     run_store,
 )
-from storage.store_config import BrokerRole, MessageStoreConfig
+from storage.store_config import BrokerRole, MessageStoreConfig, StoreError
 from storage.store_writer import StoreWriter
 from storage.writer_commands import StoreCounters
 
@@ -59,6 +59,9 @@ SPARE_RETRY_AFTER = 10.0
 
 PUT_CALL_TIMEOUT = 60.0
 """Seconds a put waits for the writer when its mailbox is full (a backstop, not a flush timeout)."""
+
+#: An offset past any commit log's end: a truncation to it only waits for the puts ahead.
+_NO_CUT = (1 << 63) - 1
 
 __all__ = ["FileMessageStore", "MessageArrivingListener", "MessageStore", "open_message_store"]
 
@@ -148,6 +151,7 @@ class FileMessageStore:
                 self._counters,
                 reput_from_offset=reput_from_offset,
                 message_arriving_listener=self.message_arriving_listener,
+                before_truncation_sync=self._checkpoint_truncation,
             )
         except BaseException:
             self._close_files()
@@ -374,6 +378,53 @@ class FileMessageStore:
         if writer is None:
             return False
         return await writer.append_replicated(start_offset, data, PUT_CALL_TIMEOUT)
+
+    async def truncate_commit_log(self, offset: int) -> int:
+        """Drop the commit log from ``offset`` (a record boundary) on, with the queue entries
+        and index keys pointing there, through the writer (`storage.truncation`); returns
+        the new max offset. Raises `StoreTruncationError` when refused (nothing changed)."""
+        return await self._running_writer().truncate(offset, PUT_CALL_TIMEOUT)
+
+    def _checkpoint_truncation(self) -> None:
+        # Made durable before the cut itself (the store writer calls it first, in a worker
+        # thread): no time in the checkpoint is later than the newest record left, so an
+        # abnormal recovery after a crash in the middle replays from before the cut.
+        last = self.commit_log.last_store_timestamp
+        checkpoint = self.checkpoint
+        checkpoint.physic_msg_timestamp = min(checkpoint.physic_msg_timestamp, last)
+        checkpoint.logics_msg_timestamp = min(checkpoint.logics_msg_timestamp, last)
+        checkpoint.index_msg_timestamp = min(checkpoint.index_msg_timestamp, last)
+        checkpoint.flush()
+
+    async def change_role(self, role: BrokerRole) -> int:
+        """Become a SLAVE or a master at run time; returns the max offset once done.
+
+        SLAVE: puts are refused from this call on; the puts already taken are completed
+        and `append_to_commit_log` continues at the max offset. A master role: the writer
+        first dispatches every replicated record, drops a partial one at the end, and takes
+        each queue's next offset from its consume queue, then puts are taken.
+        """
+        writer = self._running_writer()
+        previous, self.config.broker_role = self.config.broker_role, role
+        if role is BrokerRole.SLAVE:
+            # A truncation past any end cuts nothing: it returns once the puts queued ahead
+            # are appended and completed.
+            return await writer.truncate(_NO_CUT, PUT_CALL_TIMEOUT)
+        if previous is not BrokerRole.SLAVE:
+            return self.commit_log.max_offset
+        # Refuse puts until the table is rebuilt (a put now would take stale offsets).
+        self.config.broker_role = BrokerRole.SLAVE
+        max_offset = await writer.prepare_master(PUT_CALL_TIMEOUT)
+        self.config.broker_role = role
+        log.info("store %s: role %s; puts continue at commit-log offset %d",
+                 self.config.store_path_root_dir, role, max_offset)  # fmt: skip
+        return max_offset
+
+    def _running_writer(self) -> StoreWriter:
+        writer = self._writer
+        if writer is None:
+            raise StoreError(f"store {self.config.store_path_root_dir} is not running")
+        return writer
 
     def _refuse_put(self) -> PutMessageResult | None:
         if self._writer is None:

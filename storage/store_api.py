@@ -21,7 +21,7 @@ from storage.results import (
     QueryMessageResult,
     StoreStatistics,
 )
-from storage.store_config import MessageStoreConfig
+from storage.store_config import BrokerRole, MessageStoreConfig
 
 MessageArrivingListener = Callable[[str, int, int], None]
 """Called after each group commit with (topic, queue id, new max queue offset)."""
@@ -70,6 +70,21 @@ class MessageStore(Protocol):
 
     async def append_to_commit_log(self, start_offset: int, data: bytes | memoryview) -> bool:
         """Append replicated bytes at exactly the store's max offset (HA slave)."""
+        ...
+
+    # -- controller mode: role changes at run time -------------------------------------------
+
+    async def truncate_commit_log(self, offset: int) -> int:
+        """Drop the commit log from ``offset`` (a record boundary) on, with the queue entries
+        and index keys pointing there, after every put queued before it; returns the new max
+        offset. Raises `StoreTruncationError` (nothing changed) when ``offset`` is not a
+        record boundary or is below the min offset."""
+        ...
+
+    async def change_role(self, role: BrokerRole) -> int:
+        """Become a SLAVE (puts refused at once, replicated appends taken at the max offset)
+        or a master (ASYNC_MASTER or SYNC_MASTER: puts continue each queue where its consume
+        queue ends); returns the commit log's max offset once the change is done."""
         ...
 
     # -- reads ----------------------------------------------------------------------------------

@@ -151,3 +151,7 @@ class StoreLockedError(StoreError):
 
 class StoreUnsupportedError(StoreError):
     """The store cannot do what was asked (the memory store: HA replication, say)."""
+
+
+class StoreTruncationError(StoreError):
+    """A truncation was refused (the offset is not a record boundary, say); nothing changed."""

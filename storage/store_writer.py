@@ -58,15 +58,18 @@ from storage.results import (
 )
 from storage.store_api import MessageArrivingListener
 from storage.store_config import FlushDiskType, MessageStoreConfig
+from storage.truncation import truncate_store
 from storage.writer_commands import (
     GROUP_LIMIT,
     WRITER_MAILBOX_SIZE,
     AppendReplicated,
+    PrepareMaster,
     PutRecords,
     SealInline,
     StoreCounters,
     StoreWriterCommand,
     StoreWriterStatistics,
+    TruncateCommitLog,
 )
 from supervisors.actor import Actor, ActorError, ActorStatus
 
@@ -78,12 +81,14 @@ __all__ = [
     "GROUP_LIMIT",
     "WRITER_MAILBOX_SIZE",
     "AppendReplicated",
+    "PrepareMaster",
     "PutRecords",
     "SealInline",
     "StoreCounters",
     "StoreWriter",
     "StoreWriterCommand",
     "StoreWriterStatistics",
+    "TruncateCommitLog",
 ]
 
 log = logging.getLogger("boltmq.broker.store")
@@ -106,6 +111,7 @@ class StoreWriter(Actor[StoreWriterCommand]):
         reput_from_offset: int = 0,
         message_arriving_listener: MessageArrivingListener | None = None,
         mailbox_size: int = WRITER_MAILBOX_SIZE,
+        before_truncation_sync: Callable[[], object] | None = None,
     ) -> None:
         # batch_limit = mailbox_size: the writer takes its whole mailbox per wake-up.
         super().__init__("store-writer", mailbox_size=mailbox_size, batch_limit=mailbox_size)
@@ -113,6 +119,8 @@ class StoreWriter(Actor[StoreWriterCommand]):
         self._commit_log = commit_log
         self._dispatcher = dispatcher
         self._listener = message_arriving_listener
+        # The store's checkpoint, lowered before a truncation is made durable.
+        self._before_truncation_sync = before_truncation_sync
         self._counters = counters
         # The dispatch position is the writer's from here on (recovery replayed up to it).
         counters.reput_from_offset = reput_from_offset
@@ -144,6 +152,8 @@ class StoreWriter(Actor[StoreWriterCommand]):
         # Set while no group commit service runs (so aclose never waits for one).
         self._drained = trio.Event()
         self._drained.set()
+        # Set by each completion: a truncation waits on it for the groups before it.
+        self._completed = trio.Event()
         self._batches = 0
         self._records = 0
         self._bytes = 0
@@ -265,6 +275,16 @@ class StoreWriter(Actor[StoreWriterCommand]):
             return False
         finally:
             inline.backlog -= 1
+
+    async def truncate(self, offset: int, timeout: float) -> int:
+        """Drop the commit log from ``offset`` on, with its queue entries and index keys, once
+        every put queued before is completed (`storage.truncation`); returns the new max
+        offset. Raises `StoreTruncationError` (nothing changed) or `ActorError`."""
+        return await self.call(TruncateCommitLog(offset), timeout)
+
+    async def prepare_master(self, timeout: float) -> int:
+        """Make a slave's store ready to take puts (`PrepareMaster`); returns the max offset."""
+        return await self.call(PrepareMaster(), timeout)
 
     def put_nowait(self, put: EncodedPut, callback: Callable[[PutMessageResult], object]) -> None:
         """`InlinePuts.put_nowait`, refused first when its queue's file cannot be opened or
@@ -470,6 +490,11 @@ class StoreWriter(Actor[StoreWriterCommand]):
                 inline.seal_received()
                 i += 1
                 continue
+            if isinstance(command, TruncateCommitLog | PrepareMaster):
+                i += 1
+                await self._change_log(command)
+                now = self._clock()
+                continue
             group = CommitGroup(now)
             if isinstance(command, PendingPut):
                 start = i
@@ -486,6 +511,60 @@ class StoreWriter(Actor[StoreWriterCommand]):
             self._flush_wanted.set()
             if i < n:
                 await trio.lowlevel.checkpoint()
+
+    async def _change_log(self, command: TruncateCommitLog | PrepareMaster) -> None:
+        """Truncate or prepare for puts once every group before is completed; nothing is
+        appended between that wait and the change (no checkpoint in between)."""
+        try:
+            await self._wait_completed()
+            commit_log = self._commit_log
+            if isinstance(command, PrepareMaster):
+                self._complete_blank_tail()
+                # A replicated run may end inside a record: a put must not follow its head.
+                offset = min(self._counters.reput_from_offset, commit_log.max_offset)
+                if offset < commit_log.max_offset:
+                    log.warning("store writer: dropping the partial record the master's last "
+                                "replicated data ended with (%d to %d)",
+                                offset, commit_log.max_offset)  # fmt: skip
+            else:
+                offset = command.offset
+            cut = truncate_store(
+                offset, commit_log, self._dispatcher.consume_queues, self._dispatcher,
+                self._counters, at_dispatch_position=isinstance(command, PrepareMaster),
+            )  # fmt: skip
+            # The replicated appends never touched the queue-offset table: rebuilt from the
+            # consume queues, so the next put continues each queue with no gap or duplicate.
+            commit_log.topic_queue_table = self._dispatcher.consume_queues.queue_offset_table()
+            self._flush_requested_to = min(self._flush_requested_to, commit_log.max_offset)
+            if cut.from_offset != cut.to_offset:
+                await trio.to_thread.run_sync(cut.sync, self._before_truncation_sync)
+        except Exception as exc:
+            command.reply.set_error(exc)
+        else:
+            command.reply.set_result(commit_log.max_offset)
+
+    def _complete_blank_tail(self) -> None:
+        """A replicated run that ended inside a file's end-of-file blank: the blank covers
+        the rest of that file (dispatch went on to the next file), so the next put must
+        start the next file, not follow the bytes received so far."""
+        commit_log = self._commit_log
+        last = commit_log.files.last_file()
+        if last is not None and self._counters.reput_from_offset > commit_log.max_offset:
+            log.info("store writer: the replicated log ends inside the end-of-file blank of "
+                     "%s; the next put starts the next file", last.path.name)  # fmt: skip
+            last.wrote_position = last.file_size
+            commit_log.committed_offset = commit_log.max_offset
+
+    async def _wait_completed(self) -> None:
+        """Until every appended group is completed (SYNC_FLUSH: flushed and answered)."""
+        inline = self._inline
+        while True:
+            inline.seal()
+            if not self._unflushed and self._flushing is None:
+                return
+            self._completed = trio.Event()
+            self._flush_wanted.set()
+            await self._completed.wait()
 
     def _append_request(
         self,
@@ -642,6 +721,7 @@ class StoreWriter(Actor[StoreWriterCommand]):
         self._records += records
         self._bytes += wrote
         self._largest_batch = max(self._largest_batch, puts)
+        self._completed.set()
 
     def statistics(self) -> StoreWriterStatistics:
         """The actor's counters plus group-commit figures."""

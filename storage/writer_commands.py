@@ -38,6 +38,20 @@ class AppendReplicated(Request[bool]):
 
 
 @attrs.frozen
+class TruncateCommitLog(Request[int]):
+    """Drop every byte at or past ``offset`` (`storage.truncation`); answers the new max
+    offset."""
+
+    offset: int
+
+
+@attrs.frozen
+class PrepareMaster(Request[int]):
+    """A slave's store turning master: dispatch what was replicated, drop a partial record at
+    the end, and take queue offsets from the consume queues; answers the max offset."""
+
+
+@attrs.frozen
 class SealInline:
     """Complete the open group of puts appended in their callers' tasks (ASYNC_FLUSH)."""
 
@@ -45,7 +59,9 @@ class SealInline:
 # A queued put (storage.group_commit.PendingPut) is answered by its callback on the trio
 # thread (the send path: no task waits per request) or through a shared event; exactly once,
 # also when the writer stops before appending (SERVICE_NOT_AVAILABLE).
-StoreWriterCommand = PendingPut | PutRecords | AppendReplicated | SealInline
+StoreWriterCommand = (
+    PendingPut | PutRecords | AppendReplicated | SealInline | TruncateCommitLog | PrepareMaster
+)
 
 
 @attrs.frozen

@@ -172,6 +172,13 @@ class BrokerConfig:
     max_hash_slot_num: int = 5_000_000
     max_index_num: int = 20_000_000
     check_crc_on_recover: bool = True
+    # Controller mode's replica safety (actors.broker.ha.master): a SYNC master's put waits
+    # for every member of the SyncStateSet (not just one slave); with fewer members than
+    # minInSyncReplicas it is refused at once; a slave not caught up within
+    # haMaxTimeSlaveNotCatchup ms drops out of the set.
+    all_ack_in_sync_state_set: bool = False
+    min_in_sync_replicas: int = attrs.field(default=1, validator=_positive)
+    ha_max_time_slave_not_catchup: int = attrs.field(default=15_000, validator=_positive)
 
     def __attrs_post_init__(self) -> None:
         # So a spec, a broker.conf or a flag refuses it before anything starts.

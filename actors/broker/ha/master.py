@@ -8,6 +8,12 @@ commit-log file when the slave reports 0), never across a file end, and a heartb
 is dropped. The last offset a slave reported is its acknowledged offset. Each write carries up
 to `FRAMES_PER_WRITE` frames as separate buffers of one sendmsg (no copy to join them).
 
+Controller mode adds a hello: a slave's first write on the link is `HELLO` (16 bytes: the
+8-byte marker `HELLO_MARKER`, a negative number no offset report can be, then its 8-byte
+controller broker id), so the master knows which broker each link is
+(`HAConnection.slave_broker_id`). A classic slave's first 8 bytes are an offset >= 0 and are
+read as before; a hello reaches any master harmlessly.
+
 SYNC_MASTER: the send path, and through `HighAvailability.put_message` the send-back, the
 transaction commit and the delay service, hand every stored put to `HAService.defer`, which
 keeps it in a waiter table ordered by end offset and answers it when a slave acknowledges that
@@ -16,6 +22,17 @@ far (one acknowledgement answers every put it covers), with FLUSH_SLAVE_TIMEOUT 
 one lags more than ``haSlaveFallbehindMax``. ASYNC_MASTER never waits. A restart (by the
 broker's supervisor) drops the slave links; slaves reconnect and resume from their own max
 offset.
+
+Controller mode: `HAService.in_sync_slave_ids` is the slaves caught up within
+``haMaxTimeSlaveNotCatchup`` (what the master proposes as its SyncStateSet), and
+`HAService.confirmed_sync_state_set` what the controller accepted. With
+``allAckInSyncStateSet`` a SYNC master's put waits until every other member of the
+confirmed set has acknowledged it (a member not connected holds it until the set drops that
+member or the wait times out), and is refused at once with SLAVE_NOT_AVAILABLE while the set
+has fewer than ``minInSyncReplicas`` members. `HAService.fence` answers every waiting put
+FLUSH_SLAVE_TIMEOUT and refuses new waits (SLAVE_NOT_AVAILABLE) until `HAService.unfence`:
+a fenced or demoted master acknowledges nothing more. None of this costs the classic path
+more than one flag test per put.
 """
 
 from __future__ import annotations
@@ -25,7 +42,7 @@ import itertools
 import logging
 import math
 import struct
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 import attrs
 import trio
@@ -41,6 +58,10 @@ log = logging.getLogger("boltmq.broker.ha")
 FRAME_HEADER = struct.Struct(">qi")
 #: A slave's offset report.
 OFFSET_REPORT = struct.Struct(">q")
+#: Controller mode: a slave's first write, marker then its broker id (see the module doc).
+HELLO = struct.Struct(">qq")
+#: "BOLTMQHA" negated: never an offset, which is >= 0.
+HELLO_MARKER = -0x424F4C544D514841
 #: Seconds an idle transfer waits before looking at the commit log again. A SYNC_MASTER's
 #: sends wake it at once (RocketMQ: 100 ms); an ASYNC_MASTER's do not, so it sends what 10 ms
 #: of puts wrote in one write instead of one frame per group commit (profiled under load:
@@ -73,6 +94,17 @@ class HAStatistics:
     transferred_bytes: int
     slave_timeouts: int
     slave_not_available: int
+    #: Controller mode: the broker ids of the linked slaves, those in sync, and the set
+    #: the controller confirmed (empty outside controller mode).
+    slave_broker_ids: tuple[int, ...] = ()
+    in_sync_slave_ids: tuple[int, ...] = ()
+    confirmed_sync_state_set: tuple[int, ...] = ()
+    fenced: str = ""
+
+
+def hello(broker_id: int) -> bytes:
+    """The hello a controller-mode slave writes first on its link (see the module doc)."""
+    return HELLO.pack(HELLO_MARKER, broker_id)
 
 
 class HAConnection:
@@ -83,6 +115,8 @@ class HAConnection:
         self.stream = stream
         self.address = peer
         self.acked_offset = -1  # -1 until the first report
+        #: The slave's controller broker id, from its hello (None: a classic slave).
+        self.slave_broker_id: int | None = None
         self.next_transfer_offset = -1
         self.last_read = trio.current_time()
         self.caught_up_at = trio.current_time()
@@ -117,6 +151,7 @@ class HAConnection:
     async def _read_reports(self) -> None:
         housekeeping = self.service.config.ha_housekeeping_interval / 1000
         pending = b""
+        first = True
         while True:
             with trio.move_on_after(housekeeping) as idle:
                 data = await self.stream.receive_some(4096)
@@ -126,6 +161,16 @@ class HAConnection:
             if not data:
                 return
             pending += data
+            if first:
+                if len(pending) < OFFSET_REPORT.size:
+                    continue
+                if OFFSET_REPORT.unpack_from(pending)[0] == HELLO_MARKER:
+                    if len(pending) < HELLO.size:
+                        continue
+                    self.slave_broker_id = HELLO.unpack_from(pending)[1]
+                    pending = pending[HELLO.size :]
+                    log.info("HA slave %s is broker id %d", self.address, self.slave_broker_id)
+                first = False
             whole = len(pending) - len(pending) % 8
             if not whole:
                 continue
@@ -155,7 +200,7 @@ class HAConnection:
             samples.popleft()
         if samples[0][1] <= offset:
             self.caught_up_at = samples[0][0]
-        service.on_ack(offset)
+        service.on_ack(offset, self)
 
     async def _transfer(self) -> None:
         await self._first_report.wait()
@@ -245,6 +290,15 @@ class HAService:
         self._waiter_added = trio.Event()
         self._data_event = trio.Event()
         self._answering = False
+        # Controller mode (see the module doc). The flag is the one test the classic path pays.
+        self.all_ack_in_sync_state_set = config.all_ack_in_sync_state_set
+        #: This broker's controller id (the master is always in its own SyncStateSet).
+        self.local_broker_id: int | None = None
+        self._confirmed: frozenset[int] = frozenset()
+        # allAckInSyncStateSet: the offset every other confirmed member has acknowledged.
+        self._all_acked = 0
+        self._fenced = ""
+        self._special = self.all_ack_in_sync_state_set
 
     # -- the send path ---------------------------------------------------------------------
 
@@ -261,6 +315,14 @@ class HAService:
         self._data_event.set()  # new bytes for the slave links
         if self._answering or result.status is not PutMessageStatus.PUT_OK:
             return False
+        if self._special:
+            return self._defer_controller_mode(result, callback)
+        return self._defer_any_slave(result, callback)
+
+    def _defer_any_slave(
+        self, result: PutMessageResult, callback: Callable[[PutMessageResult], object]
+    ) -> bool:
+        """Wait for any one slave's acknowledgement (the classic SYNC_MASTER)."""
         end = result.wrote_offset + result.wrote_bytes
         if end <= self.push_to_slave_max_offset:
             return False
@@ -270,19 +332,153 @@ class HAService:
             self.slave_not_available += 1
             result.status = PutMessageStatus.SLAVE_NOT_AVAILABLE
             return False
-        deadline = trio.current_time() + self.config.slave_timeout / 1000
-        self._waiters.append(_Waiter(end, deadline, result, callback))
-        self._waiter_added.set()
+        self._add_waiter(end, result, callback)
         return True
 
-    def on_ack(self, offset: int) -> None:
+    def on_ack(self, offset: int, connection: HAConnection | None = None) -> None:
         """A slave acknowledged ``offset``: answer every put it covers."""
+        if (
+            self._special
+            and connection is not None
+            and connection.slave_broker_id is not None
+            and self._per_member()
+        ):
+            self._recompute_all_acked()
         if offset <= self.push_to_slave_max_offset:
             return
         self.push_to_slave_max_offset = offset
+        if self._special and self._per_member():
+            return  # answered by `_recompute_all_acked`
         waiters = self._waiters
         if waiters and waiters[0].end_offset <= offset:
             self._answer(offset, -math.inf, None)
+
+    # -- controller mode -----------------------------------------------------------------------
+
+    @property
+    def confirmed_sync_state_set(self) -> frozenset[int]:
+        """The SyncStateSet the controller accepted (broker ids, this master included)."""
+        return self._confirmed
+
+    @confirmed_sync_state_set.setter
+    def confirmed_sync_state_set(self, members: Iterable[int]) -> None:
+        self._confirmed = frozenset(members)
+        # Tracking acknowledgements by id from now on (a set is only confirmed in
+        # controller mode, whose slaves say their ids).
+        self._special = True
+        if self._per_member():
+            self._recompute_all_acked()
+
+    def in_sync_slave_ids(self) -> set[int]:
+        """Broker ids of the linked slaves that have acknowledged everything this master had
+        ``haMaxTimeSlaveNotCatchup`` ms ago, or all it has now (an idle master's slaves
+        report only every haSendHeartbeatInterval); the master itself is not among them."""
+        now = trio.current_time()
+        window = self.config.ha_max_time_slave_not_catchup / 1000
+        max_offset = self.store.get_max_phy_offset()
+        return {
+            connection.slave_broker_id
+            for connection in self.connections.values()
+            if connection.slave_broker_id is not None
+            and connection.acked_offset >= 0
+            and (connection.acked_offset >= max_offset or now - connection.caught_up_at <= window)
+        }
+
+    def sync_state_set(self) -> set[int]:
+        """What this master would propose as its SyncStateSet: itself and the in-sync slaves."""
+        members = self.in_sync_slave_ids()
+        if self.local_broker_id is not None:
+            members.add(self.local_broker_id)
+        return members
+
+    def slave_acked_offset(self, broker_id: int) -> int:
+        """What slave ``broker_id`` acknowledged on its current link (-1 when not linked).
+
+        Only live links count: a slave that comes back (perhaps truncated, perhaps after
+        this broker was a slave itself) says what it has in its first report."""
+        return max(
+            (c.acked_offset for c in self.connections.values() if c.slave_broker_id == broker_id),
+            default=-1,
+        )
+
+    @property
+    def fenced(self) -> str:
+        """Why this master acknowledges nothing now ("" when it does)."""
+        return self._fenced
+
+    def fence(self, reason: str) -> None:
+        """Acknowledge nothing more: every waiting put is answered FLUSH_SLAVE_TIMEOUT (with
+        ``reason`` as its remark) and new waits are refused, until `unfence`."""
+        if not self._fenced:
+            log.warning("HA: fenced (%s): %d waiting sends answered FLUSH_SLAVE_TIMEOUT",
+                        reason, len(self._waiters))  # fmt: skip
+        self._fenced = reason or "fenced"
+        self._special = True
+        for waiter in self._waiters:
+            waiter.result.remark = f"not acknowledged: {self._fenced}"
+        self._answer(math.inf, math.inf, PutMessageStatus.FLUSH_SLAVE_TIMEOUT)
+
+    def unfence(self) -> None:
+        """Take waits again (this broker is master of a new epoch)."""
+        if self._fenced:
+            log.info("HA: no longer fenced (was: %s)", self._fenced)
+        self._fenced = ""
+        self._special = self.all_ack_in_sync_state_set or bool(self._confirmed)
+
+    def _defer_controller_mode(
+        self, result: PutMessageResult, callback: Callable[[PutMessageResult], object]
+    ) -> bool:
+        """`defer` when fenced, with allAckInSyncStateSet, or in controller mode."""
+        if self._fenced:
+            result.status = PutMessageStatus.SLAVE_NOT_AVAILABLE
+            result.remark = f"not acknowledged: {self._fenced}"
+            return False
+        if not self._per_member():
+            return self._defer_any_slave(result, callback)
+        members = self._confirmed | (
+            {self.local_broker_id} if self.local_broker_id is not None else set()
+        )
+        minimum = self.config.min_in_sync_replicas
+        if len(members) < minimum:
+            self.slave_not_available += 1
+            result.status = PutMessageStatus.SLAVE_NOT_AVAILABLE
+            result.remark = (
+                f"the SyncStateSet has {len(members)} member(s), fewer than "
+                f"minInSyncReplicas={minimum}: not acknowledged"
+            )
+            return False
+        end = result.wrote_offset + result.wrote_bytes
+        if not self._others() or end <= self._all_acked:
+            return False
+        self._add_waiter(end, result, callback)
+        return True
+
+    def _per_member(self) -> bool:
+        """Whether puts wait for every confirmed member: allAckInSyncStateSet, and a
+        SyncStateSet known (outside controller mode there is none: any one slave acks)."""
+        return self.all_ack_in_sync_state_set and (
+            bool(self._confirmed) or self.local_broker_id is not None
+        )
+
+    def _others(self) -> frozenset[int]:
+        """The confirmed members whose acknowledgement a put waits for (all but this one)."""
+        return self._confirmed - {self.local_broker_id}
+
+    def _recompute_all_acked(self) -> None:
+        """The offset every other confirmed member acknowledged; answer the puts it covers."""
+        others = self._others()
+        acked = min((self.slave_acked_offset(m) for m in others), default=math.inf)
+        self._all_acked = int(acked) if acked != math.inf else self.store.get_max_phy_offset()
+        waiters = self._waiters
+        if waiters and waiters[0].end_offset <= acked:
+            self._answer(acked, -math.inf, None)
+
+    def _add_waiter(
+        self, end: int, result: PutMessageResult, callback: Callable[[PutMessageResult], object]
+    ) -> None:
+        deadline = trio.current_time() + self.config.slave_timeout / 1000
+        self._waiters.append(_Waiter(end, deadline, result, callback))
+        self._waiter_added.set()
 
     def data_event_for_wait(self) -> trio.Event:
         """A fresh event the next put sets (take it before checking for data)."""
@@ -379,4 +575,14 @@ class HAService:
             transferred_bytes=self.transferred_bytes,
             slave_timeouts=self.slave_timeouts,
             slave_not_available=self.slave_not_available,
+            slave_broker_ids=tuple(
+                sorted(
+                    c.slave_broker_id
+                    for c in self.connections.values()
+                    if c.slave_broker_id is not None
+                )
+            ),
+            in_sync_slave_ids=tuple(sorted(self.in_sync_slave_ids())),
+            confirmed_sync_state_set=tuple(sorted(self._confirmed)),
+            fenced=self._fenced,
         )

@@ -20,7 +20,7 @@ import attrs
 import trio
 
 from actors.broker.config import BrokerConfig
-from actors.broker.ha.master import FRAME_HEADER, OFFSET_REPORT
+from actors.broker.ha.master import FRAME_HEADER, OFFSET_REPORT, hello
 from protocol.transport import parse_address
 from storage import MessageStore
 
@@ -85,6 +85,8 @@ class HAClient:
         # The offset just past the master's last frame (its transfer position).
         self.master_offset = 0
         self._report_now = trio.Event()
+        #: Controller mode: this broker's id, said first on every link (`master.hello`).
+        self.hello_broker_id: int | None = None
 
     @property
     def master_address(self) -> str | None:
@@ -163,6 +165,8 @@ class HAClient:
     async def _report(self, stream: trio.abc.Stream) -> None:
         # The only task that writes to the stream: at once, then per interval or when asked.
         interval = self.config.ha_send_heartbeat_interval / 1000
+        if self.hello_broker_id is not None:
+            await stream.send_all(hello(self.hello_broker_id))
         while True:
             self._report_now = trio.Event()
             await stream.send_all(OFFSET_REPORT.pack(self._max_offset()))
