@@ -25,7 +25,9 @@ Children of the broker's supervisor, in start order (stopped in reverse):
    means a broker that serves.
 7. ``transaction-check`` - the check-back of unresolved half messages.
 8. ``ha-service`` (a master) or ``ha-client`` and ``slave-sync`` (a slave) - replication
-   (``actors.broker.ha``); a failed link restarts alone.
+   (``actors.broker.ha``); a failed link restarts alone. In controller mode one ``ha-role``
+   child runs either role's parts and ``controller`` (`actors.broker.ha.controller_mode`)
+   decides the role with the controllers, changing it in place.
 9. ``metrics-port`` and ``metrics`` (with ``metricsExporterType=PROM``) - the bound
    metricsPromExporterPort, and Prometheus text at ``/metrics`` on it
    (`actors.broker.services.metrics`); a crash of the responder restarts it alone, on the
@@ -61,6 +63,12 @@ from actors.broker.ha import (
     HighAvailability,
     SlaveSynchronize,
 )
+from actors.broker.ha.controller_mode import (
+    ControlledMasterAddresses,
+    ControllerLink,
+    ControllerLinkStatistics,
+)
+from actors.broker.ha.epoch import EpochFile
 from actors.broker.handlers.client import notify_request
 from actors.broker.handlers.stats import runtime_info
 from actors.broker.handlers.table import HandlerParts, register_handlers, stats_parts
@@ -120,6 +128,8 @@ class BrokerStatistics:
     ha: HAStatistics | HAClientStatistics | None = None  # replication (actors.broker.ha)
     #: The table actors' own records: topics, offsets, groups, clients, locks.
     tables: tuple[ActorStatistics, ...] = ()
+    #: Controller mode's link: leader, role, epoch, SyncStateSet, heartbeat age, fencing.
+    controller: ControllerLinkStatistics | None = None
 
 
 class Broker:
@@ -184,7 +194,23 @@ class Broker:
         idle = config.server_channel_max_idle_time_seconds
         self.server = RemotingServer(Dispatcher(), ServerConfig(idle_timeout=idle or None))
         self.server.add_close_listener(self.clients.connection_closed)
+        #: Controller mode's link to the controllers (None without enableControllerMode).
+        self.controller: ControllerLink | None = None
+        #: The controllers' client (controller mode): a short reconnect backoff, so a
+        #: controller that comes back is heard from within a heartbeat or two.
+        self.controller_client = RemotingClient(
+            rpc_hook=_credentials(config),
+            tls=config.tls_enable,
+            tls_ca_file=config.tls_client_trust_cert_path or None,
+            tls_cert_file=config.tls_client_cert_path,
+            tls_key_file=config.tls_client_key_path,
+            backoff_max=0.5,
+        )
         self.ha = self._high_availability()
+        if config.enable_controller_mode:
+            # Built before the services: from here the broker takes no writes until the
+            # controller names it master (config.broker_role reads SLAVE).
+            self.controller = self._controller_link()
         self.schedule = ScheduleMessageService(
             config, store=self.store, topics=self.topics, ha=self.ha,
             delay_offsets=self.delay_offsets, timer_offsets=self.timer_offsets,
@@ -193,6 +219,8 @@ class Broker:
             config, store=self.store, topics=self.topics, offsets=self.offsets,
             clients=self.clients, ha=self.ha,
         )  # fmt: skip
+        if self.controller is not None:
+            self.controller.on_role_change.append(self.schedule.role_changed)
         self.pop = PopService(
             config, store=self.store, topics=self.topics, offsets=self.offsets, groups=self.groups,
             ha=self.ha,
@@ -213,6 +241,7 @@ class Broker:
             delay_offsets=self.delay_offsets, ha=self.ha, pull_hold=self.pull_hold,
             stats=self.stats, request_stats=self.request_stats, schedule=self.schedule,
             transactions=self.transactions, dedup=self.dedup.index, pop=self.pop,
+            controller=self.controller,
         )  # fmt: skip
         self.dispatcher = self.server.dispatcher
         register_handlers(self.dispatcher, self.handler_parts)
@@ -238,6 +267,19 @@ class Broker:
         config, store = self.config, self.store
         if config.in_memory:  # nothing to replicate (check_store_type refused the other roles)
             return HighAvailability(store)
+        if config.enable_controller_mode:
+            # Both roles' parts, run per the controller's word by the ``ha-role`` child.
+            self._master_addresses = ControlledMasterAddresses(self.registrar)
+            return HighAvailability.controlled(
+                store,
+                HAService(config, store, self.server.config),
+                HAClient(config, store, self._master_addresses, lambda: self.tls_client_context),
+                SlaveSynchronize(
+                    config, registration=self._master_addresses,
+                    invoke=self.registry_client.invoke, topics=self.topics, offsets=self.offsets,
+                    groups=self.groups, delay_offsets=self.delay_offsets,
+                ),
+            )  # fmt: skip
         if not config.is_slave:
             return HighAvailability(store, service=HAService(config, store, self.server.config))
         return HighAvailability(
@@ -249,6 +291,20 @@ class Broker:
                 delay_offsets=self.delay_offsets,
             ),
         )  # fmt: skip
+
+    def _controller_link(self) -> ControllerLink:
+        """Controller mode: the link that decides this broker's role (`controller_mode`)."""
+        config = self.config
+        link = ControllerLink(
+            config,
+            store=self.store,
+            ha=self.ha,
+            registration=self.registrar,
+            epochs=EpochFile(config.epoch_file_path),
+            invoke=self.controller_client.invoke,
+        )
+        self._master_addresses.link = link
+        return link
 
     # -- addresses -------------------------------------------------------------------------
 
@@ -304,7 +360,11 @@ class Broker:
         await trio.to_thread.run_sync(self._load_tables)
         acl_children = await self._start_acl()
         registrar = self.registrar
-        async with self.registry_client:
+        controller = self.controller
+        controller_children = (
+            [] if controller is None else [ChildSpec.instance("controller", controller)]
+        )
+        async with self.registry_client, self.controller_client:
             self.supervisor = supervisor = Supervisor(
                 f"broker {config.broker_name}",
                 [
@@ -323,6 +383,7 @@ class Broker:
                     ChildSpec.function("server", self._serve, aclose=self._quiesce),
                     ChildSpec.function("transaction-check", self.transactions.run),
                     *self.ha.children(),
+                    *controller_children,
                     *metrics,
                     ChildSpec.function("registrar", registrar.run, aclose=registrar.unregister_all),
                 ],
@@ -434,6 +495,7 @@ class Broker:
                 table.statistics()
                 for table in (self.topics, self.offsets, self.groups, self.clients, self.locks)
             ),
+            controller=None if self.controller is None else self.controller.statistics(),
         )
 
 

@@ -152,6 +152,26 @@ class BrokerConfig:
     # first; about 410 bytes each: 1,000,000 keys take about 400 MiB), 0 turns it off.
     dedup_window_seconds: int = attrs.field(default=3600, validator=_positive)
     dedup_max_keys: int = attrs.field(default=1_000_000, validator=attrs.validators.ge(0))
+    # Controller mode (RocketMQ 5's RIP-44, docs/broker.md "Controller mode"): the controllers
+    # at controllerAddr (';'-separated remoting addresses) assign the broker id and decide who
+    # is master; brokerId and brokerRole here then say only SYNC (SYNC_MASTER or SLAVE) or
+    # ASYNC (ASYNC_MASTER) replication. Intervals and timeouts in ms.
+    enable_controller_mode: bool = False
+    controller_addr: str = ""
+    broker_heartbeat_interval: int = attrs.field(default=1000, validator=_positive)
+    sync_broker_metadata_period: int = attrs.field(default=5000, validator=_positive)
+    check_sync_state_set_period: int = attrs.field(default=5000, validator=_positive)
+    sync_controller_metadata_period: int = attrs.field(default=10_000, validator=_positive)
+    # A master without a controller's heartbeat answer for half of this stops taking writes.
+    controller_heart_beat_timeout_mills: int = attrs.field(default=10_000, validator=_positive)
+    # Lower is preferred when the controller elects among equally caught-up replicas.
+    broker_election_priority: int = attrs.field(default=2**31 - 1)
+    # Replicas of the broker group (master included): the only group size a broker knows at
+    # start (allAckInSyncStateSet with minInSyncReplicas above it is refused).
+    total_replicas: int = attrs.field(default=1, validator=_positive)
+    # "" = <storePathRootDir>/epochFileCheckpoint and <storePathRootDir>/brokerIdentity.
+    store_path_epoch_file: str = ""
+    store_path_broker_identity: str = ""
     # Store settings (RocketMQ keeps the historical "maped" spelling in the key).
     mapped_file_size_commit_log: int = attrs.field(
         default=1024 * 1024 * 1024, validator=_positive, metadata={"key": "mapedFileSizeCommitLog"}
@@ -183,6 +203,7 @@ class BrokerConfig:
     def __attrs_post_init__(self) -> None:
         # So a spec, a broker.conf or a flag refuses it before anything starts.
         self.check_store_type()
+        self.check_controller_mode()
 
     @property
     def broker_addr(self) -> str:
@@ -260,6 +281,47 @@ class BrokerConfig:
                 f"brokerRole must be ASYNC_MASTER, not {self.broker_role}; use storeType=file "
                 "for a master with slaves"
             )
+
+    def check_controller_mode(self) -> None:
+        """Refuse, in one line naming the key, a controller mode that cannot work."""
+        if not self.enable_controller_mode:
+            return
+        if not self.controller_list:
+            raise ConfigError(
+                "enableControllerMode=true needs controllerAddr: the controllers' remoting "
+                "addresses, ';'-separated (for example 127.0.0.1:9878)"
+            )
+        if self.in_memory:
+            raise ConfigError(
+                "enableControllerMode=true needs storeType=file: a broker in memory keeps no "
+                "commit log to replicate, no epoch file and no broker id across a restart"
+            )
+        if self.all_ack_in_sync_state_set and self.min_in_sync_replicas > self.total_replicas:
+            raise ConfigError(
+                f"minInSyncReplicas={self.min_in_sync_replicas} with allAckInSyncStateSet=true "
+                f"exceeds totalReplicas={self.total_replicas} (the brokers of the group): no "
+                "put could ever be acknowledged; set totalReplicas to the group's size or "
+                "lower minInSyncReplicas"
+            )
+
+    @property
+    def controller_list(self) -> list[str]:
+        """The controller addresses of ``controllerAddr``."""
+        return [part.strip() for part in self.controller_addr.split(";") if part.strip()]
+
+    @property
+    def epoch_file_path(self) -> Path:
+        """``storePathEpochFile``, else ``<storePathRootDir>/epochFileCheckpoint``."""
+        if self.store_path_epoch_file:
+            return Path(self.store_path_epoch_file).expanduser()
+        return self.store_root / "epochFileCheckpoint"
+
+    @property
+    def broker_identity_path(self) -> Path:
+        """``storePathBrokerIdentity``, else ``<storePathRootDir>/brokerIdentity``."""
+        if self.store_path_broker_identity:
+            return Path(self.store_path_broker_identity).expanduser()
+        return self.store_root / "brokerIdentity"
 
     @property
     def is_slave(self) -> bool:

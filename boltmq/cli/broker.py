@@ -67,7 +67,12 @@ def setup_broker(parser: argparse.ArgumentParser) -> Runner:
         if config is None:
             return EXIT_USAGE
         config_file = Path(args.config) if args.config else None
-        return serve("broker", [broker_child(Broker(config, config_file))])
+        try:
+            broker = Broker(config, config_file)
+        except ConfigError as exc:  # a store's files naming another broker group, say
+            print(f"{parser.prog}: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        return serve("broker", [broker_child(broker)])
 
     return run
 

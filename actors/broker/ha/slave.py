@@ -28,10 +28,13 @@ from storage import MessageStore
 class MasterAddresses(Protocol):
     """What a slave learns of its master from registering (the registrar's answers)."""
 
-    #: The master's remoting address (the config sync asks it for the tables).
-    master_addr: str | None
-    #: The master's HA address.
-    master_ha_addr: str | None
+    @property
+    def master_addr(self) -> str | None:
+        """The master's remoting address (the config sync asks it for the tables)."""
+
+    @property
+    def master_ha_addr(self) -> str | None:
+        """The master's HA address."""
 
 
 log = logging.getLogger("boltmq.broker.ha")

@@ -67,6 +67,7 @@ from storage import (
 )
 
 if TYPE_CHECKING:
+    from actors.broker.ha.controller_mode import ControllerLink
     from actors.broker.ha.master import HAService
 
 #: Store statuses that still stored the message, and the code to answer them with.
@@ -107,6 +108,8 @@ class SendParts:
     request_stats: RequestStats
     #: The master's HA service (None on a slave): a SYNC_MASTER answers once a slave has it.
     ha_service: HAService | None
+    #: Controller mode's link (None without it): `ControlledSendHandler` answers by it.
+    controller: ControllerLink | None = None
 
 
 class SendHandler:
@@ -123,6 +126,7 @@ class SendHandler:
         self.stats = parts.stats
         self.request_stats = parts.request_stats
         self.ha_service = parts.ha_service
+        self.controller = parts.controller
         self.cluster_name = config.broker_cluster_name
         self._region = config.region_id
         self._trace_on = "true" if config.trace_on else "false"
@@ -228,11 +232,13 @@ class SendHandler:
     ) -> tuple[TopicConfig, int, str, int]:
         config = self.config
         if config.is_slave:
+            controller = self.controller
             raise SendRefused(
                 ResponseCode.SERVICE_NOT_AVAILABLE,
-                f"broker {config.broker_name} is a slave and does not take writes; "
+                controller.write_refusal() if controller is not None
+                else f"broker {config.broker_name} is a slave and does not take writes; "
                 "send to its master",
-            )
+            )  # fmt: skip
         if not config.broker_permission & PERM_WRITE:
             raise SendRefused(
                 ResponseCode.NO_PERMISSION,
@@ -559,3 +565,30 @@ class _Merge:
 
 #: The `_Merge` of every single send: never set (only a batch's duplicates set one).
 _SINGLE = _Merge()
+
+
+class ControlledSendHandler(SendHandler):
+    """The send handler of a controller-mode broker: answers only while it is master.
+
+    A put the store accepted before the broker lost its mastership (fenced, or told of a
+    newer master epoch) is answered SERVICE_NOT_AVAILABLE, not SEND_OK, also when it waited
+    for a slave: the new master may not have it. A subclass, so a broker outside controller
+    mode pays nothing for the check."""
+
+    def _done(
+        self,
+        ha: HAService | None,
+        connection: Connection,
+        request: RemotingCommand,
+        header: SendFields,
+        topic: str,
+        queue_id: int,
+        merge: _Merge,
+        started: float,
+        result: PutMessageResult,
+    ) -> None:
+        controller = self.controller
+        if controller is not None and not controller.is_master and result.status in _STORED_CODES:
+            result.status = PutMessageStatus.SERVICE_NOT_AVAILABLE
+            result.remark = controller.write_refusal() + " (the message was not acknowledged)"
+        super()._done(ha, connection, request, header, topic, queue_id, merge, started, result)

@@ -15,6 +15,7 @@ import attrs
 
 from actors.broker.config import BrokerConfig
 from actors.broker.ha import HighAvailability, ha_runtime_info
+from actors.broker.ha.controller_mode import ControllerLink
 from actors.broker.services.pop import PopService
 from actors.broker.services.pop_state import PopGroupStats
 from actors.broker.services.stats import (
@@ -68,6 +69,8 @@ class StatsParts:
     stats: BrokerStatsManager
     #: Pop groups' figures (GET_CONSUME_STATS of a group that pops); None: no pop service.
     pop: PopService | None = None
+    #: Controller mode's link: its keys join the runtime info (None without controller mode).
+    controller: ControllerLink | None = None
 
 
 class StatsHandlers:
@@ -259,6 +262,8 @@ def runtime_info(parts: StatsParts) -> dict[str, str]:
         ):
             info[key] = repr(_disk_ratio(path if path.exists() else root))
     info.update(ha_runtime_info(parts.ha))  # replication lag (actors.broker.ha)
+    if parts.controller is not None:  # role, epoch, SyncStateSet (actors.broker.ha)
+        info.update(parts.controller.runtime_info())
     return info
 
 

@@ -21,15 +21,17 @@ import attrs
 
 from actors.broker.config import BrokerConfig
 from actors.broker.ha import HighAvailability
+from actors.broker.ha.controller_mode import ControllerLink
 from actors.broker.handlers.client import ClientParts, ClientRequests
 from actors.broker.handlers.config_admin import ConfigAdmin, ConfigAdminParts
 from actors.broker.handlers.consumer_admin import ConsumerAdmin, ConsumerAdminParts
+from actors.broker.handlers.controller import ControllerRequests
 from actors.broker.handlers.locks import LockHandlers
 from actors.broker.handlers.pop import PopHandlers, PopParts
 from actors.broker.handlers.pull import PullHandler, PullParts
 from actors.broker.handlers.replication import ReplicationQueries
 from actors.broker.handlers.reply import ReplyHandler, ReplyParts
-from actors.broker.handlers.send import SendHandler, SendParts
+from actors.broker.handlers.send import ControlledSendHandler, SendHandler, SendParts
 from actors.broker.handlers.send_back import SendBackHandler, SendBackParts
 from actors.broker.handlers.stats import StatsHandlers, StatsParts
 from actors.broker.services.dedup import DedupIndex
@@ -72,14 +74,17 @@ class HandlerParts:
     transactions: TransactionalMessageService
     dedup: DedupIndex
     pop: PopService
+    #: Controller mode's link (None without enableControllerMode).
+    controller: ControllerLink | None = None
 
 
 def request_table(parts: HandlerParts) -> dict[RequestCode, Handler]:
     """Every request code the broker serves, with its handler."""
     p = parts
-    send_handler = SendHandler(
+    send_type = SendHandler if p.controller is None else ControlledSendHandler
+    send_handler = send_type(
         SendParts(p.config, p.topics, p.groups, p.store, p.schedule, p.dedup, p.stats,
-                  p.request_stats, p.ha.service)
+                  p.request_stats, p.ha.service, p.controller)
     )  # fmt: skip
     send = send_handler.__call__
     reply = ReplyHandler(ReplyParts(p.config, send_handler, p.clients, p.store, p.stats)).__call__
@@ -99,6 +104,7 @@ def request_table(parts: HandlerParts) -> dict[RequestCode, Handler]:
     locks = LockHandlers(p.locks, p.groups, p.config.broker_name)
     replication = ReplicationQueries(p.delay_offsets)
     pop = PopHandlers(PopParts(p.config, p.store, p.topics, p.groups, p.pull_hold, p.pop))
+    controller = ControllerRequests(p.controller)
     return {
         # -- messages in and out (the hot paths)
         RequestCode.SEND_MESSAGE: send,
@@ -160,13 +166,18 @@ def request_table(parts: HandlerParts) -> dict[RequestCode, Handler]:
         RequestCode.GET_CONSUME_STATS: stats.get_consume_stats,
         # -- replication: what a slave's config sync reads besides the tables above
         RequestCode.GET_ALL_DELAY_OFFSET: replication.get_all_delay_offset,
+        # -- controller mode (RIP-44): the controller's role notice, the epoch cache
+        RequestCode.NOTIFY_BROKER_ROLE_CHANGED: controller.notify_broker_role_changed,
+        RequestCode.GET_BROKER_EPOCH_CACHE: controller.get_broker_epoch_cache,
     }
 
 
 def stats_parts(parts: HandlerParts) -> StatsParts:
     """The statistics requests' share of ``parts`` (also GET_BROKER_RUNTIME_INFO's)."""
     p = parts
-    return StatsParts(p.config, p.store, p.topics, p.offsets, p.clients, p.ha, p.stats, p.pop)
+    return StatsParts(
+        p.config, p.store, p.topics, p.offsets, p.clients, p.ha, p.stats, p.pop, p.controller
+    )
 
 
 def register_handlers(dispatcher: Dispatcher, parts: HandlerParts) -> None:

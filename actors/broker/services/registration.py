@@ -81,6 +81,13 @@ class Registrar:
             self._changed_topics.add(topic.topic_name)
         self._soon.set()
 
+    def role_changed(self) -> None:
+        """The broker's id or role changed (controller mode): register in full with every
+        registry at once, so the route names the new master (id 0) without waiting a period."""
+        self._registered_version.clear()
+        self.master_addr = self.master_ha_addr = None
+        self.register_soon(None)
+
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Register now, then every period or when asked; ready after the first round."""
         await self.register_all()

@@ -145,7 +145,8 @@ class ScheduleMessageService:
         self.topics = topics
         #: Re-puts go through it (a SYNC_MASTER's wait for a slave), and its slave offset.
         self.ha = ha
-        self.slave = config.is_slave
+        # Read at each turn, not kept: a controller-mode broker changes role at run time.
+        self.config = config
         self.delay_levels = parse_delay_levels(config.message_delay_level)
         self.max_delay_level = len(self.delay_levels)
         self.timer_max_delay_ms = config.timer_max_delay_sec * 1000
@@ -233,8 +234,7 @@ class ScheduleMessageService:
         if not self._loaded:
             # Only once: after a restart of this child the offsets in memory are the newest.
             await trio.to_thread.run_sync(self._load)
-        slave = self.slave
-        if not slave:  # a slave's topics are the master's (config sync)
+        if not self.config.is_slave:  # a slave's topics are the master's (config sync)
             await self.topics.call(CreateSystemTopic(TIMER_TOPIC, TIMER_QUEUE_NUMS, PERM_RW))
         self._stopping = False
         self._wake = trio.Event()
@@ -245,17 +245,24 @@ class ScheduleMessageService:
                 nursery.start_soon(self.timer_offsets.run)
                 task_status.started()
                 try:
-                    if slave:
-                        # RocketMQ starts the delivery only off a slave: the master re-puts
-                        # and the slave receives the copies by replication.
-                        while not self._stopping:
+                    while not self._stopping:
+                        if self.config.is_slave:
+                            # RocketMQ starts the delivery only off a slave: the master
+                            # re-puts and the slave receives the copies by replication.
                             await self._pause(3600)
-                    else:
-                        await self._deliver_loop()
+                        else:
+                            await self.topics.call(
+                                CreateSystemTopic(TIMER_TOPIC, TIMER_QUEUE_NUMS, PERM_RW)
+                            )
+                            await self._deliver_loop()
                 finally:
                     nursery.cancel_scope.cancel()  # the tables write their files as they stop
         finally:
             self._stopped.set()
+
+    def role_changed(self) -> None:
+        """The broker became master or slave (controller mode): start or stop delivering."""
+        self._wake.set()
 
     async def aclose(self) -> None:
         """Stop between rounds, so no re-put is in flight without its offset recorded."""
@@ -295,7 +302,7 @@ class ScheduleMessageService:
 
     async def _deliver_loop(self) -> None:
         await self._pause(FIRST_DELAY)
-        while not self._stopping:
+        while not self._stopping and not self.config.is_slave:
             next_check = now_ms() + CHECK_INTERVAL_MS
             for queue in self._queues:
                 if self._stopping:
