@@ -7,8 +7,8 @@ it makes (``requests``), so a caller can report and bound its cost per refresh. 
 `Admin` already has (runtime info, topic and group tables) go through it; the ones here are
 those it lacks in a one-address form (a given registry's cluster info, every consumer
 offset, one broker's stats of one topic or group, one broker's view of a group's consumers)
-the one read of every producer on a broker, and a consumer's running info relayed by a
-broker.
+the one read of every producer on a broker, a consumer's running info relayed by a
+broker, and a controller's leader and every group's SyncStateSet (controller mode).
 
     reads = BrokerReads(instance)
     info = await reads.runtime_info("127.0.0.1:10911")
@@ -21,6 +21,7 @@ from client.admin import Admin
 from client.instance import ClientInstance
 from client.message import MQClientError
 from protocol.bodies import (
+    BrokerReplicasInfo,
     ClusterInfo,
     ConsumerConnection,
     ConsumerOffsetSerializeWrapper,
@@ -37,6 +38,7 @@ from protocol.headers import (
     GetConsumerConnectionListRequestHeader,
     GetConsumerRunningInfoRequestHeader,
     GetConsumeStatsRequestHeader,
+    GetMetaDataResponseHeader,
     GetTopicStatsInfoRequestHeader,
     encode_header,
 )
@@ -51,6 +53,20 @@ class BrokerReads:
         self.timeout = timeout
         #: Requests sent so far (answered or not).
         self.requests = 0
+
+    async def controller_metadata(self, controller_addr: str) -> GetMetaDataResponseHeader:
+        """CONTROLLER_GET_METADATA_INFO at the first of ``controller_addr``'s controllers
+        that answers (controller mode)."""
+        self.requests += 1
+        return await self.admin.controller_metadata(controller_addr)
+
+    async def sync_state_data(
+        self, controller_addr: str, broker_names: list[str]
+    ) -> BrokerReplicasInfo:
+        """CONTROLLER_GET_SYNC_STATE_DATA of every group named that the controller knows, in
+        one request (controller mode)."""
+        self.requests += 1
+        return await self.admin.sync_state_data(controller_addr, broker_names, require_all=False)
 
     async def cluster_info(self, registry: str) -> ClusterInfo:
         """GET_BROKER_CLUSTER_INFO at one registry (not round robin: its liveness is wanted)."""

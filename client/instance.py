@@ -22,6 +22,7 @@ from typing import Protocol
 
 import anyio
 import anyio.abc
+import attrs
 
 from client.message import MQClientError
 from client.options import ConnectionOptions, connection_options
@@ -74,6 +75,8 @@ log = logging.getLogger("boltmq.client")
 DEFAULT_TOPIC = names.AUTO_CREATE_TOPIC_KEY_TOPIC
 """The template topic a broker auto-creates unknown topics from (sheet 8.4)."""
 MASTER_ID = 0
+ROUTE_REFRESH_MIN_INTERVAL = 0.3
+"""Seconds between two route refreshes of one topic after failures (`refresh_route_soon`)."""
 _instance_counter = itertools.count(1)
 
 
@@ -139,6 +142,15 @@ def subscribe_queues(topic: str, route: TopicRouteData) -> list[MessageQueue]:
         for i in range(data.read_queue_nums)
     ]
     return sorted(queues, key=lambda q: (q.broker_name, q.queue_id))
+
+
+@attrs.frozen
+class ClientInstanceStatistics:
+    """Route lookups of one instance: every GET_ROUTEINFO_BY_TOPIC asked, and how many of
+    them were refreshes after a failure (`ClientInstance.refresh_route_soon`)."""
+
+    route_fetches: int
+    route_refreshes_after_failure: int
 
 
 class BrokerCallTarget(Protocol):
@@ -233,6 +245,11 @@ class ClientInstance:
         self._registry_index = 0
         self._task_group: anyio.abc.TaskGroup | None = None
         self._route_locks: dict[str, anyio.Lock] = {}
+        #: Topic -> (when the last refresh after a failure started, done when it ended).
+        self._soon_refresh: dict[str, tuple[float, anyio.Event]] = {}
+        #: Seconds between two refreshes of one topic's route after failures.
+        self.route_refresh_min_interval = ROUTE_REFRESH_MIN_INTERVAL
+        self._counters = {"route_fetches": 0, "route_refreshes_after_failure": 0}
 
     async def __aenter__(self) -> ClientInstance:
         await self.remoting.__aenter__()
@@ -279,6 +296,7 @@ class ClientInstance:
 
     async def fetch_route(self, topic: str) -> TopicRouteData | None:
         """Ask a registry for ``topic``'s route; None when the registry does not know it."""
+        self._counters["route_fetches"] += 1
         header = GetRouteInfoRequestHeader(topic=topic, accept_standard_json_only=True)
         request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, encode_header(header))
         response = await self.invoke_registry(request)
@@ -293,10 +311,15 @@ class ClientInstance:
         lock = self._route_locks.setdefault(topic, anyio.Lock())
         async with lock:
             route = await self.fetch_route(topic)
+            previous = self.routes.get(topic)
             if route is None:
                 self.routes.pop(topic, None)
+            else:
+                self.routes[topic] = route
+            if previous is not None:
+                self._forget_unrouted_brokers(previous)
+            if route is None:
                 return None
-            self.routes[topic] = route
             new_broker = False
             for broker in route.broker_datas:
                 new_broker |= broker.broker_name not in self.broker_addrs
@@ -305,6 +328,46 @@ class ClientInstance:
                 # A broker seen for the first time learns of our groups now, not in 30 s.
                 self._task_group.start_soon(self.send_heartbeat_to_all_brokers)
             return route
+
+    def _forget_unrouted_brokers(self, previous: TopicRouteData) -> None:
+        # A broker name that no route names any more (its group has no broker registered: a
+        # master gone, no other yet) loses its addresses, so readers and senders look the
+        # route up again instead of dialling the address of a broker that has gone.
+        named = {b.broker_name for route in self.routes.values() for b in route.broker_datas}
+        for broker in previous.broker_datas:
+            if broker.broker_name not in named:
+                self.broker_addrs.pop(broker.broker_name, None)
+
+    async def refresh_route_soon(self, topic: str) -> TopicRouteData | None:
+        """Re-read ``topic``'s route after a failure that may mean its broker's master moved.
+
+        A broker that is gone, or a master that lost its role (controller mode elects another
+        and it registers as broker id 0), is found at once rather than at the next poll.
+        Concurrent callers share one lookup, and one topic is looked up at most once per
+        ``route_refresh_min_interval`` seconds, so a burst of failing sends does not flood
+        the registry; within that window the cached route is returned. A registry that does
+        not answer raises as `update_route` does.
+        """
+        now = anyio.current_time()
+        last = self._soon_refresh.get(topic)
+        if last is not None:
+            started, done = last
+            if not done.is_set():
+                await done.wait()  # a lookup is under way: its answer serves this caller too
+                return self.routes.get(topic)
+            if now - started < self.route_refresh_min_interval:
+                return self.routes.get(topic)
+        done = anyio.Event()
+        self._soon_refresh[topic] = (now, done)
+        self._counters["route_refreshes_after_failure"] += 1
+        try:
+            return await self.update_route(topic)
+        finally:
+            done.set()
+
+    def statistics(self) -> ClientInstanceStatistics:
+        """A snapshot of this instance's route lookups."""
+        return ClientInstanceStatistics(**self._counters)
 
     async def route(self, topic: str) -> TopicRouteData | None:
         """``topic``'s cached route, fetched on first use."""
@@ -321,7 +384,9 @@ class ClientInstance:
         """The master address serving ``queue``, refreshing its topic's route if unknown."""
         address = self.master_address(queue.broker_name)
         if address is None:
-            await self.update_route(queue.topic)
+            # Rate-limited: while a group has no master (an election under way) every send
+            # lands here, and one lookup per interval is enough to see the new master.
+            await self.refresh_route_soon(queue.topic)
             address = self.master_address(queue.broker_name)
         if address is None:
             raise MQClientError(
@@ -352,7 +417,7 @@ class ClientInstance:
         """`read_address` for ``queue``, refreshing its topic's route if the broker is unknown."""
         found = self.read_address(queue.broker_name, broker_id)
         if found is None:
-            await self.update_route(queue.topic)
+            await self.refresh_route_soon(queue.topic)
             found = self.read_address(queue.broker_name, broker_id)
         if found is None:
             raise MQClientError(
@@ -370,15 +435,15 @@ class ClientInstance:
     ) -> RemotingCommand:
         """Send ``request`` about ``queue`` to ``address`` (by default `find_read_address`'s
         choice: the master, a slave while it is down, so reading and offset bookkeeping go on
-        through a master's outage). A failure re-reads the topic's route before it
-        propagates: the broker may have moved or gone down."""
+        through a master's outage). A failure re-reads the topic's route (`refresh_route_soon`)
+        before it propagates: the broker may have moved, gone down or lost its master role."""
         if address is None:
             address, _ = await self.find_read_address(queue)
         try:
             return await self.invoke_broker(address, request, timeout)
         except RemotingError:
             with contextlib.suppress(RemotingError):
-                await self.update_route(queue.topic)
+                await self.refresh_route_soon(queue.topic)
             raise
 
     async def queue_request(

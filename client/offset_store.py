@@ -83,7 +83,10 @@ class RemoteOffsetStore(_MemoryTable):
         super().__init__()
         self.instance = instance
         self.group = group
-        self._persisted: dict[MessageQueue, int] = {}
+        #: Queue -> (offset, broker address) last stored. The address is part of it: a commit
+        #: follows the queue's master when it moves (an election makes a slave the master,
+        #: whose copy of the offsets may be a few seconds old), even if the offset did not.
+        self._persisted: dict[MessageQueue, tuple[int, str | None]] = {}
 
     async def load(self) -> None:
         """Nothing to load: each queue's offset is asked for when it is assigned."""
@@ -92,14 +95,20 @@ class RemoteOffsetStore(_MemoryTable):
         """QUERY_CONSUMER_OFFSET; None when the broker has no offset for the group."""
         offset = await self.instance.query_consumer_offset(self.group, queue)
         if offset is not None:
-            self._persisted[queue] = offset
+            found = self.instance.read_address(queue.broker_name)
+            self._persisted[queue] = (offset, None if found is None else found[0])
         return offset
 
     async def persist(self, queues: Iterable[MessageQueue]) -> None:
-        """UPDATE_CONSUMER_OFFSET for each of ``queues`` whose offset moved since last time."""
+        """UPDATE_CONSUMER_OFFSET for each of ``queues`` whose offset moved since last time,
+        or whose broker's master (or the slave read from) is another broker than last time."""
         for queue in list(queues):
             offset = self.offsets.get(queue)
-            if offset is None or self._persisted.get(queue) == offset:
+            if offset is None:
+                continue
+            found = self.instance.read_address(queue.broker_name)
+            address = None if found is None else found[0]
+            if self._persisted.get(queue) == (offset, address):
                 continue
             header = UpdateConsumerOffsetRequestHeader(
                 consumer_group=self.group, topic=queue.topic, queue_id=queue.queue_id,
@@ -109,7 +118,7 @@ class RemoteOffsetStore(_MemoryTable):
                 request = RemotingCommand.request(
                     RequestCode.UPDATE_CONSUMER_OFFSET, encode_header(header)
                 )
-                response = await self.instance.invoke_for_queue(queue, request)
+                response = await self.instance.invoke_for_queue(queue, request, address=address)
             except RemotingError as exc:
                 log.warning("commit of offset %d for %s failed: %s", offset, queue, exc)
                 continue
@@ -117,7 +126,7 @@ class RemoteOffsetStore(_MemoryTable):
                 log.warning("commit of offset %d for %s refused: %s", offset, queue,
                             response.remark)  # fmt: skip
                 continue
-            self._persisted[queue] = offset
+            self._persisted[queue] = (offset, address)
 
     def remove(self, queue: MessageQueue) -> None:
         """Forget ``queue``."""

@@ -53,6 +53,8 @@ class ProcessQueue:
         self.pull_scope: anyio.CancelScope | None = None
         #: The broker id the last pull answer suggested (0 = master).
         self.read_from = 0
+        #: The broker address of the last pull (a failed pull retries soon if the route moved).
+        self.pull_address = ""
         #: The queue offset the next pull asks for.
         self.next_offset = 0
 

@@ -8,7 +8,8 @@
 Every message gets a client id (UNIQ_KEY); bodies of 4 KiB or more are zlib-compressed (level
 5, sysflag bit 0x1) as the Java and C++ clients do; requests use SEND_MESSAGE_V2's short
 header keys. A failed sync or async send is retried ``retry_times_when_send_failed`` times
-(default 2) on a queue of another broker when the topic has one; with
+(default 2) on a queue of another broker when the topic has one, after a prompt (rate-limited)
+re-read of the topic's route, so a master elected elsewhere is used as soon as it registers; with
 ``send_latency_fault_enable`` slow and failing brokers are avoided for a while (fault.py).
 Unknown topics are sent with TBW102's route so the broker auto-creates them (sheet 8.4); those
 queues serve until the next route poll, so every broker offering TBW102 gets sends and creates
@@ -165,6 +166,8 @@ class Producer:
         #: Topics this producer has sent requests to (its heartbeat has reached their brokers).
         self._requested_topics: set[str] = set()
         self._load_locks: dict[str, anyio.Lock] = {}
+        #: Topic -> when a topic without a route may next fall back to TBW102 after an error.
+        self._fallback_at: dict[str, float] = {}
         self._counter = itertools.count()
         self._task_group: anyio.abc.TaskGroup | None = None
         self._async_room: anyio.Semaphore | None = None
@@ -622,8 +625,19 @@ class Producer:
         return queues
 
     async def _refresh_after_error(self, topic: str) -> None:
+        # A connection refused, a timeout or SERVICE_NOT_AVAILABLE may mean the group's master
+        # died or lost its role (controller mode elects another, which registers as broker
+        # id 0): the route is re-read at once, shared with concurrent senders and at most once
+        # per route_refresh_min_interval, so the retry (and the next sends) go to the new master
+        # about as soon as it registers. The regular poll stays as it is.
         try:
-            await self._load_publish_queues(topic)
+            route = await self.instance.refresh_route_soon(topic)
+            now = time.monotonic()
+            if route is None and now >= self._fallback_at.get(topic, 0.0):
+                # The topic has no route (its only group has no master now): TBW102's queues,
+                # whose brokers may hold it too, as a first send of a new topic does.
+                self._fallback_at[topic] = now + self.instance.route_refresh_min_interval
+                await self._load_publish_queues(topic)
         except RemotingError:
             pass  # the next attempt reports what is wrong
 

@@ -10,7 +10,8 @@ Concurrently consumed messages are then queued for the consume tasks.
 Flow control: a queue's next pull waits 50 ms instead while it caches more than
 ``pull_threshold_for_queue`` messages or ``pull_threshold_size_for_queue`` bytes, or
 (concurrently) spans more than ``consume_concurrently_max_span`` offsets. A failed pull
-waits 3 s.
+waits 3 s; less when the broker may have gone (`_delay_after_failure`), so a master elected
+elsewhere is read from soon.
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ log = logging.getLogger("boltmq.client")
 _BROKER_SUSPEND = 15.0  # how long a pull may be held at the broker
 _FLOW_CONTROL_DELAY = 0.05
 _PULL_DELAY_ON_ERROR = 3.0
+_PULL_DELAY_AFTER_MOVE = 0.1
+_PULL_DELAY_NO_BROKER = 0.5
+_PULL_DELAY_UNREACHABLE = 1.0
 _PULL_ANSWERS = frozenset({
     ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
     ResponseCode.PULL_OFFSET_MOVED,
@@ -90,10 +94,24 @@ class PullMessageService(ConsumeMessageService):
                     await self._pull_once(pq)
                 except RemotingError as exc:
                     log.warning("%s: pull of %s failed: %s", self.group, pq.queue, exc)
-                    await anyio.sleep(_PULL_DELAY_ON_ERROR)
+                    await anyio.sleep(self._delay_after_failure(pq, exc))
                 except Exception:
                     log.exception("%s: pull of %s failed", self.group, pq.queue)
                     await anyio.sleep(_PULL_DELAY_ON_ERROR)
+
+    def _delay_after_failure(self, pq: ProcessQueue, error: RemotingError) -> float:
+        """How long a failed pull waits. The route was re-read on the failure: when it names
+        another broker to read from (a master elected elsewhere), 0.1 s; when it names none
+        (an election under way), 0.5 s, the pace of the rate-limited route refresh; when the
+        broker could not be reached, 1 s (each retry re-reads the route); else 3 s."""
+        found = self.instance.read_address(pq.queue.broker_name, pq.read_from)
+        if found is None:
+            return _PULL_DELAY_NO_BROKER
+        if found[0] != pq.pull_address:
+            return _PULL_DELAY_AFTER_MOVE
+        if not isinstance(error, MQClientError):
+            return _PULL_DELAY_UNREACHABLE  # no answer at all: the broker may be gone
+        return _PULL_DELAY_ON_ERROR
 
     async def _pull_once(self, pq: ProcessQueue) -> None:
         queue = pq.queue
@@ -103,6 +121,7 @@ class PullMessageService(ConsumeMessageService):
             return
         expression, tags, sub_version = subscription
         address, broker_id = await self.instance.find_read_address(queue, pq.read_from)
+        pq.pull_address = address
         sys_flag = PullSysFlag.SUSPEND | PullSysFlag.SUBSCRIPTION
         commit_offset = 0
         if self.message_model == MessageModel.CLUSTERING and broker_id == MASTER_ID:

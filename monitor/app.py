@@ -42,6 +42,8 @@ class Settings:
     #: An account of the cluster's plain_acl.yml to sign requests with (aclEnable=true).
     access_key: str | None = None
     secret_key: str | None = attrs.field(default=None, repr=False)
+    #: Controller mode: the controller(s) to ask (None: the controllerAddr a broker reports).
+    controller_addr: str | None = None
 
     def open_client(self) -> ClientInstance:
         """The client instance the monitor reads the cluster through."""
@@ -56,8 +58,9 @@ async def take_snapshot(settings: Settings, *, samples: int = 2) -> Snapshot:
     model = Model(settings.thresholds, system=settings.system)
     async with settings.open_client() as instance:
         collector = Collector(
-            instance, detail_budget=settings.detail_budget, timeout=settings.timeout
-        )
+            instance, detail_budget=settings.detail_budget, timeout=settings.timeout,
+            controller_addr=settings.controller_addr,
+        )  # fmt: skip
         snapshot = model.update(await collector.sample())
         for _ in range(samples - 1):
             await trio.sleep(settings.interval)
@@ -83,8 +86,9 @@ async def run_screen(settings: Settings) -> None:
     changed = trio.Event()
     async with settings.open_client() as instance:
         collector = Collector(
-            instance, detail_budget=settings.detail_budget, timeout=settings.timeout
-        )
+            instance, detail_budget=settings.detail_budget, timeout=settings.timeout,
+            controller_addr=settings.controller_addr,
+        )  # fmt: skip
         with _cbreak(), Live(console=console, screen=True, auto_refresh=False) as live:
 
             def draw() -> None:

@@ -6,6 +6,8 @@ Per refresh it sends:
 - GET_BROKER_RUNTIME_INFO to every broker, masters and slaves;
 - GET_ALL_TOPIC_CONFIG, GET_ALL_SUBSCRIPTIONGROUP_CONFIG, GET_ALL_CONSUMER_OFFSET and
   GET_ALL_PRODUCER_INFO to every master;
+- in controller mode, CONTROLLER_GET_METADATA_INFO and CONTROLLER_GET_SYNC_STATE_DATA (every
+  broker group at once) to the controller;
 - at most ``detail_budget`` per-topic or per-group requests (GET_TOPIC_STATS_INFO per topic and
   broker; GET_CONSUMER_CONNECTION_LIST and GET_CONSUME_STATS per group), the least recently
   fetched first, so a big cluster is swept over several refreshes while a small one is
@@ -35,6 +37,7 @@ from protocol.bodies import (
     OffsetWrapper,
     PopConsumeStats,
     ProducerInfo,
+    ReplicasInfo,
     TopicConfig,
     TopicOffset,
 )
@@ -104,6 +107,17 @@ class BrokerSample:
 
 
 @attrs.frozen
+class ControllerSample:
+    """Controller mode at one refresh: the controller asked, its leader, and each broker
+    group's master, epochs and SyncStateSet; ``error`` set when no controller answered."""
+
+    address: str
+    leader: str | None = None
+    error: str | None = None
+    groups: dict[str, ReplicasInfo] = attrs.Factory(dict)
+
+
+@attrs.frozen
 class Sample:
     """One refresh: registries, brokers, and the budgeted details known so far."""
 
@@ -118,6 +132,8 @@ class Sample:
     seconds: float
     #: Group -> its queues' owners, for the drill-down's group only.
     queue_owners: dict[str, QueueOwners] = attrs.Factory(dict)
+    #: Controller mode: None when no controller is known (not given, none in runtime info).
+    controller: ControllerSample | None = None
 
 
 class Collector:
@@ -129,8 +145,12 @@ class Collector:
         *,
         detail_budget: int = DETAIL_BUDGET,
         timeout: float = 3.0,
+        controller_addr: str | None = None,
     ) -> None:
         self.instance = instance
+        #: The controller(s) to ask (``host:port;host:port``); when None, the controllerAddr
+        #: a controller-mode broker reports in its runtime info, if any does.
+        self.controller_addr = controller_addr
         self.reads = BrokerReads(instance, timeout=timeout)
         self.detail_budget = detail_budget
         self.topic_queues: dict[tuple[str, str], TopicQueues] = {}
@@ -161,6 +181,7 @@ class Collector:
         brokers = await self._sample_brokers(info)
         await self._fetch_details(brokers)
         owners = await self._fetch_owners(brokers)
+        controller = await self._sample_controller(info, brokers)
         self._forget_gone(brokers)
         return Sample(
             monotonic=time.monotonic(),
@@ -173,7 +194,26 @@ class Collector:
             requests=self.reads.requests - requests_before,
             seconds=time.monotonic() - started,
             queue_owners=owners,
+            controller=controller,
         )
+
+    async def _sample_controller(
+        self, info: ClusterInfo | None, brokers: list[BrokerSample]
+    ) -> ControllerSample | None:
+        """Two requests: the controller's leader, and every broker group's SyncStateSet."""
+        address = self.controller_addr or next(
+            (b.runtime["controllerAddr"] for b in brokers if b.runtime.get("controllerAddr")),
+            None,
+        )
+        if not address:
+            return None
+        try:
+            meta = await self.reads.controller_metadata(address)
+            names = sorted(info.broker_addr_table) if info is not None else []
+            table = (await self.reads.sync_state_data(address, names)).replicas_info_table
+        except Exception as exc:  # shown as the controller's error; the rest goes on
+            return ControllerSample(address, error=_describe(exc))
+        return ControllerSample(address, meta.controller_leader_address, None, dict(table))
 
     async def _sample_brokers(self, info: ClusterInfo | None) -> list[BrokerSample]:
         if info is None:

@@ -6,7 +6,8 @@ from its committed offsets. A group on a topic is *stalled* when it has lag and 
 consumer online or no progress for ``stall_refreshes`` refreshes; *slow* when its time to catch
 up at the current net rate (consume rate minus the topic's in rate) exceeds
 ``catch_up_seconds``; *growing* when its lag rose at every one of those refreshes. Alerts
-carry the wall-clock time their condition started and last while it holds.
+carry the wall-clock time their condition started and last while it holds; an election (a
+controller-mode group's master epoch rose) is an alert for ``election_alert_seconds``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from monitor.collector import Sample
 from monitor.snapshot import (
     Alert,
     BrokerRow,
+    ControllerGroupRow,
     GroupRow,
     Header,
     QueueRow,
@@ -45,6 +47,8 @@ class Thresholds:
     slave_lag_seconds: float = 30.0
     #: RocketMQ's diskSpaceWarningLevelRatio default.
     disk_ratio: float = 0.90
+    #: How long an election (a group's master epoch changed) stays among the alerts.
+    election_alert_seconds: float = 60.0
 
 
 #: After a drill-down's client computed, not said by the client (it did not answer).
@@ -69,6 +73,10 @@ class Model:
         self._seen_brokers: dict[tuple[str, int], str] = {}
         self._dlq_baseline: dict[str, int] = {}
         self._alert_since: dict[tuple[str, str], int] = {}
+        #: Controller mode: broker name -> master epoch last seen; and the elections seen,
+        #: broker name -> (wall ms it was seen, the line saying it).
+        self._master_epochs: dict[str, int] = {}
+        self._elections: dict[str, tuple[int, str]] = {}
 
     def update(self, sample: Sample) -> Snapshot:
         """Take in one refresh and return the snapshot it gives."""
@@ -90,6 +98,7 @@ class Model:
         topics = self._topic_rows(sample)
         groups = self._group_rows(sample, topics)
         clients = derive.client_rows(sample)
+        controller_groups = self._controller_rows(sample)
         alerts = self._alerts(sample, brokers, groups)
         visible_topics = [t for t in topics if self.system or not t.system]
         visible_groups = [g for g in groups if self.system or not is_system_group(g.group)]
@@ -106,7 +115,37 @@ class Model:
             refresh_seconds=sample.seconds,
             wall_ms=sample.wall_ms,
         )
-        return Snapshot(header, brokers, visible_topics, visible_groups, clients, alerts)
+        return Snapshot(
+            header, brokers, visible_topics, visible_groups, clients, alerts, controller_groups
+        )
+
+    def _controller_rows(self, sample: Sample) -> list[ControllerGroupRow]:
+        """Each group's row, and an election noted when a group's master epoch rose."""
+        controller = sample.controller
+        if controller is None:
+            return []
+        if controller.error is not None:
+            return [ControllerGroupRow(broker_name="-", error=controller.error)]
+        rows = []
+        for name, info in sorted(controller.groups.items()):
+            seen = self._master_epochs.get(name)
+            if seen is not None and info.master_epoch > seen:
+                where = f" ({info.master_address})" if info.master_address else ""
+                master = info.master_broker_id if info.master_broker_id is not None else "none"
+                self._elections[name] = (
+                    sample.wall_ms,
+                    f"master now {master}{where}, epoch {info.master_epoch}",
+                )
+            self._master_epochs[name] = info.master_epoch
+            rows.append(ControllerGroupRow(
+                broker_name=name, master_broker_id=info.master_broker_id,
+                master_address=info.master_address, master_epoch=info.master_epoch,
+                sync_state_set=sorted(r.broker_id for r in info.in_sync_replicas),
+                sync_state_set_epoch=info.sync_state_set_epoch,
+                not_in_sync=sorted(r.broker_id for r in info.not_in_sync_replicas),
+                controller_leader=controller.leader,
+            ))  # fmt: skip
+        return rows
 
     # -- drill-downs --------------------------------------------------------------------------
 
@@ -421,6 +460,17 @@ class Model:
                 active[("disk over its ratio", subject)] = (
                     f"{row.disk_ratio:.0%} used, threshold {t.disk_ratio:.0%}"
                 )
+        controller = sample.controller
+        if controller is not None and controller.error is not None:
+            active[("controller not answering", controller.address)] = controller.error
+        horizon = sample.wall_ms - self.thresholds.election_alert_seconds * 1000
+        for name, (seen_ms, line) in sorted(self._elections.items()):
+            if seen_ms < horizon:
+                del self._elections[name]
+                continue
+            active[("master elected", name)] = line
+            # An election is an event, not a condition: it is shown from when it was seen.
+            self._alert_since[("master elected", name)] = seen_ms
         for group in groups:
             subject = f"{group.group} on {group.topic}"
             if group.status in ("stalled", "growing", "slow"):

@@ -117,7 +117,10 @@ class Screen:
         title, rows, columns, sort = self._current(snapshot)
         alerts = views.alerts_panel(snapshot.alerts)
         alert_lines = 1 if not snapshot.alerts else len(snapshot.alerts) + 2
-        limit = max(height - 9 - alert_lines, 3)
+        # Controller mode: its groups under the brokers view, a few lines of their own.
+        controller = self.drill is None and self.view == "brokers" and snapshot.controller_groups
+        controller_lines = len(snapshot.controller_groups) + 4 if controller else 0
+        limit = max(height - 9 - alert_lines - controller_lines, 3)
         self.selected = min(self.selected, max(len(rows) - 1, 0))
         start = max(0, self.selected - limit + 1)
         parts.append(
@@ -131,6 +134,8 @@ class Screen:
                 limit=limit,
             )
         )
+        if controller:
+            parts.append(views.controller_table(snapshot.controller_groups))
         parts.append(alerts)
         parts.append(Text(self._footer(), style="dim"))
         return Group(*parts)

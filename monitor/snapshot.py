@@ -136,6 +136,23 @@ class QueueRow:
 
 
 @attrs.frozen(kw_only=True)
+class ControllerGroupRow:
+    """One broker group in controller mode: its master, epochs and SyncStateSet as the
+    controller says, and the controller leader; ``error`` when no controller answered."""
+
+    broker_name: str
+    master_broker_id: int | None = None
+    master_address: str | None = None
+    master_epoch: int | None = None
+    sync_state_set: list[int] = attrs.Factory(list)
+    sync_state_set_epoch: int | None = None
+    #: Members that are registered with the controller but not in sync.
+    not_in_sync: list[int] = attrs.Factory(list)
+    controller_leader: str | None = None
+    error: str | None = None
+
+
+@attrs.frozen(kw_only=True)
 class Alert:
     """An active alert and the wall-clock time (ms) its condition started."""
 
@@ -155,6 +172,8 @@ class Snapshot:
     groups: list[GroupRow]
     clients: list[ClientRow]
     alerts: list[Alert]
+    #: Controller mode's broker groups (empty when no controller is known).
+    controller_groups: list[ControllerGroupRow] = attrs.Factory(list)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON: an infinite time to catch up is written as null."""

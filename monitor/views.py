@@ -1,4 +1,5 @@
-"""The views as rich renderables: header, the four tables, drill-downs and the alerts panel.
+"""The views as rich renderables: header, the four tables, drill-downs, controller mode's
+groups (under the brokers) and the alerts panel.
 
 Each view is a list of `Column`s over its row type; the screen and ``--once`` use the same
 tables. Sorting and filtering work on the columns' values, so they are plain functions here.
@@ -28,6 +29,7 @@ from monitor.snapshot import (
     Alert,
     BrokerRow,
     ClientRow,
+    ControllerGroupRow,
     GroupRow,
     Header,
     QueueRow,
@@ -289,6 +291,37 @@ TOPIC_QUEUE_GIVE_WAY: tuple[Step, ...] = (
     (DROP, "max offset"),
 )
 
+CONTROLLER_COLUMNS: list[Column[ControllerGroupRow]] = [
+    Column("broker group", lambda r: r.broker_name, justify="left"),
+    Column(
+        "master", lambda r: r.master_broker_id or 0, lambda r: _plain_or_dash(r.master_broker_id)
+    ),
+    Column("master address", lambda r: r.master_address or "-", justify="left"),
+    Column("epoch", lambda r: r.master_epoch or 0, lambda r: _plain_or_dash(r.master_epoch)),
+    Column(
+        "SyncStateSet",
+        lambda r: len(r.sync_state_set),
+        lambda r: "{" + ", ".join(map(str, r.sync_state_set)) + "}",
+        "left",
+    ),
+    Column(
+        "set epoch",
+        lambda r: r.sync_state_set_epoch or 0,
+        lambda r: _plain_or_dash(r.sync_state_set_epoch),
+    ),
+    Column(
+        "not in sync", lambda r: len(r.not_in_sync), lambda r: ", ".join(map(str, r.not_in_sync))
+    ),
+    Column("controller leader", lambda r: r.controller_leader or "", justify="left"),
+    Column("error", lambda r: r.error or "", lambda r: r.error or "", "left", wrap=True),
+]
+#: Group, master and its address, epoch and SyncStateSet always show.
+CONTROLLER_GIVE_WAY: tuple[Step, ...] = (
+    (DROP, "controller leader"),
+    (DROP, "not in sync"),
+    (DROP, "set epoch"),
+)
+
 COLUMNS: dict[str, list[Any]] = {
     "brokers": BROKER_COLUMNS,
     "topics": TOPIC_COLUMNS,
@@ -296,6 +329,7 @@ COLUMNS: dict[str, list[Any]] = {
     "clients": CLIENT_COLUMNS,
     "group queues": GROUP_QUEUE_COLUMNS,
     "topic queues": TOPIC_QUEUE_COLUMNS,
+    "controller": CONTROLLER_COLUMNS,
 }
 GIVE_WAY: dict[str, tuple[Step, ...]] = {
     "brokers": BROKER_GIVE_WAY,
@@ -304,6 +338,7 @@ GIVE_WAY: dict[str, tuple[Step, ...]] = {
     "clients": CLIENT_GIVE_WAY,
     "group queues": GROUP_QUEUE_GIVE_WAY,
     "topic queues": TOPIC_QUEUE_GIVE_WAY,
+    "controller": CONTROLLER_GIVE_WAY,
 }
 
 
@@ -465,8 +500,19 @@ def snapshot_renderable(snapshot: Snapshot) -> RenderableType:
     parts: list[RenderableType] = [header(snapshot.header)]
     for view in VIEWS:
         parts.append(table(view, rows_of(snapshot, view), COLUMNS[view], give_way=GIVE_WAY[view]))
+        if view == "brokers" and snapshot.controller_groups:
+            parts.append(controller_table(snapshot.controller_groups))
     parts.append(alerts_panel(snapshot.alerts))
     return Group(*parts)
+
+
+def controller_table(rows: Sequence[ControllerGroupRow]) -> RenderableType:
+    """Controller mode's broker groups: master, epochs, SyncStateSet, controller leader."""
+    return table("controller", rows, CONTROLLER_COLUMNS, give_way=CONTROLLER_GIVE_WAY)
+
+
+def _plain_or_dash(value: object) -> str:
+    return "-" if value is None else str(value)
 
 
 def _fits(console: Console, grid: Table, width: int) -> bool:

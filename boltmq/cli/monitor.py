@@ -25,6 +25,7 @@ examples:
   boltmq monitor -n ws://127.0.0.1:9877/        # over websocket
   boltmq monitor -n 127.0.0.1:9876 --once       # one snapshot as tables, then exit
   boltmq monitor --json --fail-on-alert         # JSON for scripts; exit 1 on any alert
+  boltmq monitor --controller 127.0.0.1:9878    # controller mode: masters, epochs, SyncStateSets
 """
 
 EXIT_ALERT = 1
@@ -51,6 +52,13 @@ def setup(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int
         "--accessKey", dest="access_key", help="account of plain_acl.yml to sign with (ACL on)"
     )
     parser.add_argument("--secretKey", dest="secret_key", help="that account's secret key")
+    parser.add_argument(
+        "--controller",
+        dest="controller_addr",
+        metavar="HOST:PORT[;HOST:PORT]",
+        help="controller mode: the controller(s) to ask for each broker group's master, epoch "
+        "and SyncStateSet (default: the controllerAddr a broker reports, if any)",
+    )
     parser.add_argument("--once", action="store_true", help="print one snapshot as tables and exit")
     parser.add_argument("--json", action="store_true", help="print one snapshot as JSON and exit")
     parser.add_argument(
@@ -120,6 +128,7 @@ def _run(args: argparse.Namespace) -> int:
         interval=args.interval,
         system=args.system,
         detail_budget=args.detail_budget,
+        controller_addr=args.controller_addr,
         thresholds=Thresholds(
             stall_refreshes=args.stall_refreshes,
             catch_up_seconds=args.catch_up_alert,

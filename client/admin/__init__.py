@@ -11,13 +11,15 @@ route, cluster and topic deletion go to a registry (round robin, failover).
 `Admin` is one class joined from a class per family of calls, each over `AdminCore` (core.py:
 the client instance, masters and routes, checked requests): topics.py, groups.py (consumer and
 producer groups, progress and lag), offsets.py (clone and reset), brokers.py (one broker's
-info, config and tables), registries.py (settings, KV config, write permission) and
-messages.py (lookups by id or key, direct consumption).
+info, config and tables), registries.py (settings, KV config, write permission),
+messages.py (lookups by id or key, direct consumption) and controllers.py (controller mode:
+SyncStateSets, elections, epochs).
 """
 
 from __future__ import annotations
 
 from client.admin.brokers import BrokerCalls
+from client.admin.controllers import ControllerCalls
 from client.admin.core import AdminCore
 from client.admin.groups import (
     SYSTEM_CONSUMER_GROUP_PREFIX,
@@ -41,5 +43,7 @@ __all__ = [
 ]
 
 
-class Admin(TopicCalls, GroupCalls, BrokerCalls, OffsetCalls, RegistryCalls, MessageCalls):
+class Admin(
+    TopicCalls, GroupCalls, BrokerCalls, OffsetCalls, RegistryCalls, MessageCalls, ControllerCalls
+):
     """Operator calls against a BoltMQ or RocketMQ 4.x cluster; ``async with Admin(...)``."""

@@ -18,6 +18,7 @@ from rich.console import Console, RenderableType
 from monitor import views
 from monitor.collector import BrokerSample, GroupDetail, Sample, TopicQueues
 from monitor.model import Model
+from monitor.snapshot import ControllerGroupRow
 from protocol.bodies import (
     BrokerData,
     ClusterInfo,
@@ -166,7 +167,26 @@ def tables(model: Model) -> dict[str, tuple[list[Any], list[list[str]]]]:
         "clients": (snap.clients, [[r.group, r.address] for r in snap.clients]),
         "group queues": (group_queues, [[r.topic, r.broker_name] for r in group_queues]),
         "topic queues": (topic_queues, [[r.broker_name] for r in topic_queues]),
+        "controller": (
+            CONTROLLER_ROWS,
+            [[r.broker_name, r.master_address or "-"] for r in CONTROLLER_ROWS],
+        ),
     }
+
+
+#: Controller mode's rows, as the model makes them from a controller's answer.
+CONTROLLER_ROWS = [
+    ControllerGroupRow(
+        broker_name="broker-a", master_broker_id=2, master_address="192.168.100.202:10911",
+        master_epoch=17, sync_state_set=[1, 2, 3], sync_state_set_epoch=42, not_in_sync=[4],
+        controller_leader="192.168.100.210:9878",
+    ),
+    ControllerGroupRow(
+        broker_name="broker-b", master_broker_id=None, master_address=None, master_epoch=3,
+        sync_state_set=[], sync_state_set_epoch=5, not_in_sync=[1, 2],
+        controller_leader="192.168.100.210:9878",
+    ),
+]  # fmt: skip
 
 
 def table_rows(text: str) -> list[list[str]]:

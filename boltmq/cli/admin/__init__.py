@@ -12,7 +12,8 @@ The layers, bottom up:
   on stderr (the traceback only with ``--debug``).
 - the verb modules, one family each: ``cluster`` (brokers, broker config, stats), ``namesrv``
   (registry config, KV config, write perm), ``topics``, ``groups`` (groups and connections),
-  ``offsets`` (consume progress and resets), ``stats`` (statsAll).
+  ``offsets`` (consume progress and resets), ``stats`` (statsAll), ``controller``
+  (controller mode: getSyncStateSet, getBrokerEpoch, getControllerMetaData, electMaster).
 
 Adding a verb module: create ``boltmq/cli/admin/NAME.py``, register each verb with the
 decorator, and import the module below (importing it registers its verbs)::
@@ -40,7 +41,17 @@ from boltmq.cli._argtypes import add_namesrv_argument, positive_seconds
 from boltmq.cli._run import Runner
 
 # Importing a verb module registers its verbs (the order here is the order of --help).
-from boltmq.cli.admin import cluster, dlq, groups, messages, namesrv, offsets, stats, topics
+from boltmq.cli.admin import (
+    cluster,
+    controller,
+    dlq,
+    groups,
+    messages,
+    namesrv,
+    offsets,
+    stats,
+    topics,
+)
 from boltmq.cli.admin._runner import run_verb
 from boltmq.cli.admin._verbs import VERBS, Verb
 
@@ -55,7 +66,7 @@ EXAMPLE = """examples:
 
 DEFAULT_NAMESRV = "127.0.0.1:9876"
 
-_VERB_MODULES = (cluster, dlq, groups, messages, namesrv, offsets, stats, topics)
+_VERB_MODULES = (cluster, dlq, groups, messages, namesrv, offsets, stats, topics, controller)
 
 
 def setup(parser: argparse.ArgumentParser) -> Runner:
