@@ -415,7 +415,9 @@ async def epoch_cache(client: RemotingClient, broker: str) -> EpochEntryCache:
 
 def commit_log_bytes(store: Path, end: int | None = None) -> bytes:
     """A store's commit log as one byte string, up to ``end`` (default: every file whole)."""
-    files = sorted((store / "commitlog").iterdir(), key=lambda f: int(f.name))
+    files = sorted(
+        (f for f in (store / "commitlog").iterdir() if f.name.isdigit()), key=lambda f: int(f.name)
+    )
     data = b"".join(f.read_bytes() for f in files)
     first = int(files[0].name) if files else 0
     assert first == 0, f"{store}: the commit log starts at {first}, not 0"
