@@ -17,7 +17,7 @@ from protocol.tls import one_of
 from supervisors.config import ConfigError, build_config, config_properties, property_key
 from supervisors.metrics_http import MetricsExporterType
 
-__all__ = ["KEYS", "ConfigError", "ControllerConfig", "RaftPeer", "parse_peers"]
+__all__ = ["KEYS", "RUNTIME_KEYS", "ConfigError", "ControllerConfig", "RaftPeer", "parse_peers"]
 
 DEFAULT_STORE = Path("~/boltmq/controller")
 
@@ -123,6 +123,30 @@ class ControllerConfig:
         """Every key with its value as text (GET_CONTROLLER_CONFIG's body)."""
         return config_properties(self)
 
+    def update(self, properties: Mapping[str, str]) -> list[str]:
+        """Apply keys a running controller may change (`RUNTIME_KEYS`); returns them.
+
+        Raises `ConfigError` naming the key, and changes nothing, on an unknown key, a key
+        that needs a restart or a bad value."""
+        for key in properties:
+            if key not in KEYS:
+                raise ConfigError(f"unknown controller config key {key!r}")
+            if key not in RUNTIME_KEYS:
+                raise ConfigError(
+                    f"{key} cannot be changed while the controller runs "
+                    f"(changeable: {', '.join(sorted(RUNTIME_KEYS))})"
+                )
+        updated = build_config(
+            ControllerConfig,
+            self.to_properties(),
+            source="current config",
+            overrides=dict(properties),
+            overrides_source="UPDATE_CONTROLLER_CONFIG",
+        )
+        for key in properties:
+            setattr(self, KEYS[key], getattr(updated, KEYS[key]))
+        return list(properties)
+
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> ControllerConfig:
         """A config from RocketMQ-named keys; keys it does not know are left out silently
@@ -133,3 +157,13 @@ class ControllerConfig:
 
 #: RocketMQ key -> attribute.
 KEYS = {property_key(field): field.name for field in attrs.fields(ControllerConfig)}
+
+#: Keys UPDATE_CONTROLLER_CONFIG may change (each controller's own; not replicated).
+RUNTIME_KEYS = frozenset(
+    {
+        "scanNotActiveBrokerInterval",
+        "enableElectUncleanMaster",
+        "notifyBrokerRoleChanged",
+        "controllerCommitTimeout",
+    }
+)

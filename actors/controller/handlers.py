@@ -9,10 +9,12 @@ controller's own liveness table.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 import orjson
 
+from actors.controller.config import ConfigError
 from actors.controller.heartbeat import DEFAULT_HEARTBEAT_TIMEOUT, BrokerLiveInfo
 from actors.controller.replicas import ReplicaTable, Result
 from protocol.bodies import BodyError, SyncStateSet
@@ -32,12 +34,14 @@ from protocol.headers import (
     decode_header,
     encode_header,
 )
-from supervisors.config import format_properties
+from supervisors.config import format_properties, parse_properties
 
 if TYPE_CHECKING:
     from actors.controller.service import Controller
 
 __all__ = ["CONTROLLER_CODES", "register_handlers"]
+
+log = logging.getLogger("boltmq.controller")
 
 #: Every code a controller serves (an embedding registry lends it these).
 CONTROLLER_CODES = (
@@ -52,6 +56,7 @@ CONTROLLER_CODES = (
     RequestCode.CONTROLLER_GET_SYNC_STATE_DATA,
     RequestCode.CLEAN_BROKER_DATA,
     RequestCode.GET_CONTROLLER_CONFIG,
+    RequestCode.UPDATE_CONTROLLER_CONFIG,
 )
 
 
@@ -135,6 +140,23 @@ def register_handlers(dispatcher: Dispatcher, controller: Controller) -> None:
 
     def get_controller_config(conn: Connection, request: RemotingCommand) -> RemotingCommand:
         return request.response(body=format_properties(config.to_properties()).encode())
+
+    def update_controller_config(conn: Connection, request: RemotingCommand) -> RemotingCommand:
+        try:
+            properties = parse_properties(bytes(request.body or b"").decode("utf-8"), "body")
+            if not properties:
+                raise ConfigError("the body names no key=value")
+            changed = config.update(properties)
+        except (UnicodeDecodeError, ConfigError) as exc:
+            raise RemotingError(
+                ResponseCode.NO_PERMISSION
+                if "cannot be changed" in str(exc)
+                else ResponseCode.SYSTEM_ERROR,
+                f"UPDATE_CONTROLLER_CONFIG: {exc}",
+            ) from None
+        log.info("controller config updated from %s: %s", conn.peer,
+                 ", ".join(f"{k}={properties[k]}" for k in changed))  # fmt: skip
+        return request.response()
 
     # ------------------------------------------------------------------ writes
 
@@ -230,6 +252,7 @@ def register_handlers(dispatcher: Dispatcher, controller: Controller) -> None:
         RequestCode.CONTROLLER_GET_SYNC_STATE_DATA: get_sync_state_data,
         RequestCode.CLEAN_BROKER_DATA: clean_broker_data,
         RequestCode.GET_CONTROLLER_CONFIG: get_controller_config,
+        RequestCode.UPDATE_CONTROLLER_CONFIG: update_controller_config,
     }
     assert set(handlers) == set(CONTROLLER_CODES)
     for code, handler in handlers.items():

@@ -447,9 +447,9 @@ class Controller:
         )
 
     async def _scan_loop(self) -> None:
-        interval = self.config.scan_not_active_broker_interval / 1000
         while True:
-            await trio.sleep(interval)
+            # Read each round: UPDATE_CONTROLLER_CONFIG may change it.
+            await trio.sleep(self.config.scan_not_active_broker_interval / 1000)
             await self.scan_once()
 
     async def _watch_leader(self) -> None:

@@ -8,6 +8,7 @@ crash of the responder restarts it alone, on the same port.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
@@ -63,7 +64,11 @@ class Registry:
         #: The embedded controller (enableControllerInNamesrv=true), on this registry's port.
         self.controller: Controller | None = None
         if self.config.enable_controller_in_namesrv:
-            self.controller = Controller(controller_config or ControllerConfig())
+            if controller_config is None:
+                controller_config = ControllerConfig(
+                    controller_store_path=embedded_controller_store(self.config)
+                )
+            self.controller = Controller(controller_config)
             self.controller.register_on(self.dispatcher)
         self.rpc_latency = RpcLatency()  # rocketmq_rpc_latency (actors.registry.metrics)
         if self.config.metrics_exporter_type == MetricsExporterType.PROM:
@@ -201,6 +206,15 @@ class Registry:
         if connection.attributes.get(BROKER_CONNECTION):
             reason = f"connection closed ({connection.close_reason or 'peer went away'})"
             self.actor.notify_connection_closed(connection, reason)
+
+
+def embedded_controller_store(config: RegistryConfig) -> str:
+    """Where an embedded controller keeps its state unless controllerStorePath says: beside
+    the registry's kvConfig.json (so registries on one host do not share it), or nowhere
+    (memory) for a registry whose KV config is in memory."""
+    if config.kv_config_path is None:
+        return ""
+    return os.path.join(os.path.dirname(os.path.expanduser(config.kv_config_path)), "controller")
 
 
 @asynccontextmanager

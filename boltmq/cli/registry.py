@@ -13,7 +13,7 @@ from actors.broker.config import BrokerConfig
 from actors.controller import ControllerConfig
 from actors.registry.config import KEYS, ConfigError, RegistryConfig
 from actors.registry.kv_config import KVConfigError
-from actors.registry.service import Registry
+from actors.registry.service import Registry, embedded_controller_store
 from boltmq.cli._run import EXIT_USAGE, Runner, serve
 from protocol.tls import TlsConfigError, tcp_server_ssl_context
 from supervisors.config import load_config, load_properties
@@ -48,6 +48,7 @@ def setup(parser: argparse.ArgumentParser) -> Runner:
             # same file, as RocketMQ's NameServer does.
             try:
                 properties = load_properties(args.config) if args.config else {}
+                properties.setdefault("controllerStorePath", embedded_controller_store(config))
                 controller_config = ControllerConfig.from_properties(properties)
             except (ConfigError, OSError) as exc:
                 print(f"{parser.prog}: {exc}", file=sys.stderr)

@@ -293,3 +293,42 @@ async def test_a_state_file_that_does_not_parse_stops_the_start(tmp_path: Path) 
     with pytest.raises(ConfigFileError, match=r"replicas\.json"):
         async with open_controller(fast_config(str(tmp_path))):
             pass
+
+
+async def test_an_embedded_controller_keeps_its_state_beside_the_kv_config(
+    tmp_path: Path,
+) -> None:
+    config = RegistryConfig(
+        listen_port=0,
+        bind_address="127.0.0.1",
+        kv_config_path=str(tmp_path / "namesrv" / "kvConfig.json"),
+        enable_controller_in_namesrv=True,
+    )
+    async with open_registry(config) as registry, RemotingClient() as client:
+        assert await join(client, registry.address) == 1
+    assert (tmp_path / "namesrv" / "controller" / "replicas.json").exists()
+
+
+async def test_update_controller_config_changes_runtime_keys_only() -> None:
+    async with open_controller(fast_config()) as controller, RemotingClient() as client:
+        address = controller.address
+
+        async def update(text: str) -> RemotingCommand:
+            return await call(
+                client, address, RequestCode.UPDATE_CONTROLLER_CONFIG, body=text.encode()
+            )
+
+        done = await update("enableElectUncleanMaster=true\nscanNotActiveBrokerInterval=250\n")
+        assert done.code == ResponseCode.SUCCESS, done.remark
+        assert controller.config.enable_elect_unclean_master
+        assert controller.config.scan_not_active_broker_interval == 250
+        fixed = await update("listenPort=1")
+        assert fixed.code == ResponseCode.NO_PERMISSION and "listenPort" in (fixed.remark or "")
+        bad = await update("scanNotActiveBrokerInterval=-5")
+        assert bad.code == ResponseCode.SYSTEM_ERROR
+        assert "scanNotActiveBrokerInterval" in (bad.remark or "")
+        assert controller.config.scan_not_active_broker_interval == 250  # nothing changed
+        unknown = await update("noSuchKey=1")
+        assert unknown.code == ResponseCode.SYSTEM_ERROR and "noSuchKey" in (unknown.remark or "")
+        text = (await call(client, address, RequestCode.GET_CONTROLLER_CONFIG)).body or b""
+        assert parse_properties(text.decode())["enableElectUncleanMaster"] == "true"
