@@ -17,6 +17,7 @@ from protocol.message import decode_record
 from storage import (
     FlushDiskType,
     GetMessageStatus,
+    MessageBatch,
     MessageExtBrokerInner,
     MessageStoreConfig,
     PutMessageResult,
@@ -191,3 +192,19 @@ async def test_truncation_lowers_the_checkpoint_before_the_cut(make_config: Make
         newest_left = results[3].store_timestamp
         assert checkpoint.logics_msg_timestamp == newest_left
         assert checkpoint.physic_msg_timestamp <= newest_left
+
+
+async def test_truncate_inside_a_batch(open_store: StoreOpener, make_config: MakeConfig) -> None:
+    # A batch's records are stored back to back: a cut may fall between two of them.
+    async with open_store(make_config()) as store:
+        elements = [(0, f"b{i}-".encode() + b"z" * 100, "") for i in range(5)]
+        put = await store.put_messages(MessageBatch(topic=TOPIC, queue_id=0, elements=elements))
+        assert put.status is PutMessageStatus.PUT_OK
+        third = put.physical_offsets[2]
+        with pytest.raises(StoreTruncationError):
+            await store.truncate_commit_log(third + 1)
+        assert await store.truncate_commit_log(third) == third
+        assert bodies(store, 0) == [b"b0", b"b1"]
+        again = await store.put_message(message(9, 0))
+        assert (again.wrote_offset, again.queue_offset) == (third, 2)
+        assert bodies(store, 0) == [b"b0", b"b1", b"m9"]

@@ -290,15 +290,12 @@ class HAService:
         self._waiter_added = trio.Event()
         self._data_event = trio.Event()
         self._answering = False
-        # Controller mode (see the module doc). The flag is the one test the classic path pays.
-        self.all_ack_in_sync_state_set = config.all_ack_in_sync_state_set
-        #: This broker's controller id (the master is always in its own SyncStateSet).
-        self.local_broker_id: int | None = None
+        # Controller mode (see the module doc): set once this broker has a controller id, a
+        # confirmed SyncStateSet or a fence. The one test the classic path pays per put.
+        self._special = False
+        self._local_broker_id: int | None = None
         self._confirmed: frozenset[int] = frozenset()
-        # allAckInSyncStateSet: the offset every other confirmed member has acknowledged.
-        self._all_acked = 0
         self._fenced = ""
-        self._special = self.all_ack_in_sync_state_set
 
     # -- the send path ---------------------------------------------------------------------
 
@@ -354,6 +351,21 @@ class HAService:
             self._answer(offset, -math.inf, None)
 
     # -- controller mode -----------------------------------------------------------------------
+
+    @property
+    def all_ack_in_sync_state_set(self) -> bool:
+        """allAckInSyncStateSet, read from the config at each use (it may be updated live)."""
+        return self.config.all_ack_in_sync_state_set
+
+    @property
+    def local_broker_id(self) -> int | None:
+        """This broker's controller id (the master is always in its own SyncStateSet)."""
+        return self._local_broker_id
+
+    @local_broker_id.setter
+    def local_broker_id(self, broker_id: int | None) -> None:
+        self._local_broker_id = broker_id
+        self._special = self._special or broker_id is not None
 
     @property
     def confirmed_sync_state_set(self) -> frozenset[int]:
@@ -423,7 +435,7 @@ class HAService:
         if self._fenced:
             log.info("HA: no longer fenced (was: %s)", self._fenced)
         self._fenced = ""
-        self._special = self.all_ack_in_sync_state_set or bool(self._confirmed)
+        self._special = bool(self._confirmed) or self._local_broker_id is not None
 
     def _defer_controller_mode(
         self, result: PutMessageResult, callback: Callable[[PutMessageResult], object]
@@ -448,7 +460,7 @@ class HAService:
             )
             return False
         end = result.wrote_offset + result.wrote_bytes
-        if not self._others() or end <= self._all_acked:
+        if end <= self._members_acked():
             return False
         self._add_waiter(end, result, callback)
         return True
@@ -464,11 +476,15 @@ class HAService:
         """The confirmed members whose acknowledgement a put waits for (all but this one)."""
         return self._confirmed - {self.local_broker_id}
 
+    def _members_acked(self) -> float:
+        """The offset every other confirmed member acknowledged on its live link (infinite
+        when this master is the only member); read live, since a link that ends takes its
+        acknowledgement with it."""
+        return min((self.slave_acked_offset(m) for m in self._others()), default=math.inf)
+
     def _recompute_all_acked(self) -> None:
-        """The offset every other confirmed member acknowledged; answer the puts it covers."""
-        others = self._others()
-        acked = min((self.slave_acked_offset(m) for m in others), default=math.inf)
-        self._all_acked = int(acked) if acked != math.inf else self.store.get_max_phy_offset()
+        """Answer the waiting puts every other confirmed member has acknowledged."""
+        acked = self._members_acked()
         waiters = self._waiters
         if waiters and waiters[0].end_offset <= acked:
             self._answer(acked, -math.inf, None)
