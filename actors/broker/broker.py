@@ -196,15 +196,15 @@ class Broker:
         self.server.add_close_listener(self.clients.connection_closed)
         #: Controller mode's link to the controllers (None without enableControllerMode).
         self.controller: ControllerLink | None = None
-        #: The controllers' client (controller mode): a short reconnect backoff, so a
-        #: controller that comes back is heard from within a heartbeat or two.
+        #: The controllers' client (controller mode): a short reconnect backoff (2 s at
+        #: most), so a controller that comes back is heard from within a few heartbeats.
         self.controller_client = RemotingClient(
             rpc_hook=_credentials(config),
             tls=config.tls_enable,
             tls_ca_file=config.tls_client_trust_cert_path or None,
             tls_cert_file=config.tls_client_cert_path,
             tls_key_file=config.tls_client_key_path,
-            backoff_max=0.5,
+            backoff_max=2.0,
         )
         self.ha = self._high_availability()
         if config.enable_controller_mode:

@@ -71,7 +71,7 @@ from protocol.headers import (
     decode_header,
     encode_header,
 )
-from storage import BrokerRole, MessageStore
+from storage import BrokerRole, MessageStore, StoreError
 from supervisors.config_file import load_json_config, save_json_config
 
 __all__ = [
@@ -242,6 +242,9 @@ class ControllerLink:
         #: Called after every role change (services that act only on a master, say).
         self.on_role_change: list[Callable[[], object]] = []
         self._lock = trio.Lock()
+        # When this broker last became master, and when each member was last seen in sync.
+        self._master_since = 0.0
+        self._last_in_sync: dict[int, float] = {}
         self._no_master_reason = ""
         self._heartbeat_answered = trio.Event()
         # Read now, so a broker whose files name another group (or do not parse) refuses
@@ -249,6 +252,7 @@ class ControllerLink:
         self._identity = read_broker_identity(
             config.broker_identity_path, config.broker_cluster_name, config.broker_name
         )
+        self.broker_controller_id = self._identity
         try:
             epochs.load()
         except EpochFileError as exc:
@@ -565,8 +569,11 @@ class ControllerLink:
         c = self.config
         me = self.broker_controller_id
         assert me is not None
-        # The HA client stops first: nothing is appended behind the epoch entry's offset.
-        await self.ha.switch(HARole.NONE)
+        # A fenced master's HA service still runs, its slave links up: it is kept.
+        serving = self.ha.role is HARole.MASTER
+        if not serving:
+            # The HA client stops first: nothing is appended behind the epoch entry's offset.
+            await self.ha.switch(HARole.NONE)
         start = self.store.get_max_phy_offset()
         if epoch > self.epochs.last_epoch():
             await trio.to_thread.run_sync(self.epochs.append, epoch, start)
@@ -575,11 +582,15 @@ class ControllerLink:
         if service is not None:
             service.sync_master = self.sync_replication
             service.local_broker_id = me
-            # Acknowledgements of an earlier mastership say nothing of this log any more.
-            service.push_to_slave_max_offset = 0
+            if not serving:
+                # Acknowledgements of an earlier mastership say nothing of this log any more.
+                service.push_to_slave_max_offset = 0
             service.confirmed_sync_state_set = members
             service.unfence()
         await self.ha.switch(HARole.MASTER)
+        # Members not seen in sync yet get haMaxTimeSlaveNotCatchup from now to show up.
+        self._master_since = trio.current_time()
+        self._last_in_sync.clear()
         self.sync_state_set = members
         self.sync_state_set_epoch = sync_state_set.sync_state_set_epoch
         self.master_epoch = epoch
@@ -613,7 +624,9 @@ class ControllerLink:
             # The last point both logs agree on; nothing is replicated before it is reached.
             with trio.fail_after(c.controller_heart_beat_timeout_mills / 1000):
                 await self._truncate_to(master_address)
-        except (NoCommonHistory, trio.TooSlowError) as exc:
+        except (NoCommonHistory, trio.TooSlowError, EpochFileError, StoreError) as exc:
+            # Not following beats a crash loop: the broker keeps serving reads, the poll
+            # tries again, and the line says what an operator must look at.
             reason = str(exc) or f"master {master_address} did not answer its epoch cache"
             log.error("broker %s does not follow %s yet: %s", c.broker_name, master_address,
                       reason)  # fmt: skip
@@ -666,8 +679,9 @@ class ControllerLink:
             c.controller_heart_beat_timeout_mills // 2, c.broker_heartbeat_interval,
         )  # fmt: skip
         async with self._lock:
+            # The HA service keeps running (fenced: it acknowledges nothing), so the slave
+            # links stay up for a return to mastership at this epoch.
             await self._stop_writes(f"fenced: {reason}")
-            await self.ha.switch(HARole.NONE)
             self.registration.role_changed()
             self._tell_role_change()
 
@@ -822,14 +836,28 @@ class ControllerLink:
             service = self.ha.service
             if not self.is_master or service is None:
                 continue
-            # Itself and the slaves caught up within haMaxTimeSlaveNotCatchup.
-            wanted = frozenset(service.sync_state_set())
+            wanted = self._wanted_sync_state_set(service.sync_state_set())
             if wanted == self.sync_state_set:
                 continue
             try:
                 await self._alter_sync_state_set(wanted)
             except ControllerUnavailable as exc:
                 log.info("SyncStateSet %s not reported: %s", sorted(wanted), exc)
+
+    def _wanted_sync_state_set(self, in_sync: set[int]) -> frozenset[int]:
+        """The members caught up now, plus those out of sync for less than
+        haMaxTimeSlaveNotCatchup (a slave whose link just broke, or not relinked yet after
+        this broker became master, keeps its place that long)."""
+        now = trio.current_time()
+        for member in in_sync:
+            self._last_in_sync[member] = now
+        window = self.config.ha_max_time_slave_not_catchup / 1000
+        keep = {
+            member
+            for member in self.sync_state_set
+            if now - self._last_in_sync.get(member, self._master_since) <= window
+        }
+        return frozenset(in_sync | keep)
 
     async def _alter_sync_state_set(self, wanted: frozenset[int]) -> None:
         c = self.config

@@ -27,7 +27,7 @@ from actors.controller.config import ControllerConfig
 from actors.controller.service import Controller, open_controller
 from actors.registry import Registry
 from protocol import RemotingClient, RemotingCommand, RequestCode, ResponseCode
-from protocol.bodies import ClusterInfo, EpochEntryCache
+from protocol.bodies import ClusterInfo, EpochEntryCache, KVTable
 from storage import BrokerRole, FileMessageStore
 from tests.actors.broker.ha.helpers import SMALL_FILES, commit_log_bytes, running_registry
 from tests.actors.broker.helpers import call, send_request
@@ -39,7 +39,8 @@ TIMEOUT_MS = 2000
 
 
 def controller_config(port: int = 0, **settings: Any) -> ControllerConfig:
-    """A single controller (no Raft) scanning every 300 ms."""
+    """A single controller (no Raft) scanning every 300 ms, its state in memory only."""
+    settings.setdefault("controller_store_path", "")
     return ControllerConfig(listen_port=port, scan_not_active_broker_interval=300, **settings)
 
 
@@ -193,6 +194,15 @@ async def test_master_dies_the_slave_takes_over_and_the_old_master_follows(
             link = first.controller
             assert link is not None
             await wait_until(lambda: link.sync_state_set == {1, 2}, 20, "the slave in sync")
+            stats = first.statistics().controller
+            assert stats is not None and (stats.role, stats.master_epoch) == ("master", 1)
+            assert stats.sync_state_set == (1, 2) and not stats.fenced
+            info = await call(
+                client, first.address, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)
+            )
+            table = KVTable.from_json(info.body or b"{}").table
+            assert (table["controllerRole"], table["masterEpoch"]) == ("master", "1")
+            assert table["syncStateSet"] == "1,2"
             for i in range(20):
                 assert await send_ok(client, first, b"before %d" % i)
             assert second.store.get_max_phy_offset() == first.store.get_max_phy_offset()
@@ -346,3 +356,84 @@ async def test_an_old_master_with_a_longer_tail_truncates_it_before_following(
             assert isinstance(ours, FileMessageStore) and isinstance(theirs, FileMessageStore)
             assert commit_log_bytes(ours) == commit_log_bytes(theirs)
             assert old.epochs.last_epoch() == 2
+
+
+# -- three controllers (Raft) --------------------------------------------------------------
+
+
+class ControllerNode:
+    """One controller of a Raft group in a cancel scope of its own (so it can be stopped)."""
+
+    def __init__(self, config: ControllerConfig) -> None:
+        self.controller = Controller(config)
+        self.scope = trio.CancelScope()
+
+    @property
+    def address(self) -> str:
+        return self.controller.address
+
+    async def start(self, nursery: trio.Nursery) -> None:
+        async def run(*, task_status: trio.TaskStatus[Controller]) -> None:
+            with self.scope:
+                await self.controller.run(task_status=task_status)
+
+        await nursery.start(run)
+
+    def leads(self) -> bool:
+        journal = self.controller.journal
+        return journal.is_leader() and journal.leader_address() == self.address
+
+
+async def leader_of(nodes: list[ControllerNode]) -> ControllerNode:
+    """The node that leads and knows its own address as the leader's, within 30 s."""
+    await wait_until(lambda: any(node.leads() for node in nodes), 30, "a Raft leader")
+    return next(node for node in nodes if node.leads())
+
+
+async def test_brokers_find_the_raft_leader_and_fail_over_after_losing_it(
+    tmp_path: Path,
+) -> None:
+    peers = ";".join(f"n{i}-127.0.0.1:{free_port()}" for i in range(3))
+    nodes = [
+        ControllerNode(controller_config(
+            controller_dleger_self_id=f"n{i}", controller_dleger_peers=peers,
+            controller_store_path=str(tmp_path / f"n{i}"),
+        ))
+        for i in range(3)
+    ]  # fmt: skip
+    async with (
+        running_registry() as registry,
+        RemotingClient() as client,
+        trio.open_nursery() as nursery,
+    ):
+        for node in nodes:
+            await node.start(nursery)
+        leader = await leader_of(nodes)
+        # Followers first: the brokers' writes are refused there and move to the leader.
+        addresses = ";".join(n.address for n in sorted(nodes, key=lambda n: n is leader))
+        runners = [
+            BrokerRunner(broker_config(tmp_path / name, registry.address, addresses),
+                         nursery)
+            for name in ("a", "b")
+        ]  # fmt: skip
+        with trio.fail_after(90):
+            first = await runners[0].start()
+            await wait_until(lambda: role(first) is ControllerRole.MASTER, 30, "a master")
+            second = await runners[1].start()
+            link = first.controller
+            assert link is not None and link.leader == leader.address
+            await wait_until(lambda: link.sync_state_set == {1, 2}, 30, "the slave in sync")
+
+            # The leader goes: the master keeps (or takes back) its role at its epoch.
+            leader.scope.cancel()
+            others = [n for n in nodes if n is not leader]
+            new_leader = await leader_of(others)
+            await wait_until(lambda: link.leader == new_leader.address, 30, "leader found")
+            await wait_until(lambda: send_ok(client, first, b"x"), 30, "writes go on")
+            assert link.master_epoch == 1
+
+            # Then the master dies: the new leader elects the slave.
+            await runners[0].kill()
+            await wait_until(lambda: role(second) is ControllerRole.MASTER, 30, "b elected")
+            await wait_until(lambda: send_ok(client, second, b"y"), 30, "b takes writes")
+        nursery.cancel_scope.cancel()
