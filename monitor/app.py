@@ -42,7 +42,7 @@ class Settings:
     #: An account of the cluster's plain_acl.yml to sign requests with (aclEnable=true).
     access_key: str | None = None
     secret_key: str | None = attrs.field(default=None, repr=False)
-    #: Controller mode: the controller(s) to ask (None: the controllerAddr a broker reports).
+    #: Controller mode: the controller(s) to ask (None: the controller leader a broker reports).
     controller_addr: str | None = None
 
     def open_client(self) -> ClientInstance:

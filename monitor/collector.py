@@ -148,8 +148,8 @@ class Collector:
         controller_addr: str | None = None,
     ) -> None:
         self.instance = instance
-        #: The controller(s) to ask (``host:port;host:port``); when None, the controllerAddr
-        #: a controller-mode broker reports in its runtime info, if any does.
+        #: The controller(s) to ask (``host:port;host:port``); when None, the controller
+        #: leader a controller-mode broker reports in its runtime info, if any does.
         self.controller_addr = controller_addr
         self.reads = BrokerReads(instance, timeout=timeout)
         self.detail_budget = detail_budget
@@ -201,8 +201,13 @@ class Collector:
         self, info: ClusterInfo | None, brokers: list[BrokerSample]
     ) -> ControllerSample | None:
         """Two requests: the controller's leader, and every broker group's SyncStateSet."""
+        # Without --controller: the controller leader a controller-mode broker reports.
         address = self.controller_addr or next(
-            (b.runtime["controllerAddr"] for b in brokers if b.runtime.get("controllerAddr")),
+            (
+                b.runtime.get("controllerAddr") or b.runtime["controllerLeaderAddress"]
+                for b in brokers
+                if b.runtime.get("controllerAddr") or b.runtime.get("controllerLeaderAddress")
+            ),
             None,
         )
         if not address:

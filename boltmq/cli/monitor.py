@@ -57,7 +57,7 @@ def setup(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int
         dest="controller_addr",
         metavar="HOST:PORT[;HOST:PORT]",
         help="controller mode: the controller(s) to ask for each broker group's master, epoch "
-        "and SyncStateSet (default: the controllerAddr a broker reports, if any)",
+        "and SyncStateSet (default: the controller leader a controller-mode broker reports)",
     )
     parser.add_argument("--once", action="store_true", help="print one snapshot as tables and exit")
     parser.add_argument("--json", action="store_true", help="print one snapshot as JSON and exit")

@@ -19,10 +19,12 @@ import trio
 
 from actors.broker.broker import Broker
 from actors.broker.config import load_broker_config
+from actors.controller import Controller, ControllerConfig
 from actors.registry import Registry, RegistryConfig
+from actors.registry.config import KEYS as REGISTRY_KEYS
 from boltmq.launcher.proxy import ProxyHandle, run_proxy
 from boltmq.launcher.state import NodeExited, NodeState, RunningCluster
-from boltmq.spec import BROKER, PROXY, REGISTRY, NodeSpec
+from boltmq.spec import BROKER, CONTROLLER, PROXY, REGISTRY, NodeSpec
 from proxy.config import load_config as load_proxy_config
 from supervisors.config import format_properties, load_config
 from supervisors.supervisor import ChildSpec, RestartPolicy, Supervisor, SupervisorEscalation
@@ -45,6 +47,7 @@ READY_LINES = {
     REGISTRY: re.compile(rb"registry ready: tcp port (\d+)"),
     PROXY: re.compile(rb"proxy ready: gRPC port (\d+)"),
     BROKER: re.compile(rb"broker \S+ \(.*\) of cluster \S+ ready on [^\s,;]*:(\d+)"),
+    CONTROLLER: re.compile(rb"controller ready: remoting [^\s,;]*:(\d+)"),
 }
 
 
@@ -267,14 +270,14 @@ class _InProcessNode:
         self.cluster = cluster
         self.node = node
         self.state = cluster.states[node.name]
-        self.server: Registry | Broker | ProxyHandle | None = None
+        self.server: Registry | Broker | Controller | ProxyHandle | None = None
         self.runs = 0
         self.stopping = False
         #: When it ended after being ready, for as long as its supervisor counts restarts.
         self.exits: collections.deque[float] = collections.deque()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Run the registry or broker until stopped."""
+        """Run the registry, controller, broker or proxy until stopped."""
         node, state = self.node, self.state
         if self.runs:
             state.restarts += 1
@@ -285,9 +288,18 @@ class _InProcessNode:
         if node.kind == PROXY:
             self.server = ProxyHandle(load_proxy_config(None, keyed=node.properties))
         elif node.kind == REGISTRY:
-            registry = Registry(load_config(RegistryConfig, None, properties))
+            registry_config = load_config(
+                RegistryConfig, None, {k: v for k, v in properties.items() if k in REGISTRY_KEYS}
+            )
+            controller_config = None
+            if registry_config.enable_controller_in_namesrv:
+                # The embedded controller's keys, from the same node table.
+                controller_config = ControllerConfig.from_properties(node.properties)
+            registry = Registry(registry_config, controller_config)
             await registry.load()
             self.server = registry
+        elif node.kind == CONTROLLER:
+            self.server = Controller(load_config(ControllerConfig, None, properties))
         else:
             self.server = Broker(load_broker_config(None, properties))
         if not isinstance(self.server, ProxyHandle):

@@ -13,6 +13,7 @@ import attrs
 import trio
 
 from actors.broker.broker import Broker
+from actors.controller import Controller
 from actors.registry import Registry
 from boltmq.spec import ClusterSpec
 from supervisors.config_file import save_json_config
@@ -58,7 +59,7 @@ class RunningCluster:
             for node in spec.nodes
         }
         self._processes: dict[str, trio.Process] = {}
-        self._in_process: dict[str, Registry | Broker] = {}
+        self._in_process: dict[str, Registry | Broker | Controller] = {}
 
     @property
     def namesrv_addr(self) -> str:

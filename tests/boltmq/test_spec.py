@@ -17,6 +17,7 @@ from boltmq.cli._run import EXIT_USAGE
 from boltmq.cli.broker import run_spec
 from boltmq.spec import (
     BROKER,
+    CONTROLLER,
     EXAMPLE_SPEC,
     PROXY,
     REGISTRY,
@@ -57,29 +58,36 @@ def example(tmp_path: Path) -> ClusterSpec:
 # -- the example spec ---------------------------------------------------------------------------
 
 
-def test_example_has_six_nodes_in_start_order(tmp_path: Path) -> None:
+def test_example_has_its_nodes_in_start_order(tmp_path: Path) -> None:
     spec = example(tmp_path)
     assert spec.names() == [
-        "registry-1", "registry-2", "broker-a-0", "broker-b-0", "broker-a-1", "proxy-1",
+        "controller-1", "controller-2", "controller-3", "registry-1", "registry-2",
+        "broker-a-0", "broker-b-0", "broker-a-1", "broker-c-n1", "broker-c-n2", "broker-c-n3",
+        "proxy-1",
     ]  # fmt: skip
     assert [node.kind for node in spec.nodes] == [
-        REGISTRY, REGISTRY, BROKER, BROKER, BROKER, PROXY,
+        CONTROLLER, CONTROLLER, CONTROLLER, REGISTRY, REGISTRY, BROKER, BROKER, BROKER, BROKER,
+        BROKER, BROKER, PROXY,
     ]  # fmt: skip
     assert [node.role for node in spec.nodes] == [
-        "registry", "registry", "SYNC_MASTER", "ASYNC_MASTER", "SLAVE", "proxy",
+        "controller", "controller", "controller", "registry", "registry", "SYNC_MASTER",
+        "ASYNC_MASTER", "SLAVE", "controller mode", "controller mode", "controller mode", "proxy",
     ]  # fmt: skip
-    assert [node.rank for node in spec.nodes] == [0, 0, 1, 1, 2, 3]
-    assert [node.port for node in spec.nodes] == [9876, 9886, 10911, 10931, 10921, 8081]
-    assert [node.in_process for node in spec.nodes] == [False] * 6
-    assert spec.registries == spec.nodes[:2]
-    assert spec.brokers == spec.nodes[2:5]
-    assert spec.proxies == spec.nodes[5:]
+    assert [node.rank for node in spec.nodes] == [-1, -1, -1, 0, 0, 1, 1, 2, 2, 2, 2, 3]
+    assert [node.port for node in spec.nodes] == [
+        9878, 9888, 9898, 9876, 9886, 10911, 10931, 10921, 10941, 10951, 10961, 8081,
+    ]  # fmt: skip
+    assert [node.in_process for node in spec.nodes] == [False] * 12
+    assert spec.controllers == spec.nodes[:3]
+    assert spec.registries == spec.nodes[3:5]
+    assert spec.brokers == spec.nodes[5:11]
+    assert spec.proxies == spec.nodes[11:]
     assert spec.proxies[0].properties["namesrvAddr"] == spec.namesrv_addr
     assert spec.path == tmp_path / "cluster.toml"
 
 
 def test_proxy_nodes_take_rmq_proxy_json_keys_and_are_checked(tmp_path: Path) -> None:
-    base = '[[registry]]\nlistenPort = 19876\n'
+    base = "[[registry]]\nlistenPort = 19876\n"
     spec = parse_spec(
         base + "[[proxy]]\n[[proxy]]\ngrpcServerPort = 18095\nmaxMessageSize = 1024\n",
         base_dir=tmp_path,
@@ -155,10 +163,11 @@ def test_example_broker_properties(tmp_path: Path) -> None:
 def test_node_lookup_names_the_known_nodes(tmp_path: Path) -> None:
     spec = example(tmp_path)
     with pytest.raises(KeyError) as caught:
-        spec.node("broker-c-0")
+        spec.node("broker-d-0")
     assert caught.value.args[0] == (
-        "no node 'broker-c-0' in the spec (nodes: registry-1, registry-2, broker-a-0, "
-        "broker-b-0, broker-a-1, proxy-1)"
+        "no node 'broker-d-0' in the spec (nodes: controller-1, controller-2, controller-3, "
+        "registry-1, registry-2, broker-a-0, broker-b-0, broker-a-1, broker-c-n1, broker-c-n2, "
+        "broker-c-n3, proxy-1)"
     )
 
 

@@ -34,7 +34,9 @@ def render(snapshot: object) -> str:
 
 
 async def test_groups_epochs_and_an_election_alert(tmp_path: Path) -> None:
-    config = ControllerConfig(listen_port=0, scan_not_active_broker_interval=60_000)
+    config = ControllerConfig(
+        listen_port=0, scan_not_active_broker_interval=60_000, controller_store_path=""
+    )
     async with (
         boltmq.embedded(tmp_path, store="memory", grpc=False, broker_name="broker-a") as cluster,
         open_controller(config) as controller,

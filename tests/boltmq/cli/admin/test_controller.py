@@ -53,7 +53,9 @@ class ControllerThread:
     async def _main(self) -> None:
         self._token = trio.lowlevel.current_trio_token()
         self._stop = trio.Event()
-        config = ControllerConfig(listen_port=0, scan_not_active_broker_interval=60_000)
+        config = ControllerConfig(
+            listen_port=0, scan_not_active_broker_interval=60_000, controller_store_path=""
+        )
         async with open_controller(config) as controller, RemotingClient() as client:
             address = self.address = controller.address
             with trio.fail_after(20):
@@ -131,7 +133,9 @@ def test_clear_errors(controller: ControllerThread, capsys: Any) -> None:
 
 
 async def test_an_election_sent_to_a_follower_goes_to_the_leader_it_names() -> None:
-    config = ControllerConfig(listen_port=0, scan_not_active_broker_interval=60_000)
+    config = ControllerConfig(
+        listen_port=0, scan_not_active_broker_interval=60_000, controller_store_path=""
+    )
     async with open_controller(config) as controller, RemotingClient() as client:
         leader = controller.address
         with trio.fail_after(20):
