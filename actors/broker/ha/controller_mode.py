@@ -246,6 +246,7 @@ class ControllerLink:
         self._master_since = 0.0
         self._last_in_sync: dict[int, float] = {}
         self._no_master_reason = ""
+        self._fence_reason = ""
         self._heartbeat_answered = trio.Event()
         # Read now, so a broker whose files name another group (or do not parse) refuses
         # to start with the key named, before anything runs.
@@ -274,10 +275,8 @@ class ControllerLink:
         c = self.config
         if self.fenced:
             return (
-                f"broker {c.broker_name} is fenced: no answer from the controller for "
-                f"{c.controller_heart_beat_timeout_mills // 2} ms (controllerHeartBeatTimeoutMills"
-                "/2); it takes no writes until the controller confirms a master; send to the "
-                "group's master"
+                f"broker {c.broker_name} is fenced ({self._fence_reason}); it takes no writes "
+                "until the controller names a master; send to the group's master"
             )
         if self.role is ControllerRole.SLAVE:
             return (
@@ -671,6 +670,7 @@ class ControllerLink:
         # Flipped before anything awaits: every check from here on refuses writes, and every
         # send waiting for a slave is answered as failed.
         self.fenced = True
+        self._fence_reason = reason
         self._refuse_writes(f"fenced: {reason}")
         log.warning(
             "broker %s fenced at epoch %d: %s; writes stopped (bound: controllerHeartBeatTimeout"
@@ -713,7 +713,8 @@ class ControllerLink:
             )
         )
         answered: set[str] = set()
-        timeout = max(c.broker_heartbeat_interval / 1000, 1.0)
+        # A late answer still counts, from the time its request went out.
+        timeout = c.controller_heart_beat_timeout_mills / 2000
 
         async def beat(address: str) -> None:
             request = RemotingCommand.request(RequestCode.BROKER_HEARTBEAT, dict(header))

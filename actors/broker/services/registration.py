@@ -61,6 +61,8 @@ class Registrar:
         self.registrations = 0
         self._down: set[str] = set()
         self._registered_version: dict[str, DataVersion] = {}
+        # The broker id each registry last took (controller mode changes it at run time).
+        self._registered_id: dict[str, int] = {}
         # Topics changed since the last round began (None: many, register in full), and the
         # data version that round registered.
         self._changed_topics: set[str] | None = set()
@@ -85,6 +87,7 @@ class Registrar:
         """The broker's id or role changed (controller mode): register in full with every
         registry at once, so the route names the new master (id 0) without waiting a period."""
         self._registered_version.clear()
+        self._registered_id.clear()
         self.master_addr = self.master_ha_addr = None
         self.register_soon(None)
 
@@ -117,7 +120,11 @@ class Registrar:
             increment = attrs.evolve(wrapper, topic_config_table={n: table[n] for n in changed})
         async with trio.open_nursery() as nursery:
             for address in self.addresses:
-                if increment is not None and self._registered_version.get(address) == base:
+                if (
+                    increment is not None
+                    and self._registered_version.get(address) == base
+                    and self._registered_id.get(address) == 0
+                ):
                     nursery.start_soon(self._register_increment, address, increment)
                 else:
                     nursery.start_soon(self._register_one, address, wrapper)
@@ -146,6 +153,7 @@ class Registrar:
             if (
                 learned
                 and self._registered_version.get(address) == version
+                and self._registered_id.get(address) == self.config.broker_id
                 and not await self._changed(address, version, timeout)
             ):
                 self._up(address)
@@ -218,6 +226,7 @@ class Registrar:
         if response.code != ResponseCode.SUCCESS:
             raise RemotingError(response.code, response.remark or "registration refused")
         self.registrations += 1
+        self._registered_id[address] = header.broker_id
         answer = decode_header(RegisterBrokerResponseHeader, response.ext_fields)
         if c.broker_id != 0:
             self.master_addr = answer.master_addr or None

@@ -6,7 +6,7 @@ replaced in place (no process restart) and comes back as a slave, and a master c
 controller stops taking writes within controllerHeartBeatTimeoutMills/2 + one heartbeat.
 
 Rules: loopback only, ephemeral ports, real stores in ``tmp_path``, every wait under a
-deadline. The timings are short (200 ms heartbeats, 2 s heartbeat timeout, 300 ms scans)
+deadline. The timings are short (200 ms heartbeats, 3 s heartbeat timeout, 300 ms scans)
 with generous deadlines for a busy machine.
 """
 
@@ -35,7 +35,7 @@ from tests.ports import free_port
 from tests.support.waiting import wait_until
 
 HEARTBEAT_MS = 200
-TIMEOUT_MS = 2000
+TIMEOUT_MS = 3000
 
 
 def controller_config(port: int = 0, **settings: Any) -> ControllerConfig:
