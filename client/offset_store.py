@@ -108,8 +108,9 @@ class RemoteOffsetStore(_MemoryTable):
                 continue
             found = self.instance.read_address(queue.broker_name)
             address = None if found is None else found[0]
-            if self._persisted.get(queue) == (offset, address):
-                continue
+            persisted = self._persisted.get(queue)
+            if persisted is not None and persisted[0] == offset and address in (None, persisted[1]):
+                continue  # unchanged, at the same broker or with no broker in the route now
             header = UpdateConsumerOffsetRequestHeader(
                 consumer_group=self.group, topic=queue.topic, queue_id=queue.queue_id,
                 commit_offset=offset,

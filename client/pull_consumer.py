@@ -303,9 +303,14 @@ class PullConsumer:
             # The master while it is up, a slave while it is down. An offset a slave took is
             # sent again once the master is back: the master never saw it, and the slave's
             # config sync would replace it with the master's older one.
-            address, _ = await self.instance.find_read_address(queue)
-            if self._committed.get(queue) == offset and self._committed_to.get(queue) == address:
+            found = self.instance.read_address(queue.broker_name)
+            if self._committed.get(queue) == offset and (
+                found is None or self._committed_to.get(queue) == found[0]
+            ):
+                # Nothing new, or nothing new and the broker gone from the route for now (a
+                # commit that did not move has nowhere to go and nothing to say).
                 continue
+            address, _ = await self.instance.find_read_address(queue)
             header = UpdateConsumerOffsetRequestHeader(
                 consumer_group=self.group, topic=queue.topic, queue_id=queue.queue_id,
                 commit_offset=offset,
