@@ -3,9 +3,10 @@
 Names: remoting, codec, client-cpu, store, registry, broker, broker-cpu, group-commit, stats,
 ha, pipeline-write, pipeline-read, monitor, metrics, filter (default: these, in that order),
 and fuzz, soak, scale, compare (BoltMQ beside Apache RocketMQ, NATS, RabbitMQ and Redis),
-celery (Celery tasks/s on BoltMQ beside Redis) and proxy (the official RocketMQ 5 client through
-the gRPC proxy), which run only when named. Arguments after a single name go to that
-benchmark: ``python -m bench fuzz --inputs 1000000``, ``python -m bench soak --duration 600``.
+celery (Celery tasks/s on BoltMQ beside Redis), proxy (the official RocketMQ 5 client through
+the gRPC proxy) and failover (masters killed in controller mode), which run only when named.
+Arguments after a single name go to that benchmark: ``python -m bench fuzz --inputs 1000000``,
+``python -m bench soak --duration 600``.
 Each benchmark module has ``main(argv)``; with ``--quick`` each gets the arguments for a short
 run (its own ``--quick`` where it has one, else a short ``--seconds``). Modules are imported
 only when their benchmark runs, so one that is missing or fails costs only its own entry.
@@ -43,11 +44,12 @@ BENCHMARKS = {
     "scale": "bench.scale:main",
     "compare": "bench.compare:main",
     "celery": "bench.celery:main",
+    "failover": "bench.bench_failover:main",
 }
 #: Run only when named: long by design (a million inputs, a ten-minute soak, 10 GiB written,
 #: every peer), or needing peers and extras (celery: Celery and redis-server; proxy: the
 #: official RocketMQ 5 client's environment).
-ON_REQUEST = frozenset({"fuzz", "soak", "scale", "compare", "celery", "proxy"})
+ON_REQUEST = frozenset({"fuzz", "soak", "scale", "compare", "celery", "proxy", "failover"})
 # remoting and registry take only --seconds; the others have --quick of their own.
 QUICK_ARGS = {
     "remoting": ["--seconds", "0.5"],
@@ -71,6 +73,7 @@ QUICK_ARGS = {
     "scale": ["--quick"],
     "compare": ["--quick"],
     "celery": ["--quick"],
+    "failover": ["--quick"],
 }
 
 

@@ -14,9 +14,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from protocol import RemotingClient, RemotingCommand
+from protocol.bodies import EpochEntryCache, SyncStateSet, TopicRouteData
 from protocol.codes import RequestCode, ResponseCode
-from protocol.headers import GetMaxOffsetRequestHeader, encode_header
+from protocol.headers import (
+    GetMaxOffsetRequestHeader,
+    GetReplicaInfoRequestHeader,
+    GetReplicaInfoResponseHeader,
+    GetRouteInfoRequestHeader,
+    decode_header,
+    encode_header,
+)
 from protocol.message import MessageExt, decode_records
 from tests.actors.broker.helpers import pull_request
 from tests.ports import free_port, free_port_pair
@@ -38,6 +48,10 @@ SMALL_BROKER: dict[str, Any] = {
     "flushConsumerOffsetInterval": 500,
     "registerNameServerPeriod": 1000,
 }
+
+
+#: What each kind of node logs once it serves.
+READY_LINES = {"broker": "ready on", "registry": "registry ready", "controller": "controller ready"}
 
 
 class Node:
@@ -111,7 +125,7 @@ class Node:
         child of its supervisor has started)."""
         seen = len(self.log_text())
         process = self.launch(keep_conf)
-        ready = "ready on" if self.kind == "broker" else "registry ready"
+        ready = READY_LINES[self.kind]
 
         def up() -> bool:
             if process.poll() is not None:
@@ -226,3 +240,185 @@ async def read_queue(
         messages.extend(got)
         offset = int((answer.ext_fields or {})["nextBeginOffset"])
     return messages
+
+
+# -- controller mode (RocketMQ 5's RIP-44) -------------------------------------------------
+
+#: Controller-mode broker keys every failover test starts from: heartbeats and scans short
+#: enough that an election takes seconds, not the defaults' tens of seconds.
+SHORT_CONTROLLER_BROKER: dict[str, Any] = {
+    "enableControllerMode": "true",
+    "brokerHeartbeatInterval": 1000,
+    "controllerHeartBeatTimeoutMills": 5000,
+    "syncBrokerMetadataPeriod": 1000,
+    "checkSyncStateSetPeriod": 1000,
+    "syncControllerMetadataPeriod": 2000,
+    "haMaxTimeSlaveNotCatchup": 3000,
+    "haSendHeartbeatInterval": 1000,
+    "slaveTimeout": 3000,
+}
+
+
+def controller_node(
+    root: Path,
+    name: str = "controller",
+    *,
+    port: int | None = None,
+    peers: str | None = None,
+    self_id: str | None = None,
+    host: str = "127.0.0.1",
+    prefix: tuple[str, ...] = (),
+    **settings: Any,
+) -> Node:
+    """A standalone controller (``boltmq controller -c controller.conf``) under ``root/name``.
+
+    ``peers`` is controllerDLegerPeers (``n0-127.0.0.1:<raft port>;n1-...``) and ``self_id``
+    this node's id in it; without them the controller runs alone (no Raft).
+    """
+    directory = root / name
+    merged: dict[str, Any] = {
+        "listenPort": port or free_port(),
+        "controllerStorePath": directory / "store",
+        "scanNotActiveBrokerInterval": 1000,
+        **settings,
+    }
+    if peers is not None:
+        merged.update(
+            controllerDLegerGroup="BoltMQController",
+            controllerDLegerPeers=peers,
+            controllerDLegerSelfId=self_id or "n0",
+        )
+    return Node("controller", directory, merged, host=host, prefix=prefix)
+
+
+def controller_peers(count: int) -> tuple[str, list[str]]:
+    """controllerDLegerPeers for ``count`` controllers on free loopback Raft ports, and their
+    ids (n0, n1, ...)."""
+    ids = [f"n{n}" for n in range(count)]
+    return ";".join(f"{i}-127.0.0.1:{free_port()}" for i in ids), ids
+
+
+def controller_broker_node(
+    root: Path,
+    name: str,
+    namesrv: str,
+    controllers: str,
+    *,
+    broker_name: str = "broker-a",
+    **settings: Any,
+) -> Node:
+    """A controller-mode broker of group ``broker_name`` (``controllers``: controllerAddr,
+    ``;``-separated); the controller, not broker.conf, decides its id and role."""
+    return broker_node(
+        root,
+        name,
+        namesrv,
+        **{
+            **SHORT_CONTROLLER_BROKER,
+            "brokerName": broker_name,
+            "controllerAddr": controllers,
+            "brokerRole": "SYNC_MASTER",
+            "flushDiskType": "SYNC_FLUSH",
+            **settings,
+        },
+    )
+
+
+@attrs.frozen
+class ReplicaInfo:
+    """A group's master as a controller knows it (CONTROLLER_GET_REPLICA_INFO)."""
+
+    master_broker_id: int | None
+    master_address: str | None
+    master_epoch: int
+    sync_state_set: frozenset[int]
+    sync_state_set_epoch: int
+
+
+async def replica_info(
+    client: RemotingClient, controllers: str | list[str], broker_name: str
+) -> ReplicaInfo | None:
+    """CONTROLLER_GET_REPLICA_INFO from the first controller that answers (None when none
+    does: a read any controller may answer from its replica of the state)."""
+    addresses = controllers.split(";") if isinstance(controllers, str) else controllers
+    header = GetReplicaInfoRequestHeader(broker_name=broker_name)
+    for address in addresses:
+        request = RemotingCommand.request(
+            RequestCode.CONTROLLER_GET_REPLICA_INFO, encode_header(header)
+        )
+        try:
+            answer = await remoting.call(client, address, request, 3, deadline=4)
+        except Exception:
+            continue  # a dead or cut-off controller: ask the next
+        if answer.code != ResponseCode.SUCCESS:
+            continue
+        fields = decode_header(GetReplicaInfoResponseHeader, answer.ext_fields)
+        members = SyncStateSet.from_json(answer.body) if answer.body else SyncStateSet()
+        return ReplicaInfo(
+            fields.master_broker_id,
+            fields.master_address or None,
+            fields.master_epoch or 0,
+            frozenset(members.sync_state_set),
+            members.sync_state_set_epoch,
+        )
+    return None
+
+
+async def wait_controller_master(
+    client: RemotingClient,
+    controllers: str | list[str],
+    broker_name: str,
+    *,
+    not_address: str | None = None,
+    above_epoch: int = 0,
+    timeout: float = 60.0,
+) -> ReplicaInfo:
+    """Wait until a controller names a master of ``broker_name`` (other than ``not_address``,
+    at an epoch above ``above_epoch``); that answer."""
+    seen: list[ReplicaInfo | None] = [None]
+
+    async def named() -> bool:
+        info = seen[0] = await replica_info(client, controllers, broker_name)
+        return (
+            info is not None
+            and info.master_address is not None
+            and info.master_address != not_address
+            and info.master_epoch > above_epoch
+        )
+
+    await wait_until(named, timeout, f"a master of {broker_name} named by the controller")
+    info = seen[0]
+    assert info is not None
+    return info
+
+
+async def route_master(client: RemotingClient, registry: str, topic: str, broker_name: str) -> str:
+    """The address the registry's route of ``topic`` gives as ``broker_name``'s master (id
+    0); "" when it gives none."""
+    header = GetRouteInfoRequestHeader(topic=topic)
+    request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, encode_header(header))
+    answer = await call(client, registry, request)
+    if answer.code != ResponseCode.SUCCESS or not answer.body:
+        return ""
+    for data in TopicRouteData.from_json(answer.body).broker_datas:
+        if data.broker_name == broker_name:
+            return data.broker_addrs.get(0, "")
+    return ""
+
+
+async def epoch_cache(client: RemotingClient, broker: str) -> EpochEntryCache:
+    """GET_BROKER_EPOCH_CACHE asked of a broker: its epoch entries and commit-log end."""
+    answer = await call(client, broker, RemotingCommand.request(RequestCode.GET_BROKER_EPOCH_CACHE))
+    assert answer.code == ResponseCode.SUCCESS, (broker, answer.code, answer.remark)
+    return EpochEntryCache.from_json(answer.body or b"{}")
+
+
+def commit_log_bytes(store: Path, end: int | None = None) -> bytes:
+    """A store's commit log as one byte string, up to ``end`` (default: every file whole)."""
+    files = sorted(
+        (f for f in (store / "commitlog").iterdir() if f.name.isdigit()), key=lambda f: int(f.name)
+    )
+    data = b"".join(f.read_bytes() for f in files)
+    first = int(files[0].name) if files else 0
+    assert first == 0, f"{store}: the commit log starts at {first}, not 0"
+    return data if end is None else data[:end]
