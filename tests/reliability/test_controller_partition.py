@@ -14,7 +14,6 @@ every acknowledged send, on either side of the election, is on the new master.
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +30,7 @@ from tests.reliability.failover import (
     check_acked_exactly_once,
     send_to,
 )
+from tests.reliability.netns import run, veth_namespace
 from tests.reliability.nodes import (
     SHORT_CONTROLLER_BROKER,
     controller_broker_node,
@@ -67,40 +67,17 @@ class Net:
         return ("ip", "netns", "exec", self.namespace)
 
 
-def run(*command: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command, capture_output=True, text=True, check=False)
-
-
 @pytest.fixture
 def net() -> Iterator[Net]:
     """A fresh namespace, a veth pair, two host addresses; removed afterwards."""
-    if os.geteuid() != 0:
-        pytest.skip(f"network namespaces need root; this test runs as uid {os.geteuid()}")
     tag = f"{os.getpid() % 100_000}"
     subnet = f"10.214.{os.getpid() % 250}"
     made = Net(f"bqc-{tag}", f"bqc{tag}h", f"{subnet}.1", f"{subnet}.3", f"{subnet}.2")
-    inner = f"bqc{tag}s"
-    steps = [
-        ("ip", "netns", "add", made.namespace),
-        ("ip", "link", "add", made.host_end, "type", "veth", "peer", "name", inner),
-        ("ip", "link", "set", inner, "netns", made.namespace),
-        ("ip", "addr", "add", f"{made.host_ip}/29", "dev", made.host_end),
-        ("ip", "addr", "add", f"{made.controller_ip}/29", "dev", made.host_end),
-        ("ip", "link", "set", made.host_end, "up"),
-        (*made.prefix(), "ip", "addr", "add", f"{made.namespace_ip}/29", "dev", inner),
-        (*made.prefix(), "ip", "link", "set", inner, "up"),
-        (*made.prefix(), "ip", "link", "set", "lo", "up"),
-    ]
-    try:
-        for step in steps:
-            done = run(*step)
-            if done.returncode != 0:
-                pytest.skip(f"cannot build the test network ({' '.join(step)}): "
-                            f"{done.stderr.strip()}")  # fmt: skip
+    with veth_namespace(
+        made.namespace, made.host_end, f"bqc{tag}s",
+        [f"{made.host_ip}/29", f"{made.controller_ip}/29"], f"{made.namespace_ip}/29",
+    ):  # fmt: skip
         yield made
-    finally:
-        run("ip", "netns", "del", made.namespace)
-        run("ip", "link", "del", made.host_end)
 
 
 async def start_split_group(root: Path, net: Net) -> ControllerGroup:

@@ -13,7 +13,6 @@ loss (tc netem) need the sch_netem kernel module; without it that test is skippe
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from boltmq import Message, MQClientError, Producer, SendStatus
 from protocol import RemotingClient
 from protocol.codes import ResponseCode
 from tests.actors.broker.helpers import send_request
+from tests.reliability.netns import run, veth_namespace
 from tests.reliability.nodes import (
     Node,
     broker_node,
@@ -53,39 +53,17 @@ class Link:
         return ("ip", "netns", "exec", self.namespace)
 
 
-def run(*command: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command, capture_output=True, text=True, check=False)
-
-
 @pytest.fixture
 def link() -> Iterator[Link]:
     """A fresh namespace with a veth pair to the host; removed afterwards."""
-    if os.geteuid() != 0:
-        pytest.skip(f"network namespaces need root; this test runs as uid {os.geteuid()}")
     tag = f"{os.getpid() % 100_000}"
     subnet = f"10.213.{os.getpid() % 250}"
     made = Link(f"boltmq-{tag}", f"bq{tag}h", f"{subnet}.1", f"{subnet}.2")
-    inner = f"bq{tag}s"
-    steps = [
-        ("ip", "netns", "add", made.namespace),
-        ("ip", "link", "add", made.host_end, "type", "veth", "peer", "name", inner),
-        ("ip", "link", "set", inner, "netns", made.namespace),
-        ("ip", "addr", "add", f"{made.host_ip}/30", "dev", made.host_end),
-        ("ip", "link", "set", made.host_end, "up"),
-        (*made.prefix(), "ip", "addr", "add", f"{made.namespace_ip}/30", "dev", inner),
-        (*made.prefix(), "ip", "link", "set", inner, "up"),
-        (*made.prefix(), "ip", "link", "set", "lo", "up"),
-    ]
-    try:
-        for step in steps:
-            done = run(*step)
-            if done.returncode != 0:
-                pytest.skip(f"cannot build the test network ({' '.join(step)}): "
-                            f"{done.stderr.strip()}")  # fmt: skip
+    with veth_namespace(
+        made.namespace, made.host_end, f"bq{tag}s", [f"{made.host_ip}/30"],
+        f"{made.namespace_ip}/30",
+    ):  # fmt: skip
         yield made
-    finally:
-        run("ip", "netns", "del", made.namespace)
-        run("ip", "link", "del", made.host_end)
 
 
 async def start_pair(tmp_path: Path, link: Link, **master_settings: str) -> tuple[Node, Node, Node]:
