@@ -10,7 +10,6 @@ sends the request on to the leader its remark names, or the one its metadata nam
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 
 from client.admin.core import AdminCore, check_response, request_name
@@ -24,9 +23,8 @@ from protocol.headers import (
     GetMetaDataResponseHeader,
     decode_header,
     encode_header,
+    leader_named,
 )
-
-_ADDRESS = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}:\d+\b|\b[\w.-]+:\d{2,5}\b")
 
 
 def controller_addresses(controller_addr: str | Sequence[str]) -> list[str]:
@@ -180,9 +178,9 @@ class ControllerCalls(AdminCore):
         )
 
     async def _leader_named(self, follower: str, remark: str) -> str | None:
-        match = _ADDRESS.search(remark)
-        if match is not None:
-            return match.group(0)
+        named = leader_named(remark)
+        if named is not None:
+            return named
         try:
             metadata = await self.controller_metadata(follower)
         except RemotingError:

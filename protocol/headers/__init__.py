@@ -79,6 +79,7 @@ from protocol.headers._controller import (
     NotifyBrokerRoleChangedRequestHeader,
     RegisterBrokerToControllerRequestHeader,
     RegisterBrokerToControllerResponseHeader,
+    leader_named,
 )
 from protocol.headers._pop import (
     AckMessageRequestHeader,
@@ -240,6 +241,7 @@ def decode_request_header(code: int, ext_fields: Mapping[str, Any] | None) -> An
 
 
 __all__ = [
+    "leader_named",
     "AlterSyncStateSetRequestHeader",
     "AlterSyncStateSetResponseHeader",
     "ApplyBrokerIdRequestHeader",

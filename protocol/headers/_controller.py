@@ -11,7 +11,19 @@ CONTROLLER_APPLY_BROKER_ID (1013). Broker ids are longs, epochs ints, times epoc
 
 from __future__ import annotations
 
+import re
+
 import attrs
+
+#: How a controller's CONTROLLER_NOT_LEADER remark names the Raft leader's remoting address.
+_LEADER_NAMED = re.compile(r"the leader is (\[[0-9a-fA-F:.]+\]:\d+|[\w.-]+:\d+)")
+
+
+def leader_named(remark: str | None) -> str | None:
+    """The leader's ``host:port`` a CONTROLLER_NOT_LEADER remark names (``...; the leader is
+    host:port``), or None when it names none (no leader elected yet)."""
+    found = _LEADER_NAMED.search(remark or "")
+    return found.group(1) if found else None
 
 
 @attrs.frozen(kw_only=True)

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import re
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -70,6 +69,7 @@ from protocol.headers import (
     RegisterBrokerToControllerResponseHeader,
     decode_header,
     encode_header,
+    leader_named,
 )
 from storage import BrokerRole, MessageStore, StoreError
 from supervisors.config_file import load_json_config, save_json_config
@@ -983,7 +983,7 @@ class ControllerLink:
                 problems.append(f"{address}: not the leader")
                 if address == self.leader:
                     self.leader = None
-                hint = _leader_hint(response.remark, self.addresses)
+                hint = leader_named(response.remark)
                 if hint is not None and hint not in tried:
                     order.insert(0, hint)
                 continue
@@ -991,17 +991,6 @@ class ControllerLink:
                 self.leader = address
             return response, address
         raise ControllerUnavailable("; ".join(problems) or "no controller address")
-
-
-def _leader_hint(remark: str | None, addresses: list[str]) -> str | None:
-    """The leader's address a CONTROLLER_NOT_LEADER remark names, if any."""
-    if not remark:
-        return None
-    for address in addresses:
-        if address in remark:
-            return address
-    found = re.search(r"(\d{1,3}(?:\.\d{1,3}){3}:\d+)", remark)
-    return found.group(1) if found else None
 
 
 def _sync_state_set(body: bytes | bytearray | memoryview | None) -> SyncStateSet:
