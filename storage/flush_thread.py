@@ -25,7 +25,11 @@ import collections
 import errno
 import logging
 import os
+import signal
+import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -43,6 +47,7 @@ except ImportError:  # not built: FlushThread serves
     _compiled_flush_loop = None
 
 __all__ = [
+    "ChildFlusher",
     "Flusher",
     "FlushRequest",
     "FlushThread",
@@ -180,9 +185,15 @@ def _wake(requests: list[FlushRequest], error: BaseException | None) -> None:
 
 
 def make_flusher(commit_log: CommitLog) -> Flusher:
-    """The compiled `NogilFlusher` when ``protocol._speedups`` is built, else `FlushThread`."""
+    """The compiled `NogilFlusher` when ``protocol._speedups`` is built, else the
+    `ChildFlusher` where a flush process can run, else `FlushThread` (logged, with why)."""
     if NogilFlusher.available():
         return NogilFlusher(commit_log)
+    reason = ChildFlusher.unavailable()
+    if reason is None:
+        return ChildFlusher(commit_log)
+    log.info("commit log: SYNC_FLUSH flushes in a Python thread (slower: it waits for the "
+             "interpreter lock after each fdatasync): no flush process, %s", reason)  # fmt: skip
     return FlushThread(commit_log.flush)
 
 
@@ -301,8 +312,8 @@ class NogilFlusher:
 
     def request(self) -> Waitable:
         """Plan a flush of everything appended so far and start its fdatasyncs."""
-        if self._thread is None:
-            raise RuntimeError("the commit log's flush thread is not running")
+        if self._done_fd < 0:
+            raise RuntimeError(f"the commit log's {self._what} is not running")
         commit_log = self._commit_log
         plan = commit_log.flush_plan()
         if plan is None:  # a file flushed with msync: the plain flush thread serves it
@@ -313,9 +324,9 @@ class NogilFlusher:
             flush.finished = True
             return flush
         try:
-            os.write(self._request_fd, b"".join(_WORD.pack(fd) for _m, fd, _t in plan.files))
+            self._send([fd for _m, fd, _t in plan.files])
         except OSError as exc:
-            flush.error = RuntimeError(f"the commit log's flush thread has ended: {exc}")
+            flush.error = RuntimeError(f"{self._ended()}: {exc}")
             flush.finished = True
             return flush
         self._pending.append(flush)
@@ -325,11 +336,14 @@ class NogilFlusher:
         """Wait for answers on the done pipe and complete the plans they finish, in order."""
         await trio.lowlevel.wait_readable(self._done_fd)
         try:
-            data = os.read(self._done_fd, 64 * _WORD.size)
+            data = self._read()
         except BlockingIOError:
             return
+        except OSError as exc:  # the other end reset the socket: it has ended
+            self._fail(RuntimeError(f"{self._ended()}: {exc}"))
+            return
         if not data:
-            self._fail(RuntimeError("the commit log's flush thread has ended"))
+            self._fail(RuntimeError(self._ended()))
             return
         data = self._buffer + data
         whole = len(data) - len(data) % _WORD.size
@@ -343,8 +357,177 @@ class NogilFlusher:
                 self._commit_log.flush_done(flush.plan, flush.errors)
                 flush.finished = True
 
+    #: What serves the fdatasyncs, for errors ("the commit log's flush thread has ended").
+    _what = "flush thread"
+
+    def _send(self, fds: list[int]) -> None:
+        """Ask for the fdatasync of ``fds`` (raises OSError once the server has ended)."""
+        os.write(self._request_fd, b"".join(_WORD.pack(fd) for fd in fds))
+
+    def _read(self) -> bytes:
+        """Answers available now (b"" at EOF; BlockingIOError when there are none)."""
+        return os.read(self._done_fd, 64 * _WORD.size)
+
+    def _ended(self) -> str:
+        return f"the commit log's {self._what} has ended"
+
     def _fail(self, error: BaseException) -> None:
         while self._pending:
             flush = self._pending.popleft()
             flush.error = error
             flush.finished = True
+
+
+_CHILD_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "flush_child.py")
+#: Descriptors passed in one message (`storage.flush_child.MAX_FDS` takes at most that many).
+_FDS_PER_MESSAGE = 64
+
+
+class ChildFlusher(NogilFlusher):
+    """`NogilFlusher` for the pure path: the fdatasync loop runs in a process of its own.
+
+    Without the compiled loop a flush thread needs the interpreter lock after each fdatasync,
+    and gets it only at the trio thread's next switch interval (5 ms) while it is busy. The
+    loop of `storage.flush_child` runs in its own interpreter instead, started with
+    ``sys.executable -I -S``: each file's descriptor goes to it over a Unix socketpair
+    (SCM_RIGHTS hands it a dup), it fdatasyncs, closes the dup and writes one answer word back
+    on the same socket, which the trio thread waits on as `NogilFlusher` waits on its pipe.
+
+    The process ends at EOF of its socket: `stop` closes it (the fdatasyncs already asked for
+    still run; the process is reaped by a short-lived thread) and a broker killed outright has
+    it closed by the kernel. If the process dies on its own the flushes waiting for it fail
+    with an error naming its pid and end, and nothing they cover is reported durable. Where it
+    cannot be started the commit log's `FlushThread` serves every flush (logged)."""
+
+    _what = "flush process"
+
+    def __init__(self, commit_log: CommitLog, delay_ns: int = 0) -> None:
+        super().__init__(commit_log, delay_ns)
+        self._loop = None
+        self._socket: socket.socket | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._degraded = False
+
+    @staticmethod
+    def unavailable() -> str | None:
+        """Why a flush process cannot run here, or None when it can."""
+        if not sys.platform.startswith("linux"):
+            return f"it needs Linux (this is {sys.platform})"
+        if not hasattr(socket, "send_fds"):
+            return "socket.send_fds (passing descriptors) is missing"
+        if not sys.executable:
+            return "sys.executable is empty: no interpreter to start it with"
+        return None
+
+    @property
+    def pid(self) -> int | None:
+        """The flush process's pid while it was started and not stopped."""
+        return self._process.pid if self._process is not None else None
+
+    def start(self, loop: Callable[[int, int, int], int] | None = None) -> None:
+        """Start the flush process (``loop`` is unused: the process runs its own)."""
+        self._fallback.start()
+        self._buffer = b""
+        reason = self.unavailable()
+        if reason is None:
+            parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                command = [sys.executable, "-I", "-S", _CHILD_SCRIPT, str(child.fileno())]
+                self._process = subprocess.Popen(
+                    [*command, str(self._delay_ns)],
+                    pass_fds=(child.fileno(),),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                )
+            except OSError as exc:
+                parent.close()
+                reason = f"starting {sys.executable} failed: {exc}"
+            finally:
+                child.close()
+        if reason is not None:
+            log.warning("commit log: SYNC_FLUSH flushes in a Python thread (slower: it waits "
+                        "for the interpreter lock after each fdatasync): no flush process, %s",
+                        reason)  # fmt: skip
+            self._degraded = True
+            return
+        self._degraded = False
+        self._socket = parent
+        self._done_fd = parent.fileno()
+
+    def stop(self) -> None:
+        """Close the socket: the process ends after the fdatasyncs asked for (never blocks)."""
+        self._fallback.stop()
+        sock, self._socket = self._socket, None
+        process, self._process = self._process, None
+        if sock is not None:
+            trio.lowlevel.notify_closing(sock)
+            sock.close()
+            self._done_fd = -1
+            self._fail(RuntimeError("the store writer stopped"))
+        if process is not None and process.poll() is None:
+            # Reaped off the trio thread: the process may still be in an fdatasync.
+            threading.Thread(
+                target=process.wait, name="commit-log-flush-reaper", daemon=True
+            ).start()
+
+    def request(self) -> Waitable:
+        """Plan a flush and pass its descriptors to the process (`FlushThread` if it failed)."""
+        if self._degraded:
+            return self._fallback.request()
+        return super().request()
+
+    def _send(self, fds: list[int]) -> None:
+        sock = self._socket
+        assert sock is not None  # request checked it runs
+        for at in range(0, len(fds), _FDS_PER_MESSAGE):
+            chunk = fds[at : at + _FDS_PER_MESSAGE]
+            try:
+                _send_all(sock, chunk)
+            except OSError as exc:
+                if exc.errno != errno.EBADF:
+                    raise
+                # A descriptor closed since it was planned (a file destroyed meanwhile): the
+                # others go one by one, that one's answer is EBADF as the thread's would be.
+                for fd in chunk:
+                    try:
+                        _send_all(sock, [fd])
+                    except OSError as one:
+                        if one.errno != errno.EBADF:
+                            raise
+                        sock.sendall(_WORD.pack(-errno.EBADF))
+
+    def _read(self) -> bytes:
+        sock = self._socket
+        if sock is None:
+            raise BlockingIOError
+        return sock.recv(64 * _WORD.size, socket.MSG_DONTWAIT)
+
+    def _ended(self) -> str:
+        process = self._process
+        if process is None:
+            return "the commit log's flush process has ended"
+        try:
+            # Its socket closed as it exited: the exit status follows within moments.
+            code: int | None = process.wait(0.1)
+        except subprocess.TimeoutExpired:
+            code = None
+        if code is None:
+            how = "still exiting"
+        elif code < 0:
+            how = f"killed by {signal.Signals(-code).name}"
+        else:
+            how = f"exit status {code}"
+        message = f"the commit log's flush process (pid {process.pid}) has ended ({how})"
+        # The store writer ends on the failed flush (its waiting puts are answered
+        # FLUSH_DISK_TIMEOUT: stored, not confirmed); the store's restart starts a new process.
+        log.error("%s: the flushes waiting for it fail, their puts are stored but not "
+                  "confirmed on disk", message)  # fmt: skip
+        return message
+
+
+def _send_all(sock: socket.socket, fds: list[int]) -> None:
+    """One request word per descriptor in ``fds``, the descriptors passed with the first."""
+    data = b"".join(_WORD.pack(fd) for fd in fds)
+    sent = socket.send_fds(sock, [data], fds)
+    if sent < len(data):
+        sock.sendall(data[sent:])

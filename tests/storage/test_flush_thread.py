@@ -30,7 +30,7 @@ from storage import (
     store_writer,
 )
 from storage.commit_log import CommitLog, FlushPlan
-from storage.flush_thread import FlushThread, NogilFlusher, flush_loop_py
+from storage.flush_thread import ChildFlusher, Flusher, FlushThread, NogilFlusher, flush_loop_py
 from storage.results import MessageBatch
 from tests.compiled import needs_compiled
 
@@ -52,7 +52,19 @@ def batch(sender: int, n: int, size: int = 8) -> MessageBatch:
     return MessageBatch(topic="FlushTopic", queue_id=sender % 4, elements=[(0, body, "")] * size)
 
 
-FLUSHERS = ["thread", pytest.param("nogil", marks=needs_compiled)]
+FLUSHERS = ["thread", "child", pytest.param("nogil", marks=needs_compiled)]
+
+
+def thread_flusher(commit_log: CommitLog) -> FlushThread:
+    return FlushThread(commit_log.flush)
+
+
+#: Each flusher `store_writer.make_flusher` may choose, by the name of a FLUSHERS param.
+MAKERS: dict[str, Callable[[CommitLog], Flusher]] = {
+    "thread": thread_flusher,
+    "child": ChildFlusher,
+    "nogil": NogilFlusher,
+}
 
 
 @pytest.mark.parametrize("flusher", FLUSHERS)
@@ -98,6 +110,9 @@ async def test_puts_appended_while_a_flush_runs_are_answered_only_after_a_later_
     def slow_nogil(commit_log: CommitLog) -> NogilFlusher:
         return NogilFlusher(commit_log, delay_ns=2_000_000)  # a slow disk, in the C loop
 
+    def slow_child(commit_log: CommitLog) -> ChildFlusher:
+        return ChildFlusher(commit_log, delay_ns=2_000_000)  # a slow disk, in the process
+
     real_appended = store_writer.StoreWriter.appended_batch
     early = [0]  # flushes a batch put started itself
 
@@ -108,12 +123,13 @@ async def test_puts_appended_while_a_flush_runs_are_answered_only_after_a_later_
 
     monkeypatch.setattr(store_writer.StoreWriter, "appended_batch", noted_appended)
     monkeypatch.setattr(CommitLog, "flush", slow_flush)
-    if flusher == "nogil":
+    if flusher == "thread":
+        monkeypatch.setattr(store_writer, "make_flusher", thread_flusher)
+    else:
         monkeypatch.setattr(CommitLog, "flush_plan", noted_plan)
         monkeypatch.setattr(CommitLog, "flush_done", noted_done)
-        monkeypatch.setattr(store_writer, "make_flusher", slow_nogil)
-    else:
-        monkeypatch.setattr(NogilFlusher, "available", staticmethod(lambda: False))
+        make = slow_nogil if flusher == "nogil" else slow_child
+        monkeypatch.setattr(store_writer, "make_flusher", make)
     async with open_message_store(config) as store:
         answers: list[tuple[PutMessageResult, bool]] = []
 
@@ -176,7 +192,7 @@ async def test_puts_appended_while_a_flush_runs_are_answered_only_after_a_later_
     assert not late, f"{len(late)} puts answered before an fdatasync covered them"
     assert grew_during_flush[0] > 0, "no put was appended while a flush ran"
     assert flushes < len(answers)
-    assert (completed[0] > 0) == (flusher == "nogil")
+    assert (completed[0] > 0) == (flusher != "thread")
 
 
 @pytest.mark.parametrize("flusher", FLUSHERS)
@@ -185,8 +201,7 @@ async def test_a_lone_batch_that_starts_its_own_flush_is_answered(
 ) -> None:
     # Nothing else arrives to wake the group commit service: it must still see the flush the
     # batch put started and answer it.
-    if flusher == "thread":
-        monkeypatch.setattr(NogilFlusher, "available", staticmethod(lambda: False))
+    monkeypatch.setattr(store_writer, "make_flusher", MAKERS[flusher])
     config = make_config(flush_disk_type=FlushDiskType.SYNC_FLUSH)
     big = MessageBatch(topic="FlushTopic", queue_id=0, elements=[(0, b"x" * 1024, "")] * 24)
     assert store_writer.EARLY_FLUSH_BYTES <= 24 * 1024
@@ -289,15 +304,15 @@ def test_the_compiled_flush_loop_answers_as_its_pure_twin(tmp_path: Path) -> Non
     assert compiled == pure == (4, [0, errno.EBADF, errno.EINVAL, 0])
 
 
-@pytest.mark.parametrize("loop", [pytest.param("compiled", marks=needs_compiled), "pure"])
+@pytest.mark.parametrize("loop", [pytest.param("compiled", marks=needs_compiled), "pure", "child"])
 async def test_the_nogil_flusher_syncs_both_files_of_a_roll_over_and_skips_a_destroyed_one(
     make_config: MakeConfig, loop: str
 ) -> None:
     config = make_config(flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commit_log=4096)
     async with open_message_store(config) as store:
         commit_log = store.commit_log
-        flusher = NogilFlusher(commit_log)
-        flusher.start(None if loop == "compiled" else flush_loop_py)
+        flusher = ChildFlusher(commit_log) if loop == "child" else NogilFlusher(commit_log)
+        flusher.start(flush_loop_py if loop == "pure" else None)
         try:
             with trio.fail_after(30):
                 while len(commit_log.files.files) < 3:
@@ -329,16 +344,16 @@ async def test_the_nogil_flusher_syncs_both_files_of_a_roll_over_and_skips_a_des
             flusher.request()
 
 
-@needs_compiled
+@pytest.mark.parametrize("flusher", FLUSHERS[1:])
 async def test_a_flush_slower_than_the_timeout_answers_flush_disk_timeout_and_closes(
-    make_config: MakeConfig, monkeypatch: pytest.MonkeyPatch
+    make_config: MakeConfig, monkeypatch: pytest.MonkeyPatch, flusher: str
 ) -> None:
     config = make_config(flush_disk_type=FlushDiskType.SYNC_FLUSH, sync_flush_timeout_ms=20)
 
-    def slow_nogil(commit_log: CommitLog) -> NogilFlusher:
-        return NogilFlusher(commit_log, delay_ns=150_000_000)
+    def slow(commit_log: CommitLog) -> NogilFlusher:
+        return (ChildFlusher if flusher == "child" else NogilFlusher)(commit_log, 150_000_000)
 
-    monkeypatch.setattr(store_writer, "make_flusher", slow_nogil)
+    monkeypatch.setattr(store_writer, "make_flusher", slow)
     with trio.fail_after(60):
         async with open_message_store(config) as store:
             commit_log = store.commit_log
