@@ -339,9 +339,6 @@ class NogilFlusher:
             data = self._read()
         except BlockingIOError:
             return
-        except OSError as exc:  # the other end reset the socket: it has ended
-            self._fail(RuntimeError(f"{self._ended()}: {exc}"))
-            return
         if not data:
             self._fail(RuntimeError(self._ended()))
             return
@@ -500,7 +497,10 @@ class ChildFlusher(NogilFlusher):
         sock = self._socket
         if sock is None:
             raise BlockingIOError
-        return sock.recv(64 * _WORD.size, socket.MSG_DONTWAIT)
+        try:
+            return sock.recv(64 * _WORD.size, socket.MSG_DONTWAIT)
+        except ConnectionResetError:  # it died with requests unread: an end, as EOF is
+            return b""
 
     def _ended(self) -> str:
         process = self._process

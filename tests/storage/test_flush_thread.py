@@ -9,18 +9,25 @@ from __future__ import annotations
 
 import errno
 import functools
+import logging
 import os
+import re
+import signal
 import struct
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 import pytest
 import trio
 import trio.testing
 
 from storage import (
+    FileMessageStore,
     FlushDiskType,
     MessageExtBrokerInner,
     MessageStoreConfig,
@@ -30,7 +37,15 @@ from storage import (
     store_writer,
 )
 from storage.commit_log import CommitLog, FlushPlan
-from storage.flush_thread import ChildFlusher, Flusher, FlushThread, NogilFlusher, flush_loop_py
+from storage.flush_thread import (
+    ChildFlusher,
+    Flusher,
+    FlushThread,
+    NogilFlusher,
+    flush_loop_py,
+    make_flusher,
+)
+from storage.mapped_file import MappedFile
 from storage.results import MessageBatch
 from tests.compiled import needs_compiled
 
@@ -364,3 +379,210 @@ async def test_a_flush_slower_than_the_timeout_answers_flush_disk_timeout_and_cl
         assert commit_log.flushed_offset == commit_log.max_offset
     assert statuses == [PutMessageStatus.FLUSH_DISK_TIMEOUT] * 3
     assert timeouts == 3
+
+
+# -- the flush process (the pure path's flusher) -------------------------------------------
+
+
+class PlannedLog:
+    """A commit log's flush side only: each plan syncs ``fds``; the answers are noted."""
+
+    def __init__(self, fds: list[int]) -> None:
+        self.fds = fds
+        self.done: list[list[int]] = []
+        self.flushes = 0
+
+    def flush_plan(self) -> FlushPlan:
+        return FlushPlan(0, 0, [(cast(MappedFile, None), fd, 1) for fd in self.fds])
+
+    def flush_done(self, plan: FlushPlan, errors: list[int]) -> int:
+        self.done.append(errors)
+        return 0
+
+    def flush(self) -> int:
+        self.flushes += 1
+        return 0
+
+
+def gone(pid: int) -> bool:
+    """Whether process ``pid`` has exited (reaped, or a zombie no one has reaped yet)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+async def wait_reaped(pid: int, timeout: float = 30) -> None:
+    """Until ``pid`` (a child of this process) is reaped: no zombie is left behind."""
+    with trio.fail_after(timeout):
+        while os.path.exists(f"/proc/{pid}"):
+            await trio.sleep(0.01)
+
+
+async def test_the_flush_process_answers_as_the_flush_loop_and_is_reaped(tmp_path: Path) -> None:
+    fd = os.open(tmp_path / "file", os.O_RDWR | os.O_CREAT, 0o644)
+    closed = 1_000_000  # no such descriptor: it cannot be passed, answered EBADF
+    read_end, write_end = os.pipe()  # fdatasync of a pipe: EINVAL
+    try:
+        os.write(fd, b"x" * 5000)
+        fds = [fd, closed, read_end, fd]
+        _served, pure = run_loop(flush_loop_py, fds)
+        commit_log = PlannedLog(fds)
+        flusher = ChildFlusher(cast(CommitLog, commit_log))
+        flusher.start()
+        pid = flusher.pid
+        assert pid is not None and pid != os.getpid()
+        try:
+            with trio.fail_after(30):
+                await flusher.request().wait()
+                commit_log.fds = [fd] * 70  # more than one message's worth of descriptors
+                await flusher.request().wait()
+        finally:
+            flusher.stop()
+    finally:
+        for each in (fd, read_end, write_end):
+            os.close(each)
+    assert pure == [0, errno.EBADF, errno.EINVAL, 0]
+    assert commit_log.done == [pure, [0] * 70]
+    assert commit_log.flushes == 0  # every flush went to the process
+    await wait_reaped(pid)
+    with pytest.raises(RuntimeError, match="not running"):
+        flusher.request()
+
+
+async def test_a_killed_flush_process_fails_the_waiting_flushes_and_acknowledges_nothing_more(
+    make_config: MakeConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = make_config(flush_disk_type=FlushDiskType.SYNC_FLUSH, sync_flush_timeout_ms=60_000)
+    flushers: list[ChildFlusher] = []
+
+    def child(commit_log: CommitLog) -> ChildFlusher:
+        flushers.append(ChildFlusher(commit_log))
+        return flushers[-1]
+
+    monkeypatch.setattr(store_writer, "make_flusher", child)
+    answers: list[PutMessageResult] = []
+    with trio.fail_after(60):
+        with pytest.raises(BaseExceptionGroup) as raised:
+            async with open_message_store(config) as store:
+                for n in range(5):
+                    answers.append(await store.put_message(message(1, n)))
+                pid = flushers[0].pid
+                assert pid is not None
+                os.kill(pid, signal.SIGSTOP)  # a stuck disk: the next flush waits
+                async with trio.open_nursery() as nursery:
+                    for n in range(5, 9):
+                        nursery.start_soon(put_noting, store, n, answers)
+                    await trio.testing.wait_all_tasks_blocked()
+                    os.kill(pid, signal.SIGKILL)
+        assert pid is not None
+        [error] = leaves(raised.value)
+        # Its exit status is read as the error is made: on a busy machine it may lag.
+        assert re.fullmatch(
+            rf"the commit log's flush process \(pid {pid}\) has ended "
+            r"\((killed by SIGKILL|still exiting)\)",
+            str(error),
+        ), error
+        await wait_reaped(pid)
+        statuses = [answer.status for answer in answers]
+        assert statuses == [PutMessageStatus.PUT_OK] * 5 + [PutMessageStatus.FLUSH_DISK_TIMEOUT] * 4
+        # Every put is stored (the shutdown flushed them); the acknowledged ones for sure.
+        async with open_message_store(config) as store:
+            for answer in answers:
+                assert store.look_message_by_offset(answer.wrote_offset) is not None
+
+
+async def put_noting(store: FileMessageStore, n: int, answers: list[PutMessageResult]) -> None:
+    answers.append(await store.put_message(message(1, n)))
+
+
+def leaves(group: BaseException) -> list[BaseException]:
+    """The exceptions inside ``group``'s nested groups."""
+    if isinstance(group, BaseExceptionGroup):
+        return [leaf for inner in group.exceptions for leaf in leaves(inner)]
+    return [group]
+
+
+#: Runs a SYNC_FLUSH store on the pure path in the directory argv[1], prints its flush
+#: process's pid once a put was flushed, then waits to be killed.
+STORE_OWNER = """
+import sys, trio
+from storage import FlushDiskType, MessageStoreConfig, open_message_store
+from tests.storage.test_flush_thread import message
+
+async def main() -> None:
+    config = MessageStoreConfig(
+        store_path_root_dir=sys.argv[1], flush_disk_type=FlushDiskType.SYNC_FLUSH
+    )
+    async with open_message_store(config) as store:
+        await store.put_message(message(1, 0))
+        print(store._writer._flusher.pid, flush=True)
+        await trio.sleep_forever()
+
+trio.run(main)
+"""
+
+
+async def test_the_flush_process_ends_when_its_broker_is_killed(tmp_path: Path) -> None:
+    environment = {**os.environ, "BOLTMQ_PURE": "1"}
+    root = Path(__file__).resolve().parents[2]
+    owner = subprocess.Popen(
+        [sys.executable, "-c", STORE_OWNER, str(tmp_path / "store")],
+        cwd=root, env=environment, stdout=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert owner.stdout is not None
+        with trio.fail_after(60):
+            line = await trio.to_thread.run_sync(owner.stdout.readline)
+        pid = int(line)
+        assert not gone(pid)
+        owner.kill()
+        await trio.to_thread.run_sync(owner.wait, 30)
+        with trio.fail_after(30):
+            while not gone(pid):  # EOF on its socket: it exits (init reaps it)
+                await trio.sleep(0.01)
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait(30)
+        if owner.stdout is not None:
+            owner.stdout.close()
+
+
+def test_make_flusher_takes_the_compiled_loop_else_the_process_else_the_thread(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    commit_log = cast(CommitLog, PlannedLog([]))
+    compiled = type(make_flusher(commit_log))
+    assert compiled is (NogilFlusher if NogilFlusher.available() else ChildFlusher)
+    monkeypatch.setattr(NogilFlusher, "available", staticmethod(lambda: False))
+    assert type(make_flusher(commit_log)) is ChildFlusher
+    missing = "socket.send_fds (passing descriptors) is missing"
+    monkeypatch.setattr(ChildFlusher, "unavailable", staticmethod(lambda: missing))
+    with caplog.at_level(logging.INFO, "boltmq.storage"):
+        assert type(make_flusher(commit_log)) is FlushThread
+    assert [record.getMessage() for record in caplog.records] == [
+        "commit log: SYNC_FLUSH flushes in a Python thread (slower: it waits for the "
+        f"interpreter lock after each fdatasync): no flush process, {missing}"
+    ]
+
+
+async def test_a_flush_process_that_cannot_start_leaves_the_flushes_to_the_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    missing = tmp_path / "no-python"
+    monkeypatch.setattr(sys, "executable", str(missing))
+    commit_log = PlannedLog([])
+    flusher = ChildFlusher(cast(CommitLog, commit_log))
+    with caplog.at_level(logging.WARNING, "boltmq.storage"):
+        flusher.start()
+    try:
+        assert flusher.pid is None
+        with trio.fail_after(30):
+            await flusher.request().wait()
+    finally:
+        flusher.stop()
+    assert commit_log.flushes == 1 and commit_log.done == []
+    [record] = caplog.records
+    assert f"no flush process, starting {missing} failed" in record.getMessage()
