@@ -15,8 +15,13 @@ thread runs ``flush_loop``, which reads file descriptors from a pipe, fdatasyncs
 writes each outcome to another pipe without ever taking the interpreter lock. The trio thread
 plans a flush (`CommitLog.flush_plan`: which files, up to where), writes their descriptors and
 waits for the done pipe to become readable; the fdatasync starts at once, even while the trio
-thread keeps appending, as RocketMQ's GroupCommitService thread does. Without the compiled
-module (or for a commit log file flushed with msync) `FlushThread` serves instead.
+thread keeps appending, as RocketMQ's GroupCommitService thread does.
+
+Without the compiled module, `ChildFlusher` does the same with the loop in a small process of
+its own (`storage.flush_child`, its own interpreter, so its fdatasyncs never wait for this
+one's lock): each descriptor is passed over a Unix socketpair (SCM_RIGHTS), the answers come
+back on it. Where that process cannot run (not Linux, or it fails to start), or for a commit
+log file flushed with msync, `FlushThread` serves instead.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ except ImportError:  # not built: FlushThread serves
 
 __all__ = [
     "ChildFlusher",
+    "FlushServerEnded",
     "Flusher",
     "FlushRequest",
     "FlushThread",
@@ -60,6 +66,13 @@ log = logging.getLogger("boltmq.storage")
 
 _WORD = struct.Struct("=q")  # one request (a descriptor; negative: stop) or one answer (errno)
 _STOP = _WORD.pack(-1)
+
+
+class FlushServerEnded(RuntimeError):
+    """What ran the fdatasyncs (a flush process, a flush thread) ended before answering.
+
+    Not a disk error: what it did not answer is not known to be durable, so its puts are not
+    confirmed, but a later flush by a new server may cover them."""
 
 
 class Waitable(Protocol):
@@ -326,7 +339,7 @@ class NogilFlusher:
         try:
             self._send([fd for _m, fd, _t in plan.files])
         except OSError as exc:
-            flush.error = RuntimeError(f"{self._ended()}: {exc}")
+            flush.error = FlushServerEnded(f"{self._ended()}: {exc}")
             flush.finished = True
             return flush
         self._pending.append(flush)
@@ -334,13 +347,16 @@ class NogilFlusher:
 
     async def receive(self) -> None:
         """Wait for answers on the done pipe and complete the plans they finish, in order."""
-        await trio.lowlevel.wait_readable(self._done_fd)
+        try:
+            await trio.lowlevel.wait_readable(self._done_fd)
+        except trio.ClosedResourceError:  # stopped or replaced meanwhile: `_fail` answered
+            return
         try:
             data = self._read()
         except BlockingIOError:
             return
         if not data:
-            self._fail(RuntimeError(self._ended()))
+            self._fail(FlushServerEnded(self._ended()))
             return
         data = self._buffer + data
         whole = len(data) - len(data) % _WORD.size
@@ -398,12 +414,17 @@ class ChildFlusher(NogilFlusher):
 
     _what = "flush process"
 
+    #: Processes started after one died, before `FlushThread` serves instead.
+    RESTARTS = 1
+
     def __init__(self, commit_log: CommitLog, delay_ns: int = 0) -> None:
         super().__init__(commit_log, delay_ns)
         self._loop = None
         self._socket: socket.socket | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._degraded = False
+        self._lost = False  # the process died; the next request replaces it
+        self._restarts_left = self.RESTARTS
 
     @staticmethod
     def unavailable() -> str | None:
@@ -424,6 +445,26 @@ class ChildFlusher(NogilFlusher):
     def start(self, loop: Callable[[int, int, int], int] | None = None) -> None:
         """Start the flush process (``loop`` is unused: the process runs its own)."""
         self._fallback.start()
+        self._lost = False
+        self._restarts_left = self.RESTARTS
+        self._degraded = False
+        self._spawn()
+
+    def stop(self) -> None:
+        """Close the socket: the process ends after the fdatasyncs asked for (never blocks)."""
+        self._fallback.stop()
+        self._close(RuntimeError("the store writer stopped"))
+
+    def request(self) -> Waitable:
+        """Plan a flush and pass its descriptors to the process (`FlushThread` if it failed)."""
+        if self._lost:
+            self._replace()
+        if self._degraded:
+            return self._fallback.request()
+        return super().request()
+
+    def _spawn(self) -> None:
+        """Start a process on a new socketpair; where it cannot start, degrade (logged)."""
         self._buffer = b""
         reason = self.unavailable()
         if reason is None:
@@ -442,36 +483,46 @@ class ChildFlusher(NogilFlusher):
             finally:
                 child.close()
         if reason is not None:
-            log.warning("commit log: SYNC_FLUSH flushes in a Python thread (slower: it waits "
-                        "for the interpreter lock after each fdatasync): no flush process, %s",
-                        reason)  # fmt: skip
-            self._degraded = True
+            self._degrade(f"no flush process, {reason}")
             return
-        self._degraded = False
         self._socket = parent
         self._done_fd = parent.fileno()
 
-    def stop(self) -> None:
-        """Close the socket: the process ends after the fdatasyncs asked for (never blocks)."""
-        self._fallback.stop()
+    def _degrade(self, why: str) -> None:
+        log.warning("commit log: SYNC_FLUSH flushes in a Python thread (slower: it waits for "
+                    "the interpreter lock after each fdatasync): %s", why)  # fmt: skip
+        self._degraded = True
+
+    def _replace(self) -> None:
+        """The process died: start another (`RESTARTS` times), then leave it to the thread."""
+        process = self._process
+        pid = process.pid if process is not None else None
+        ended = FlushServerEnded(self._ended())
+        self._lost = False
+        self._close(ended)
+        if self._restarts_left <= 0:
+            self._degrade(f"the flush process died again (pid {pid})")
+            return
+        self._restarts_left -= 1
+        self._spawn()
+        if self._process is not None:
+            log.warning("commit log: flush process %d started in place of %s, which died",
+                        self._process.pid, pid)  # fmt: skip
+
+    def _close(self, error: BaseException) -> None:
+        """Close the socket (the process ends at EOF), fail what waits, reap off this thread."""
         sock, self._socket = self._socket, None
         process, self._process = self._process, None
         if sock is not None:
             trio.lowlevel.notify_closing(sock)
             sock.close()
             self._done_fd = -1
-            self._fail(RuntimeError("the store writer stopped"))
+            self._fail(error)
         if process is not None and process.poll() is None:
             # Reaped off the trio thread: the process may still be in an fdatasync.
             threading.Thread(
                 target=process.wait, name="commit-log-flush-reaper", daemon=True
             ).start()
-
-    def request(self) -> Waitable:
-        """Plan a flush and pass its descriptors to the process (`FlushThread` if it failed)."""
-        if self._degraded:
-            return self._fallback.request()
-        return super().request()
 
     def _send(self, fds: list[int]) -> None:
         sock = self._socket
@@ -517,12 +568,8 @@ class ChildFlusher(NogilFlusher):
             how = f"killed by {signal.Signals(-code).name}"
         else:
             how = f"exit status {code}"
-        message = f"the commit log's flush process (pid {process.pid}) has ended ({how})"
-        # The store writer ends on the failed flush (its waiting puts are answered
-        # FLUSH_DISK_TIMEOUT: stored, not confirmed); the store's restart starts a new process.
-        log.error("%s: the flushes waiting for it fail, their puts are stored but not "
-                  "confirmed on disk", message)  # fmt: skip
-        return message
+        self._lost = True  # the next request starts another
+        return f"the commit log's flush process (pid {process.pid}) has ended ({how})"
 
 
 def _send_all(sock: socket.socket, fds: list[int]) -> None:

@@ -37,7 +37,7 @@ from storage._record import offset_msg_id_prefix
 from storage.commit_log import CommitLog, EncodedPut
 from storage.consume_queue import ConsumeQueueStore
 from storage.dispatch import CommitLogDispatcher
-from storage.flush_thread import Flusher, Waitable, make_flusher
+from storage.flush_thread import Flusher, FlushServerEnded, Waitable, make_flusher
 from storage.group_commit import (
     CommitGroup,
     PendingPut,
@@ -642,10 +642,17 @@ class StoreWriter(Actor[StoreWriterCommand]):
             self._drained.set()
 
     async def _wait_flush(self, request: Waitable) -> bool:
-        """Wait for the fdatasync of ``request``; False on syncFlushTimeout."""
+        """Wait for the fdatasync of ``request``; False on syncFlushTimeout, or when what ran
+        it ended unanswered (a flush process died: no disk error, the next flush retries)."""
         timeout_ms = self._config.sync_flush_timeout_ms
         with trio.move_on_after(timeout_ms / 1000):
-            await request.wait()
+            try:
+                await request.wait()
+            except FlushServerEnded as exc:
+                self._flush_timeouts += 1
+                log.error("store writer: %s; its puts are answered FLUSH_DISK_TIMEOUT (stored, "
+                          "not confirmed on disk)", exc)  # fmt: skip
+                return False
             self._sync_flushes += 1
             self._counters.flushes += 1
             return True
