@@ -409,8 +409,9 @@ class ChildFlusher(NogilFlusher):
     The process ends at EOF of its socket: `stop` closes it (the fdatasyncs already asked for
     still run; the process is reaped by a short-lived thread) and a broker killed outright has
     it closed by the kernel. If the process dies on its own the flushes waiting for it fail
-    with an error naming its pid and end, and nothing they cover is reported durable. Where it
-    cannot be started the commit log's `FlushThread` serves every flush (logged)."""
+    with `FlushServerEnded`, naming its pid and how it ended (nothing they cover is reported
+    durable), and the next request starts another, `RESTARTS` times. Where a process cannot
+    be started (or died again) the commit log's `FlushThread` serves every flush (logged)."""
 
     _what = "flush process"
 
@@ -565,7 +566,10 @@ class ChildFlusher(NogilFlusher):
         if code is None:
             how = "still exiting"
         elif code < 0:
-            how = f"killed by {signal.Signals(-code).name}"
+            try:
+                how = f"killed by {signal.Signals(-code).name}"
+            except ValueError:  # a signal without a name (a real-time one)
+                how = f"killed by signal {-code}"
         else:
             how = f"exit status {code}"
         self._lost = True  # the next request starts another
