@@ -339,7 +339,7 @@ class NogilFlusher:
         try:
             self._send([fd for _m, fd, _t in plan.files])
         except OSError as exc:
-            flush.error = FlushServerEnded(f"{self._ended()}: {exc}")
+            flush.error = self._ended_error(f"{self._ended()}: {exc}")
             flush.finished = True
             return flush
         self._pending.append(flush)
@@ -356,7 +356,7 @@ class NogilFlusher:
         except BlockingIOError:
             return
         if not data:
-            self._fail(FlushServerEnded(self._ended()))
+            self._fail(self._ended_error(self._ended()))
             return
         data = self._buffer + data
         whole = len(data) - len(data) % _WORD.size
@@ -372,6 +372,9 @@ class NogilFlusher:
 
     #: What serves the fdatasyncs, for errors ("the commit log's flush thread has ended").
     _what = "flush thread"
+    #: Raised when it ended: the compiled thread ends only if its pipes fail, which ends
+    #: the writer as any flush error does (a flush process is replaced: `ChildFlusher`).
+    _ended_error: type[RuntimeError] = RuntimeError
 
     def _send(self, fds: list[int]) -> None:
         """Ask for the fdatasync of ``fds`` (raises OSError once the server has ended)."""
@@ -414,6 +417,7 @@ class ChildFlusher(NogilFlusher):
     be started (or died again) the commit log's `FlushThread` serves every flush (logged)."""
 
     _what = "flush process"
+    _ended_error = FlushServerEnded
 
     #: Processes started after one died, before `FlushThread` serves instead.
     RESTARTS = 1
