@@ -2,7 +2,8 @@
 
 `storage.flush_thread.ChildFlusher` starts this file with ``sys.executable -I -S`` (an
 interpreter of its own, so its fdatasync loop never waits for the broker's interpreter lock).
-It imports nothing of the project and nothing heavy, so it is up in a few milliseconds.
+It imports nothing of the project and nothing heavy, so it is up in a few tens of
+milliseconds; requests sent before that wait in its socket.
 
 Protocol, on the stream socket whose descriptor is ``argv[1]``: each request is one 8-byte
 native word; a word >= 0 comes with one descriptor (SCM_RIGHTS, the kernel hands over a dup
