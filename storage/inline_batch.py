@@ -14,6 +14,8 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Callable
+from itertools import accumulate, chain, repeat
+from operator import add, and_, itemgetter
 
 from storage._encode import (
     _MAGIC_CODE,
@@ -199,6 +201,152 @@ def write_batch_records_py(
     ``base``) with its append-time fields; append its consume-queue entry to ``entries``, its
     physical offset to ``offsets`` and, when ``index_keys`` is not None, its KEYS and
     UNIQ_KEY index keys to ``index_keys``. Returns the position after the last record."""
+    end = _write_plain_batch(
+        view, pos, base, elements, header_props, topic_part, queue_id, sys_flag,
+        born_timestamp, born, born_port, now, store, store_port, reconsume, queue_offset,
+        entries, offsets, index_keys, topic,
+    )  # fmt: skip
+    if end >= 0:
+        return end
+    return _write_records_one_by_one(
+        view, pos, base, elements, header_props, topic_part, queue_id, sys_flag,
+        born_timestamp, born, born_port, now, store, store_port, reconsume, queue_offset,
+        entries, offsets, index_keys, topic,
+    )  # fmt: skip
+
+
+# TOTALSIZE to BODYLEN of a record: its own fields around the batch's shared 48 bytes.
+_RECORD_HEAD = struct.Struct(">iiiiiqq48si")
+# A topic part and PROPERTIESLENGTH, per topic part length.
+_TOPIC_TAILS: dict[int, Callable[[bytes, int], bytes]] = {}
+_UNIQ_MARK = "\x02UNIQ_KEY\x01"
+_CRC_MASK = 0x7FFFFFFF
+
+
+def _write_plain_batch(
+    view: memoryview,
+    pos: int,
+    base: int,
+    elements: list[tuple[int, bytes, str]],
+    header_props: bytes,
+    topic_part: bytes,
+    queue_id: int,
+    sys_flag: int,
+    born_timestamp: int,
+    born: bytes,
+    born_port: int,
+    now: int,
+    store: bytes,
+    store_port: int,
+    reconsume: int,
+    queue_offset: int,
+    entries: bytearray,
+    offsets: list[int],
+    index_keys: list[tuple[str, int]] | None,
+    topic: str,
+) -> int:
+    """`write_batch_records_py` of a plain batch, a column at a time: -1 (nothing written)
+    when the batch is not plain.
+
+    Plain is what producers send: no element holds TAGS or KEYS, the header's properties
+    follow every element's the same way, and each element's UNIQ_KEY (when any has one) is
+    its last piece. Each column (sizes, CRCs, offsets, heads, index keys) is then one call
+    that loops in C (``map``, ``accumulate``, ``bytes.join``) instead of a pass of Python per
+    record, and the records are copied into the file at once."""
+    flags, bodies, props_strs = zip(*elements, strict=True)
+    joined = "".join(props_strs)
+    if "S\x01" in joined:
+        return -1  # perhaps TAGS or KEYS (or only a name ending in S): one by one
+    suffix = _header_suffix(props_strs, joined, header_props)
+    if suffix is None:
+        return -1
+    keys: list[str] | None = None
+    if index_keys is not None and "UNIQ_KEY\x01" in joined:
+        # Each element's last "\x02UNIQ_KEY\x01" piece, when it ends the string with a value.
+        pieces = list(map(str.rpartition, props_strs, repeat(_UNIQ_MARK)))
+        values = list(map(_THIRD, pieces))
+        if not all(map(_SECOND, pieces)) or not all(values) or "\x02" in "".join(values):
+            return -1
+        keys = list(map(f"{topic}#".__add__, values))
+    encoded = list(map(str.encode, props_strs))
+    extra = len(suffix)
+    props_lens = [n + extra for n in map(len, encoded)] if extra else list(map(len, encoded))
+    if max(props_lens) > 0x7FFF:
+        return -1  # PROPERTIESLENGTH does not hold it: the one-by-one write says so
+    body_lens = list(map(len, bodies))
+    fixed = 90 + len(topic_part)
+    sizes: list[int] = list(map(add, map(add, body_lens, props_lens), repeat(fixed)))
+    phys = list(accumulate(sizes, initial=base + pos))
+    end = phys.pop() - base
+    if end > len(view):
+        return -1  # the one-by-one write writes the records that fit, then refuses
+    n = len(elements)
+    shared = _BATCH_FIELDS.pack(
+        sys_flag, born_timestamp, born, born_port, now, store, store_port, reconsume, 0
+    )
+    crcs = map(and_, map(zlib.crc32, bodies), repeat(_CRC_MASK))
+    heads = map(_RECORD_HEAD.pack, sizes, repeat(_MAGIC_CODE), crcs, repeat(queue_id), flags,
+                range(queue_offset, queue_offset + n), phys, repeat(shared), body_lens)  # fmt: skip
+    tail = _TOPIC_TAILS.get(len(topic_part))
+    if tail is None:
+        tail = _TOPIC_TAILS[len(topic_part)] = struct.Struct(f">{len(topic_part)}sh").pack
+    tails = map(tail, repeat(topic_part), props_lens)
+    view[pos:end] = b"".join(
+        chain.from_iterable(zip(heads, bodies, tails, encoded, repeat(suffix)))
+    )
+    offsets += phys
+    entries += b"".join(map(ENTRY.pack, phys, sizes, repeat(0)))
+    if keys is not None and index_keys is not None:
+        index_keys.extend(zip(keys, phys, strict=True))
+    return end
+
+
+def _header_suffix(props_strs: tuple[str, ...], joined: str, header_props: bytes) -> bytes | None:
+    """What follows every element's properties in its record (``joined`` is theirs joined):
+    the header's properties, after a separator when the element's do not end with one; None
+    when that is not the same for every element."""
+    if not header_props:
+        return b""
+    if not joined:
+        return header_props
+    # No element empty, none ending in a separator (one joined scan: a separator followed by
+    # the joint, or a last one; a value holding both only sends the batch the long way).
+    if (
+        all(props_strs)
+        and props_strs[-1][-1] != "\x02"
+        and "\x02\x03" not in "\x03".join(props_strs)
+    ):
+        return b"\x02" + header_props
+    return None
+
+
+_SECOND = itemgetter(1)
+_THIRD = itemgetter(2)
+
+
+def _write_records_one_by_one(
+    view: memoryview,
+    pos: int,
+    base: int,
+    elements: list[tuple[int, bytes, str]],
+    header_props: bytes,
+    topic_part: bytes,
+    queue_id: int,
+    sys_flag: int,
+    born_timestamp: int,
+    born: bytes,
+    born_port: int,
+    now: int,
+    store: bytes,
+    store_port: int,
+    reconsume: int,
+    queue_offset: int,
+    entries: bytearray,
+    offsets: list[int],
+    index_keys: list[tuple[str, int]] | None,
+    topic: str,
+) -> int:
+    """`write_batch_records_py` of any batch, a record at a time."""
     pack_entry = ENTRY.pack
     crc32 = zlib.crc32
     packers = _RECORD_PACKERS
