@@ -64,6 +64,36 @@ def decode_batch_tuples_py(body: Buffer) -> list[tuple[int, bytes, str]]:
     data = body if type(body) is bytes else bytes(body)
     pos = 0
     end = len(data)
+    try:
+        while pos < end:
+            total, flag, body_len = unpack_head(data, pos)
+            props_at = pos + 20 + body_len
+            next_pos = pos + total
+            props_len = next_pos - props_at - 2
+            # One test of a well-formed element (the properties' length as TOTALSIZE says it,
+            # as the two bytes say it read unsigned); anything else is found and named by
+            # `_decode_batch_checked`, which reads the body again.
+            if not (0 <= body_len and 0 <= props_len <= 0x7FFF and next_pos <= end) or (
+                data[props_at] << 8
+            ) | data[props_at + 1] != props_len:
+                break
+            append((flag, data[pos + 20 : props_at], data[props_at + 2 : next_pos].decode()))
+            pos = next_pos
+        else:
+            return elements
+    except (struct.error, UnicodeDecodeError):
+        pass
+    return _decode_batch_checked(data)
+
+
+def _decode_batch_checked(data: bytes) -> list[tuple[int, bytes, str]]:
+    """`decode_batch_tuples_py` checking each size on its own: MessageFormatError naming what
+    is wrong where."""
+    elements: list[tuple[int, bytes, str]] = []
+    append = elements.append
+    unpack_head = _ELEMENT_HEAD.unpack_from
+    pos = 0
+    end = len(data)
     while pos < end:
         if pos + 22 > end:
             raise MessageFormatError(f"batch element at offset {pos} is cut short")

@@ -4,18 +4,22 @@
 TAGS or KEYS, the header's properties following every element the same way, each UNIQ_KEY the
 last piece) with whole-batch calls, and anything else record by record. Both must leave the
 same records, consume-queue entries, offsets and index keys; the plain path must also refuse
-(write nothing, answer -1) every batch it cannot write exactly. In-memory buffers only.
+(write nothing, answer -1) every batch it cannot write exactly. In-memory buffers, and one
+store in tmp_path against the buffer path.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage.inline_batch import _write_plain_batch, _write_records_one_by_one
+from storage import MessageBatch, open_message_store
+from storage.inline_batch import _PlainBatch, _write_records_one_by_one
 from storage.results import PutMessageResult, PutMessageStatus
+from tests.storage.helpers import small_config, store_files
 
 # Names and values of producers' properties, plus what the plain path must turn away: a name
 # ending in S (maybe TAGS or KEYS), UNIQ_KEY not last or empty or not after a separator, a
@@ -34,6 +38,19 @@ _producer_batches = st.lists(
     min_size=1, max_size=6,
 ).map(lambda items: [(f, b, f"WAIT\x01true\x02UNIQ_KEY\x01{u}") for f, b, u in items])  # fmt: skip
 _header = st.sampled_from([b"", b"CLUSTER\x01DefaultCluster", b"\xc3\xa9\x01x"])
+
+
+def _write_plain_batch(
+    view: memoryview, pos: int, base: int, elements: list[tuple[int, bytes, str]],
+    header: bytes, topic_part: bytes, *args: Any,
+) -> int:  # fmt: skip
+    """The plain write, or -1 (nothing written) when it does not take the batch."""
+    topic = args[-1]
+    index_keys = args[-2]
+    plain = _PlainBatch.of(elements, header, topic_part, topic, index_keys is not None)
+    if plain is None or not plain.fits(view, pos):
+        return -1
+    return plain.write(view, pos, base, *args[:-1])
 
 
 def _write(fn: Any, elements: list[tuple[int, bytes, str]], header: bytes, index: bool,
@@ -89,3 +106,33 @@ def test_a_batchs_msg_ids_are_each_records_store_host_and_offset() -> None:
     odd = PutMessageResult(PutMessageStatus.PUT_OK, physical_offsets=[1, 2], msg_id_prefix="%d")
     assert odd.msg_id == "%d0000000000000001,%d0000000000000002"
     assert PutMessageResult(PutMessageStatus.PUT_OK).msg_id == ""
+
+
+async def test_producers_batches_in_the_store_match_the_buffer_path_byte_for_byte(
+    tmp_path: Path,
+) -> None:
+    """Batches as a producer sends them, through `append_batch` (the plain write on the pure
+    path) and through the buffer path: the same commit-log, consume-queue and index files."""
+    now = 1_700_000_000_000
+
+    def producer_batch(n: int) -> MessageBatch:
+        uniq = "WAIT\x01true\x02UNIQ_KEY\x017F00000100"
+        elements = [(0, b"m%d-%d." % (n, k) * (60 + 30 * k), f"{uniq}{n:04X}{k:04X}")
+                    for k in range(1 + n % 4)]  # fmt: skip
+        return MessageBatch("PlainTopic", n % 2, elements, "CLUSTER\x01DefaultCluster",
+                            born_timestamp=now - n, born_host=("127.0.0.1", 40000 + n))  # fmt: skip
+
+    roots = {"in-place": tmp_path / "in-place", "buffer": tmp_path / "buffer"}
+    for how, root in roots.items():
+        async with open_message_store(small_config(root, clock=lambda: now)) as store:
+            for n in range(60):  # about a commit-log file and a half
+                if how == "in-place":
+                    answered: list[PutMessageResult] = []
+                    store.put_messages_nowait(producer_batch(n), answered.append)
+                    assert [r.status for r in answered] == [PutMessageStatus.PUT_OK]
+                else:
+                    assert (await store.put_messages(producer_batch(n))).ok
+            assert store.statistics().commit_log_files > 1
+            found = store.query_message("PlainTopic", "7F00000100003B0002", 10, 0, 2**62)
+            assert len(found.buffers) == 1
+    assert store_files(roots["in-place"]) == store_files(roots["buffer"])
