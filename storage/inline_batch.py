@@ -220,7 +220,11 @@ def write_batch_records_py(
     ``base``) with its append-time fields; append its consume-queue entry to ``entries``, its
     physical offset to ``offsets`` and, when ``index_keys`` is not None, its KEYS and
     UNIQ_KEY index keys to ``index_keys``. Returns the position after the last record."""
-    plain = _PlainBatch.of(elements, header_props, topic_part, topic, index_keys is not None)
+    plain = (
+        _PlainBatch.of(elements, header_props, topic_part, topic, index_keys is not None)
+        if elements
+        else None
+    )
     if plain is not None and plain.fits(view, pos):
         return plain.write(
             view, pos, base, queue_id, sys_flag, born_timestamp, born, born_port, now, store,

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from storage import MessageBatch, open_message_store
-from storage.inline_batch import _PlainBatch, _write_records_one_by_one
+from storage.inline_batch import _PlainBatch, _write_records_one_by_one, write_batch_records_py
 from storage.results import PutMessageResult, PutMessageStatus
 from tests.storage.helpers import small_config, store_files
 
@@ -89,6 +89,16 @@ def test_a_producers_batch_takes_the_plain_write(
     assert plain == _write(_write_records_one_by_one, elements, header, index)
     if index:
         assert plain[4] is not None and len(plain[4]) == 1 + len(elements)
+
+
+def test_an_empty_batch_is_written_as_nothing() -> None:
+    assert _write(write_batch_records_py, [], b"CLUSTER\x01C", True) == (
+        7,
+        b"\xee" * 4096,
+        b"old",
+        [1],
+        [("before", 1)],
+    )
 
 
 def test_a_plain_batch_past_the_end_of_the_file_is_left_to_the_record_by_record_write() -> None:
