@@ -17,9 +17,10 @@ import os
 import struct
 import time
 from collections.abc import Callable
+from itertools import repeat
+from operator import itemgetter
 from pathlib import Path
 
-from storage._hash import _HEADS as _HASH_HEADS
 from storage._hash import java_hash
 from storage.mapped_file import _MADV_POPULATE_WRITE, _PAGE, _libc
 
@@ -64,44 +65,83 @@ def put_index_entries_py(
     added, next entry number, used slot count, last commit-log offset)."""
     unpack_slot = _SLOT.unpack_from
     pack_slot = _SLOT.pack_into
-    pack_entry = _ENTRY.pack_into
-    heads = _HASH_HEADS
-    # The keys that fit: a slice walked by a for loop costs less than an index and a bound
-    # check per key.
+    heads = _SHIFTED_HEADS
+    highs = _TAIL_HIGHS
+    lows = _TAIL_LOWS
     stop = min(len(keys), start + max(limit - number, 0))
-    for key, phy_offset in keys[start:stop] if stop > start else ():
-        # `java_hash_py`'s cached-head path inlined (a call per key costs a third of the
-        # loop): the key's hash from its head's and its last six units, as an unsigned int.
+    # The entries that fit the buffer (an index file always has room for ``limit``).
+    fit = min(stop, start + max((len(buf) - entries_start) // INDEX_ENTRY_SIZE - number, 0))
+    if slots <= 0:
+        raise ZeroDivisionError("an index file needs at least one hash slot")
+    if fit <= start:
+        if stop > start:
+            raise ValueError(f"index entry {number} lies past the end of the file")
+        return max(stop, start), number, slot_count, phy_offset
+    first = number
+    added = keys[start:fit]
+    hashes: list[int] = []
+    previouses: list[int] = []
+    add_hash = hashes.append
+    add_previous = previouses.append
+    for key, _ in added:
+        # The hash as sums of cached parts: the key's head (all but its last six characters)
+        # already times 31**6, and the two halves of its tail (a producer's keys share all but
+        # their last characters, and a half takes few values). Any part not cached: hashed
+        # whole, and the parts cached when they can be.
         split = len(key) - 6
-        head = heads.get(key[:split]) if split >= 10 else None
-        if head is not None:
-            try:
-                # Raises for a non-ASCII tail (its units are not its bytes): hashed whole.
-                a, b, c, d, e, f = key[split:].encode("ascii")
-            except UnicodeEncodeError:
-                head = None
-            else:
-                khash = (
-                    head * 887503681 + a * 28629151 + b * 923521 + c * 29791 + d * 961
-                    + e * 31 + f
-                ) & 0xFFFFFFFF  # fmt: skip
-                if khash & 0x80000000:
-                    khash = 0 if khash == 0x80000000 else 0x100000000 - khash
-        if head is None:
-            khash = java_hash(key)
-            if khash < 0:
-                khash = 0 if khash == -0x80000000 else -khash
+        try:
+            khash = (
+                heads[key[:split]] + highs[key[split : split + 3]] + lows[key[split + 3 :]]
+            ) & 0xFFFFFFFF
+        except KeyError:
+            khash = _key_hash_caching_parts(key, split)
+        else:
+            if khash & 0x80000000:
+                khash = 0 if khash == 0x80000000 else 0x100000000 - khash
         slot_pos = INDEX_HEADER_SIZE + (khash % slots) * HASH_SLOT_SIZE
         (previous,) = unpack_slot(buf, slot_pos)
         if previous <= 0 or previous > number:
             previous = 0
             slot_count += 1
-        pack_entry(buf, entries_start + number * INDEX_ENTRY_SIZE, khash, phy_offset, time_diff,
-                   previous)  # fmt: skip
         pack_slot(buf, slot_pos, number)
+        add_hash(khash)
+        add_previous(previous)
         number += 1
-    i = max(stop, start)
-    return i, number, slot_count, phy_offset
+    # The entries are consecutive: packed and copied in at once.
+    at = entries_start + first * INDEX_ENTRY_SIZE
+    buf[at : at + len(added) * INDEX_ENTRY_SIZE] = b"".join(
+        map(_ENTRY.pack, hashes, map(_SECOND, added), repeat(time_diff), previouses)
+    )
+    if fit < stop:
+        raise ValueError(f"index entry {number} lies past the end of the file")
+    return fit, number, slot_count, added[-1][1]
+
+
+# Parts of an index key's hash (`put_index_entries_py`), mod 2**32: the head of a key (all
+# but its last six characters) -> its hash times 31**6; the first and last three characters
+# of its tail, when ASCII (three UTF-16 units) -> their hash times 31**3, and their hash.
+_SHIFTED_HEADS: dict[str, int] = {}
+_TAIL_HIGHS: dict[str, int] = {}
+_TAIL_LOWS: dict[str, int] = {}
+_PARTS_LIMIT = 4096
+_SECOND = itemgetter(1)
+
+
+def _key_hash_caching_parts(key: str, split: int) -> int:
+    """`key_hash` of ``key``; the parts of its hash cached when it has a head of ten
+    characters or more and an ASCII tail (then ``hash(key) = hash(head) * 31**6 +
+    hash(tail)``, mod 2**32, and so on for the tail's halves)."""
+    if split >= 10 and key[split:].isascii():
+        for part, cache, weight in (
+            (key[:split], _SHIFTED_HEADS, 887503681),
+            (key[split : split + 3], _TAIL_HIGHS, 29791),
+            (key[split + 3 :], _TAIL_LOWS, 1),
+        ):
+            if part not in cache:
+                if len(cache) >= _PARTS_LIMIT:
+                    cache.clear()
+                cache[part] = (java_hash(part) * weight) & 0xFFFFFFFF
+    return key_hash(key)
 
 
 #: What `IndexFile.put_keys` runs: the compiled twin when ``./dev build-ext`` built it, else

@@ -164,8 +164,9 @@ class PutMessageResult:
     @property
     def msg_ids(self) -> list[str]:
         """Offset msg id of every record (store host + commit-log offset, upper-case hex)."""
-        prefix = self.msg_id_prefix
-        return [f"{prefix}{offset:016X}" for offset in self.physical_offsets]
+        # One format applied by map (a loop in C), the prefix's own "%" kept as text.
+        return list(map(f"{self.msg_id_prefix.replace('%', '%%')}%016X".__mod__,
+                        self.physical_offsets))  # fmt: skip
 
     @property
     def ok(self) -> bool:
@@ -183,7 +184,9 @@ class PutMessageResult:
         offsets = self.physical_offsets
         if len(offsets) == 1:  # a single send: one format, no list
             return f"{self.msg_id_prefix}{offsets[0]:016X}"
-        return ",".join(self.msg_ids)
+        # A batch's ids in one format call: the format repeated once per record.
+        each = f"{self.msg_id_prefix.replace('%', '%%')}%016X,"
+        return (each * len(offsets) % tuple(offsets))[:-1]
 
 
 @attrs.define(slots=True)

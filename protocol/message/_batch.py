@@ -64,6 +64,70 @@ def decode_batch_tuples_py(body: Buffer) -> list[tuple[int, bytes, str]]:
     data = body if type(body) is bytes else bytes(body)
     pos = 0
     end = len(data)
+    if end >= 22:
+        same = _decode_same_sized(data, end)
+        if same is not None:
+            return same
+    try:
+        while pos < end:
+            total, flag, body_len = unpack_head(data, pos)
+            props_at = pos + 20 + body_len
+            next_pos = pos + total
+            props_len = next_pos - props_at - 2
+            # One test of a well-formed element (the properties' length as TOTALSIZE says it,
+            # as the two bytes say it read unsigned); anything else is found and named by
+            # `_decode_batch_checked`, which reads the body again.
+            if (
+                not (body_len >= 0 and 0 <= props_len <= 0x7FFF and next_pos <= end)
+                or (data[props_at] << 8) | data[props_at + 1] != props_len
+            ):
+                break
+            append((flag, data[pos + 20 : props_at], data[props_at + 2 : next_pos].decode()))
+            pos = next_pos
+        else:
+            return elements
+    except (struct.error, UnicodeDecodeError):
+        pass
+    return _decode_batch_checked(data)
+
+
+def _decode_same_sized(data: bytes, end: int) -> list[tuple[int, bytes, str]] | None:
+    """`decode_batch_tuples_py` of a batch whose elements all have the first one's body and
+    properties lengths (a producer's batch of equal bodies), a column at a time: one
+    ``struct.iter_unpack`` reads every element, each column is checked by one count and the
+    properties decoded by one ``map``. None when the batch is not like that (or not well
+    formed: the element by element read then finds what is wrong)."""
+    total, _, body_len = _ELEMENT_HEAD.unpack_from(data, 0)
+    count, rest = divmod(end, total) if total >= 22 else (0, 1)
+    if rest or count < 2 or body_len < 0 or body_len > total - 22:
+        return None
+    props_len = total - 22 - body_len
+    try:
+        rows = list(struct.iter_unpack(f">i8xii{body_len}sH{props_len}s", data))
+    except struct.error:
+        return None
+    totals, flags, body_lens, bodies, props_lens, props = zip(*rows, strict=True)
+    if (
+        props_len > 0x7FFF
+        or totals.count(total) != count
+        or body_lens.count(body_len) != count
+        or props_lens.count(props_len) != count
+    ):
+        return None
+    try:
+        return list(zip(flags, bodies, map(bytes.decode, props), strict=True))
+    except UnicodeDecodeError:
+        return None
+
+
+def _decode_batch_checked(data: bytes) -> list[tuple[int, bytes, str]]:
+    """`decode_batch_tuples_py` checking each size on its own: MessageFormatError naming what
+    is wrong where."""
+    elements: list[tuple[int, bytes, str]] = []
+    append = elements.append
+    unpack_head = _ELEMENT_HEAD.unpack_from
+    pos = 0
+    end = len(data)
     while pos < end:
         if pos + 22 > end:
             raise MessageFormatError(f"batch element at offset {pos} is cut short")

@@ -136,3 +136,14 @@ def test_an_index_without_slots_is_refused_by_both() -> None:
     for fn in (_speedups.put_index_entries, index_file.put_index_entries_py):
         with pytest.raises(ZeroDivisionError):
             fn(bytearray(100), [("T#k", 1)], 0, 0, 40, 1, 2, 0, 0, 0)
+
+
+def test_an_index_too_small_for_its_entries_is_refused_alike_by_both() -> None:
+    keys = [(f"Topic#0A0B0C0D1234ABCDEF0100{n:04d}", 100 + n) for n in range(6)]
+    outcomes = []
+    for fn in (_speedups.put_index_entries, index_file.put_index_entries_py):
+        buf = bytearray(40 + 4 * 3 + 4 * 20)  # room for entries 0 to 3 only
+        with pytest.raises(ValueError, match="index entry 4 lies past the end of the file"):
+            fn(buf, keys, 0, 3, 40 + 4 * 3, 1, 100, 5, 0, 0)
+        outcomes.append(bytes(buf))
+    assert outcomes[0] == outcomes[1]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from functools import partial
+from operator import itemgetter
 from time import perf_counter
 from typing import TYPE_CHECKING
 
@@ -468,8 +469,9 @@ class SendHandler:
         """The batch's new messages and the callback recording their keys, or the answer when
         every message is a duplicate. Each message is checked on its own: a producer that
         sends again a batch of which part was stored stores only the rest."""
-        # Most batches carry no key: one scan of each properties string rules that out.
-        if not any(_DEDUP_MARK in properties for _, _, properties in elements):
+        # Most batches carry no key: one scan of their properties joined rules that out (a
+        # mark across two elements' joint only costs the look per element below).
+        if _DEDUP_MARK not in "".join(map(_PROPERTIES, elements)):
             return elements, done, None
         keys = [_dedup_key(properties) for _, _, properties in elements]
         if not any(keys):
@@ -511,6 +513,7 @@ class SendHandler:
 
 
 _DEDUP_MARK = DEDUP_KEY + "\x01"
+_PROPERTIES = itemgetter(2)  # of a (flag, body, properties) batch element
 
 
 def _dedup_key(properties: str) -> str | None:
