@@ -559,11 +559,19 @@ class MappedFileQueue:
 
     def close(self) -> None:
         """Unmap every file (views still held by readers keep their map alive); the spare
-        is deleted."""
+        is deleted. The files stay listed (their offsets readable), never to be mapped
+        again: a reopened log is a new queue (see `adopt_closing`)."""
         for mapped in self.files:
-            mapped.close()
+            if not mapped.close():
+                self._closing.append(mapped)  # readers hold views: `retry_close` ends it
         self._drop_spare()
         self.retry_close()
+
+    def adopt_closing(self, other: MappedFileQueue) -> None:
+        """Take over the files ``other`` still has to close (a queue built anew over the
+        same directory, whose `retry_close` then closes them once readers let go)."""
+        self._closing.extend(other._closing)
+        other._closing = []
 
     def _drop_spare(self) -> None:
         if self.spare is not None:

@@ -77,19 +77,7 @@ class FileMessageStore:
     ) -> None:
         self.config = config
         self.message_arriving_listener = message_arriving_listener
-        self.commit_log = CommitLog(config)
-        self.consume_queues = ConsumeQueueStore(
-            config.consume_queue_dir, config.mapped_file_size_consume_queue_entries
-        )
-        self.index: IndexService | None = (
-            IndexService(
-                config.index_dir, config.max_hash_slot_num, config.max_index_num, config.clock
-            )
-            if config.message_index_enable
-            else None
-        )
-        self.checkpoint = StoreCheckpoint(config.checkpoint_path)
-        self.dispatcher = CommitLogDispatcher(self.consume_queues, self.index)
+        self._build_parts()
         self._lock = StoreLock(config.lock_path)
         # Put counters and the dispatch position: the writer's to update (one per store, so
         # they outlive a restart of the writer).
@@ -104,6 +92,34 @@ class FileMessageStore:
         self._gets = 0
         self._get_messages = 0
         self.recovered_abnormally = False
+        # Set when the parts were closed: the next `open` builds them afresh from the files.
+        self._parts_closed = False
+        # What ended the last run, when it crashed (logged again once the restart recovers).
+        self._crash: str | None = None
+
+    def _build_parts(self) -> None:
+        # The commit log, consume queues, index and checkpoint as the files on disk hold
+        # them, before loading. A closed part is never reused: its maps are released, and
+        # its file lists still name them (a reopen would read a released view).
+        config = self.config
+        closed: CommitLog | None = getattr(self, "commit_log", None)
+        self.commit_log = CommitLog(config)
+        if closed is not None:
+            # Maps pull answers in flight still held at the close: closed by retention.
+            self.commit_log.files.adopt_closing(closed.files)
+        self.consume_queues = ConsumeQueueStore(
+            config.consume_queue_dir, config.mapped_file_size_consume_queue_entries
+        )
+        self.index: IndexService | None = (
+            IndexService(
+                config.index_dir, config.max_hash_slot_num, config.max_index_num, config.clock
+            )
+            if config.message_index_enable
+            else None
+        )
+        self.checkpoint = StoreCheckpoint(config.checkpoint_path)
+        self.dispatcher = CommitLogDispatcher(self.consume_queues, self.index)
+        self._parts_closed = False
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -112,6 +128,8 @@ class FileMessageStore:
         if self._opened:
             return
         config = self.config
+        if self._parts_closed:  # a restart (after a crash, or a reopen after aclose)
+            self._build_parts()
         config.store_path_root_dir.mkdir(parents=True, exist_ok=True)
         self._lock.acquire()
         try:
@@ -123,10 +141,11 @@ class FileMessageStore:
                 self.index.load()
             self.consume_queues.recover()
             if abnormal:
-                log.warning(
-                    "store %s was not shut down cleanly: recovering from the checkpoint",
-                    config.store_path_root_dir,
-                )
+                if self._crash is None:  # after a crash `run` logs the stop and the recovery
+                    log.warning(
+                        "store %s was not shut down cleanly: recovering from the checkpoint",
+                        config.store_path_root_dir,
+                    )
                 replay_from = self.commit_log.recover_abnormally(self.checkpoint.min_timestamp())
             else:
                 self.commit_log.recover_normally()
@@ -177,15 +196,37 @@ class FileMessageStore:
                 nursery.start_soon(self._prefault_service)
                 nursery.start_soon(retention.run)
                 task_status.started()
+                if self._crash is not None:
+                    self._log_recovered()
                 await self._closing.wait()
                 self._writer = None
                 with trio.move_on_after(30):
                     await writer.aclose()
                 nursery.cancel_scope.cancel()
+        except Exception as exc:
+            # The writer or a service of it failed (say an fdatasync): whoever runs the
+            # store restarts it, and `open` recovers from the files.
+            self._writer = None
+            self._crash = _first_error(exc)
+            root = self.config.store_path_root_dir
+            log.error("store %s stopped: %s; sends are refused with SERVICE_NOT_AVAILABLE until "
+                      "it restarts and recovers from its files (if this repeats, check the disk "
+                      "holding %s and the kernel log)", root, self._crash, root)  # fmt: skip
+            raise
         finally:
             self._writer = None
-            self._shutdown()
+            # After a crash the abort file stays: the restart recovers as after a kill,
+            # from the checkpoint, since a flush that failed once may not be trusted.
+            self._shutdown(clean=self._crash is None)
             self._stopped.set()
+
+    def _log_recovered(self) -> None:
+        commit_log = self.commit_log
+        log.warning("store %s recovered after it stopped (%s): commit log [%d, %d), %d consume "
+                    "queues; sends are stored again", self.config.store_path_root_dir,
+                    self._crash, commit_log.min_offset, commit_log.max_offset,
+                    len(self.consume_queues.queues))  # fmt: skip
+        self._crash = None
 
     async def aclose(self) -> None:
         """Stop taking puts, finish queued ones, flush everything and release the directory."""
@@ -193,7 +234,7 @@ class FileMessageStore:
         if self._opened:
             await self._stopped.wait()
 
-    def _shutdown(self) -> None:
+    def _shutdown(self, clean: bool = True) -> None:
         if not self._opened:
             return
         try:
@@ -203,13 +244,15 @@ class FileMessageStore:
                 self.index.flush()
             self._update_checkpoint()
             self.checkpoint.flush()
-            delete_abort_file(self.config.abort_path)
+            if clean:
+                delete_abort_file(self.config.abort_path)
         finally:
             self._close_files()
             self._lock.release()
             self._opened = False
 
     def _close_files(self) -> None:
+        self._parts_closed = True
         self.commit_log.close()
         self.consume_queues.close()
         if self.index is not None:
@@ -590,6 +633,13 @@ class FileMessageStore:
             running=self.running,
             put_latency=tuple(c.put_latency),
         )
+
+
+def _first_error(exc: BaseException) -> str:
+    """``Type: message`` of the first error inside ``exc`` (nurseries wrap it in groups)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"
 
 
 @contextlib.asynccontextmanager
