@@ -387,7 +387,9 @@ class CommitLog:
         if plan.truncations != self.truncations:
             return self.flushed_offset  # truncated meanwhile: its targets are not the log's
         for (mapped, _fd, target), error in zip(plan.files, errors, strict=True):
-            if error:  # the file was destroyed by retention meanwhile
+            if error:
+                if not mapped.closed_meanwhile(error):
+                    raise OSError(error, os.strerror(error), str(mapped.path))
                 log.debug("flush of %s skipped: %s", mapped.path, os.strerror(error))
             elif target > mapped.flushed_position:
                 mapped.flushed_position = target

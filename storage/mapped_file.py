@@ -310,13 +310,17 @@ class MappedFile:
             assert _libc is not None  # only where libc is loaded has a file no descriptor
             start = self.flushed_position - self.flushed_position % _PAGE
             if _libc.msync(self._address + start, target - start, _MS_SYNC) != 0:
-                # Unmapped meanwhile (the file was destroyed by retention).
-                log.debug("flush of %s skipped: %s", self.path, os.strerror(ctypes.get_errno()))
+                error = ctypes.get_errno()
+                if not self.closed_meanwhile(error):
+                    raise OSError(error, os.strerror(error), str(self.path))
+                log.debug("flush of %s skipped: %s", self.path, os.strerror(error))
                 return self.flushed_position
         elif target > self.flushed_position:
             try:
                 _fdatasync(self._fd)
-            except OSError as exc:  # the file was destroyed by retention meanwhile
+            except OSError as exc:
+                if not self.closed_meanwhile(exc.errno or 0):
+                    raise
                 log.debug("flush of %s skipped: %s", self.path, exc)
                 return self.flushed_position
         else:
@@ -325,6 +329,12 @@ class MappedFile:
             self.flushed_position = target
         return self.flushed_position
 
+    def closed_meanwhile(self, error: int) -> bool:
+        """Whether a failed sync (``error``: its errno) only met a file retention destroyed
+        while it ran: nothing is lost then. Any other failure is the disk's, and must not be
+        taken for a flush (after EIO a later fdatasync may succeed without the data)."""
+        return self._fd == -1 or error == errno.EBADF
+
     def sync_all(self) -> None:
         """Make the whole file durable, written or zeroed (blocking: after a truncation, whose
         zeros `flush` would not cover: it syncs only past the flushed position)."""
@@ -332,7 +342,10 @@ class MappedFile:
         if self._fd == _NO_FD:
             assert _libc is not None  # only where libc is loaded has a file no descriptor
             if _libc.msync(self._address, self.file_size, _MS_SYNC) != 0:
-                log.debug("sync of %s skipped: %s", self.path, os.strerror(ctypes.get_errno()))
+                error = ctypes.get_errno()
+                if not self.closed_meanwhile(error):
+                    raise OSError(error, os.strerror(error), str(self.path))
+                log.debug("sync of %s skipped: %s", self.path, os.strerror(error))
                 return
         elif self._fd >= 0:
             _fdatasync(self._fd)

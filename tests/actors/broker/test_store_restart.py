@@ -24,8 +24,9 @@ from boltmq import EmbeddedCluster
 from protocol import RemotingClient, ResponseCode
 from protocol.message import iter_records
 from storage import FlushDiskType
+from storage import mapped_file as mapped_file_module
 from storage.commit_log import CommitLog, FlushPlan
-from storage.flush_thread import NogilFlusher
+from storage.flush_thread import ChildFlusher, NogilFlusher
 from supervisors.supervisor import ChildState
 from tests.actors.broker.helpers import SMALL_FILES, call, pull_request, send_request
 from tests.compiled import needs_compiled
@@ -35,11 +36,21 @@ ACKED = 40
 
 
 class FlushFault:
-    """Makes the commit log's next flush raise EIO once armed (either flusher's path)."""
+    """Makes the commit log's next flush raise EIO once armed (either flusher's path); with
+    ``at="fdatasync"``, the fdatasync call itself fails, as a failing disk's would."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, at: str = "flush") -> None:
         self.armed = False
         self.raised = 0
+        if at == "fdatasync":
+            fdatasync = mapped_file_module._fdatasync
+
+            def failing_fdatasync(fd: int) -> None:
+                self._maybe_raise()
+                fdatasync(fd)
+
+            monkeypatch.setattr(mapped_file_module, "_fdatasync", failing_fdatasync)
+            return
         flush, flush_done = CommitLog.flush, CommitLog.flush_done
 
         def failing_flush(commit_log: CommitLog) -> int:
@@ -82,11 +93,14 @@ def store_lines(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    ("flush_disk_type", "flusher"),
+    ("flush_disk_type", "flusher", "fault_at"),
     [
-        (FlushDiskType.SYNC_FLUSH, "thread"),
-        pytest.param(FlushDiskType.SYNC_FLUSH, "nogil", marks=needs_compiled),
-        (FlushDiskType.ASYNC_FLUSH, "thread"),
+        (FlushDiskType.SYNC_FLUSH, "thread", "flush"),
+        (FlushDiskType.SYNC_FLUSH, "child", "flush"),
+        # The disk's own EIO: once taken for a flush (the send answered OK), now the writer's.
+        (FlushDiskType.SYNC_FLUSH, "thread", "fdatasync"),
+        pytest.param(FlushDiskType.SYNC_FLUSH, "nogil", "flush", marks=needs_compiled),
+        (FlushDiskType.ASYNC_FLUSH, "thread", "flush"),
     ],
 )
 async def test_store_restarted_after_a_failed_flush_serves_every_acknowledged_message(
@@ -95,10 +109,13 @@ async def test_store_restarted_after_a_failed_flush_serves_every_acknowledged_me
     caplog: pytest.LogCaptureFixture,
     flush_disk_type: FlushDiskType,
     flusher: str,
+    fault_at: str,
 ) -> None:
-    if flusher == "thread":
+    if flusher != "nogil":
         monkeypatch.setattr(NogilFlusher, "available", staticmethod(lambda: False))
-    fault = FlushFault(monkeypatch)
+    if flusher == "thread":
+        monkeypatch.setattr(ChildFlusher, "unavailable", staticmethod(lambda: "chosen by the test"))
+    fault = FlushFault(monkeypatch, fault_at)
     caplog.set_level(logging.INFO, logger="boltmq")
     settings: dict[str, Any] = {
         **SMALL_FILES,
