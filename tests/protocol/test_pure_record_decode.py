@@ -1,12 +1,26 @@
 """The pure pull decoder (`protocol.message._record.decode_records_py`) keeps the parsed
-properties of what records share (all but their last piece) from one record to the next:
-every record must still get its own dictionary, equal to what `decode_record` parses."""
+properties of what records share (all but their UNIQ_KEY value) from one record to the next:
+every record must still get its own dictionary, equal (key order included) to what
+`decode_record` parses, and a damaged answer must fail as `decode_record` fails."""
 
 from __future__ import annotations
 
-import attrs
+from collections.abc import Callable
 
-from protocol.message import MessageConst, _record, decode_record, encode_record
+import attrs
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from protocol.message import (
+    MessageConst,
+    MessageFormatError,
+    _record,
+    decode_record,
+    encode_record,
+    iter_records,
+    string_to_properties,
+)
+from tests.compiled import speedups as _speedups
 
 
 def _record_with(properties: str, offset: int) -> bytes:
@@ -43,3 +57,68 @@ def _offsets(messages: list[_record.MessageExt]) -> list[int]:
     for message in messages[:-1]:
         positions.append(positions[-1] + message.store_size)
     return positions
+
+
+# Properties strings built to hit the template cache's edges: UNIQ_KEY first, last, twice,
+# empty, without a separator, inside a value or a name; values holding \x01; names that
+# repeat; empty pieces; characters of several UTF-8 lengths.
+_names = st.sampled_from(
+    ["UNIQ_KEY", "CLUSTER", "WAIT", "KEYS", "TAGS", "XUNIQ_KEY", "UNIQ_KE", "", "é", "名"]
+)
+_values = st.sampled_from(["", "true", "DefaultCluster", "a\x01b", "UNIQ_KEY\x01x", "ü", "😀"])
+_pieces = st.one_of(
+    st.tuples(_names, _values).map(lambda p: f"{p[0]}\x01{p[1]}"),
+    _names,  # a piece without a separator
+    st.text(st.characters(blacklist_categories=("Cs",)), max_size=6),
+)
+_texts = st.lists(_pieces, max_size=7).map("\x02".join)
+# Ids mostly of one length, as a producer's are (the shortcut needs the record before's
+# length), with separators and multi-byte characters among them.
+_id_chars = "0123456789ABCDEFé\x01\x02"
+_ids = st.one_of(st.text(_id_chars, min_size=4, max_size=4), st.text(_id_chars, max_size=6))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(_texts, st.lists(_ids, min_size=1, max_size=4)), min_size=1, max_size=4))
+def test_properties_equal_a_full_parse_with_their_key_order(
+    groups: list[tuple[str, list[str]]],
+) -> None:
+    # Each text is repeated with other ids in its first UNIQ_KEY value (where it has one),
+    # as a producer's batch is: the records after the first take the shortcuts.
+    texts = []
+    for text, ids in groups:
+        at = text.find("UNIQ_KEY\x01")
+        for uniq in ids:
+            texts.append(text if at < 0 else text[: at + 9] + uniq + text[at + 9 :])
+    data = b"".join(_record_with(text, n) for n, text in enumerate(texts))
+    decoded = _record.decode_records_py(data)
+    assert [list(m.properties.items()) for m in decoded] == [
+        list(string_to_properties(text).items()) for text in texts
+    ]
+    expected = [decode_record(data, pos) for pos in _offsets(decoded)]
+    assert [attrs.astuple(m) for m in decoded] == [attrs.astuple(m) for m in expected]
+    if _speedups is not None:  # the compiled twin gives the same
+        compiled = _speedups.decode_records(data)
+        assert [list(m.properties.items()) for m in compiled] == [
+            list(m.properties.items()) for m in decoded
+        ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_ids, min_size=2, max_size=5), st.data())
+def test_damaged_records_fail_as_decode_record_does(ids: list[str], data: st.DataObject) -> None:
+    texts = [f"WAIT\x01true\x02UNIQ_KEY\x01{uniq}\x02CLUSTER\x01DefaultCluster" for uniq in ids]
+    records = bytearray(b"".join(_record_with(text, n) for n, text in enumerate(texts)))
+    for _ in range(data.draw(st.integers(1, 3))):
+        records[data.draw(st.integers(0, len(records) - 1))] = data.draw(st.integers(0, 255))
+    damaged = bytes(records[: data.draw(st.integers(1, len(records)))])
+    assert _outcome(_record.decode_records_py, damaged) == _outcome(
+        lambda buf: list(iter_records(buf)), damaged
+    )
+
+
+def _outcome(decode: Callable[[bytes], list[_record.MessageExt]], data: bytes) -> object:
+    try:
+        return [(attrs.astuple(m), list(m.properties)) for m in decode(data)]
+    except MessageFormatError as exc:
+        return str(exc)
