@@ -334,6 +334,7 @@ def decode_records_py(buf: Buffer) -> list[MessageExt]:
     # of the record before with its own id: no length to check, nothing to look up.
     same_start = same_tail = b""
     same_span = -1
+    start_len = tail_len = 0
     same_topic = ""
     same_template: dict[str, str] = {}
     while pos < end:
@@ -352,25 +353,27 @@ def decode_records_py(buf: Buffer) -> list[MessageExt]:
             ):
                 properties: dict[str, str] | None = None
                 try:
-                    value_at = topic_at + len(same_start)
-                    value_end = record_end - len(same_tail)
                     if (
                         record_end - topic_at == same_span
                         and data.startswith(same_start, topic_at)
-                        and data.endswith(same_tail, value_end, record_end)
-                        and data.find(b"\x02", value_at, value_end) < 0
+                        and data.endswith(same_tail, record_end - tail_len, record_end)
                     ):
-                        # The id has the length it had before, so it is not empty.
-                        topic = same_topic
-                        properties = same_template.copy()
-                        properties[_UNIQ_KEY] = data[value_at:value_end].decode()
-                    else:
+                        # The id has the length it had before, so it is not empty; a
+                        # separator in it would make it more than one piece.
+                        uniq = data[topic_at + start_len : record_end - tail_len].decode()
+                        if "\x02" not in uniq:
+                            topic = same_topic
+                            properties = same_template.copy()
+                            properties[_UNIQ_KEY] = uniq
+                    if properties is None:
                         found = _topic_and_properties(data, topic_at, record_end)
                         if found is not None:
                             topic, properties, template, value_at, value_end = found
                             if template is not None:
                                 same_start = data[topic_at:value_at]
                                 same_tail = data[value_end:record_end]
+                                start_len = value_at - topic_at
+                                tail_len = record_end - value_end
                                 same_span = record_end - topic_at
                                 same_topic = topic
                                 same_template = template

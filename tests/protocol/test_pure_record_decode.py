@@ -52,6 +52,17 @@ def test_records_sharing_properties_get_their_own_dictionaries() -> None:
     assert len({id(m.properties) for m in again}) == len(again)
 
 
+def test_an_id_as_long_as_the_one_before_is_still_checked_for_a_separator() -> None:
+    # Same bytes around the id, same length: the shortcut's case, but a separator in the id
+    # makes two pieces of it (the second without a name/value separator: dropped).
+    texts = [f"WAIT\x01true\x02UNIQ_KEY\x01{uniq}\x02CLUSTER\x01C" for uniq in
+             ["abcd", "ab\x02d", "ab\x01d", "abcé"]]  # fmt: skip
+    data = b"".join(_record_with(text, n) for n, text in enumerate(texts))
+    decoded = _record.decode_records_py(data)
+    assert [m.properties for m in decoded] == [string_to_properties(t) for t in texts]
+    assert decoded[1].properties[MessageConst.UNIQ_KEY] == "ab"
+
+
 def _offsets(messages: list[_record.MessageExt]) -> list[int]:
     positions = [0]
     for message in messages[:-1]:
