@@ -68,6 +68,10 @@ _PULL_ANSWERS = frozenset({
     ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
     ResponseCode.PULL_OFFSET_MOVED,
 })  # fmt: skip
+# A pull's sysFlag as a plain int: an IntFlag's ``|`` runs enum code on every pull.
+_COMPRESSED = MessageSysFlag.COMPRESSED
+_PULL_FLAGS = int(PullSysFlag.SUBSCRIPTION)
+_HELD_PULL_FLAGS = int(PullSysFlag.SUBSCRIPTION | PullSysFlag.SUSPEND)
 
 
 def parse_tags(expression: str) -> frozenset[str] | None:
@@ -369,11 +373,14 @@ class PullConsumer:
             await self._take_queues(topic)
         if not self._assigned:
             raise MQClientError(ResponseCode.SYSTEM_ERROR, "poll before subscribe or assign")
-        for queue in self._assigned:
-            if queue not in self._offsets:
-                self._offsets[queue] = await self._start_offset(queue)
-            if queue not in self._loop_scopes:
-                self._start_loop(queue, self._offsets[queue])
+        # Every running loop's queue is assigned and has an offset (`_assign` and `_move` stop
+        # the others): as many loops as queues means none to start, and no lookups per poll.
+        if len(self._loop_scopes) < len(self._assigned):
+            for queue in self._assigned:
+                if queue not in self._offsets:
+                    self._offsets[queue] = await self._start_offset(queue)
+                if queue not in self._loop_scopes:
+                    self._start_loop(queue, self._offsets[queue])
         deadline = anyio.current_time() + timeout
         while True:
             # A new event before looking: a loop that buffers after the look sets this one.
@@ -484,12 +491,10 @@ class PullConsumer:
     ) -> tuple[list[MessageExt], int]:
         """One PULL_MESSAGE of ``queue`` at ``offset``: the messages (tag filter applied,
         bodies inflated) and the offset to pull from next."""
-        sys_flag = PullSysFlag.SUBSCRIPTION
-        if suspend > 0:
-            sys_flag |= PullSysFlag.SUSPEND
         header = PullMessageRequestHeader(
             consumer_group=self.group, topic=queue.topic, queue_id=queue.queue_id,
-            queue_offset=offset, max_msg_nums=self.pull_batch_size, sys_flag=int(sys_flag),
+            queue_offset=offset, max_msg_nums=self.pull_batch_size,
+            sys_flag=_HELD_PULL_FLAGS if suspend > 0 else _PULL_FLAGS,
             commit_offset=0, suspend_timeout_millis=int(suspend * 1000),
             subscription=self.subscriptions.get(queue.topic, "*"), sub_version=0,
             expression_type=self.expression_types.get(queue.topic, TAG),
@@ -509,15 +514,15 @@ class PullConsumer:
             # PULL_RETRY_IMMEDIATELY included: nothing matched the filter up to the offset the
             # broker names (RocketMQ's clients move on to it too).
             return [], answer.next_begin_offset
+        messages = decode_records(response.body)
         tags = self._tags.get(queue.topic)
-        messages = []
-        for message in decode_records(response.body):
-            if tags is not None and message.tags not in tags:
-                continue  # the broker filters by tag hash; collisions are dropped here
-            if message.sys_flag & MessageSysFlag.COMPRESSED:
-                message.body = decompress_body(message.body)
-                message.sys_flag &= ~MessageSysFlag.COMPRESSED
-            messages.append(message)
+        if tags is not None:
+            # The broker filters by tag hash; collisions are dropped here.
+            messages = [message for message in messages if message.tags in tags]
+        # Comprehensions, not one loop with appends: this runs for every message consumed.
+        for message in [m for m in messages if m.sys_flag & _COMPRESSED]:
+            message.body = decompress_body(message.body)
+            message.sys_flag &= ~_COMPRESSED
         return messages, answer.next_begin_offset
 
     # -- internals ----------------------------------------------------------------------------

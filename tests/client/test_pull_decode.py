@@ -14,7 +14,7 @@ import pytest
 import client.pull_consumer
 from client import Message, Producer, PullConsumer
 from protocol.bodies import ConsumeFromWhere
-from protocol.message import Buffer, MessageExt, _record, iter_records
+from protocol.message import Buffer, MessageExt, MessageSysFlag, _record, iter_records
 from tests.compiled import speedups
 
 from .helpers import poll_until
@@ -49,12 +49,16 @@ async def test_pull_answers_decode_as_record_by_record(
         await consumer.subscribe(topic)
         got = await poll_until(consumer, 46)
     assert sorted(m.body for m in got).count(b"b" * 100) == 40
+    # The consumer hands the large body back inflated, its flag cleared.
+    [large] = [m for m in got if len(m.body) == 6000]
+    assert large.body == b"s5" * 3000 and not large.sys_flag & MessageSysFlag.COMPRESSED
     records = [m for body in answers for m in iter_records(body)]
     assert len(records) == 46
     # The broker's stamp after the producer's id: what the cache of the decoder must see past.
     batch = next(m for m in records if m.body == b"b" * 100)
     assert list(batch.properties)[-2:] == ["UNIQ_KEY", "CLUSTER"]
     assert any(m.properties.get("ü") == "é" for m in records)
+    assert any(m.sys_flag & MessageSysFlag.COMPRESSED for m in records)
     decoders = [_record.decode_records_py] + ([speedups.decode_records] if speedups else [])
     for fast in decoders:
         for body in answers:
