@@ -162,6 +162,8 @@ class PullConsumer:
         # event needs the running event loop; a blocking consumer is built outside one).
         self._arrived: anyio.Event
         self._drained: anyio.Event
+        #: A loop waits for `_drained`: the next `poll` that takes sets it and makes a new one.
+        self._drain_awaited = False
 
     async def __aenter__(self) -> PullConsumer:
         if self._own_instance:
@@ -381,19 +383,25 @@ class PullConsumer:
                     self._offsets[queue] = await self._start_offset(queue)
                 if queue not in self._loop_scopes:
                     self._start_loop(queue, self._offsets[queue])
-        deadline = anyio.current_time() + timeout
+        # Events and clock reads cost microseconds under anyio (a backend lookup each): a poll
+        # that finds messages buffered makes none, and the deadline is read on the first miss.
+        deadline: float | None = None
         while True:
-            # A new event before looking: a loop that buffers after the look sets this one.
-            self._arrived = anyio.Event()
             found = self._take()
             if found:
                 break
             failures = [self._failures[q] for q in self._assigned if q in self._failures]
             if failures and len(failures) == len(self._assigned):
                 raise failures[0]  # nothing answers: say why rather than wait out the timeout
-            remaining = deadline - anyio.current_time()
+            now = anyio.current_time()
+            if deadline is None:
+                deadline = now + timeout
+            remaining = deadline - now
             if remaining <= 0:
                 break
+            # Made after the look with no checkpoint between: a loop that buffers from now on
+            # sets this one, so nothing arrives unseen.
+            self._arrived = anyio.Event()
             with anyio.move_on_after(remaining):
                 await self._arrived.wait()
         if self.auto_commit and anyio.current_time() >= self._next_commit:
@@ -408,7 +416,8 @@ class PullConsumer:
             found.extend(messages)
             self._offsets[queue] = next_offset
             self._buffered[queue] -= len(messages)
-        if found:
+        if found and self._drain_awaited:
+            self._drain_awaited = False
             self._drained.set()
             self._drained = anyio.Event()
         return found
@@ -441,6 +450,7 @@ class PullConsumer:
         with scope:
             while True:
                 while self._buffered.get(queue, 0) >= self.prefetch:
+                    self._drain_awaited = True
                     await self._drained.wait()
                 if scope.cancel_called:
                     return  # woken by a poll and stopped by a seek in the same pass
