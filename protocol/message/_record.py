@@ -310,7 +310,7 @@ _UNIQ_PIECE = _UNIQ_KEY.encode() + b"\x01"
 
 
 def decode_records_py(buf: Buffer) -> list[MessageExt]:
-    """``list(iter_records(buf))`` in about a third of the time: the pull consumer's decode path.
+    """``list(iter_records(buf))`` in about a quarter of the time: the pull consumer's decode path.
 
     Records with IPv4 hosts are decoded with one struct unpack, cached host and topic strings
     and cached parses of their properties; any other record, and any record that fails a
@@ -337,7 +337,62 @@ def decode_records_py(buf: Buffer) -> list[MessageExt]:
     start_len = tail_len = 0
     same_topic = ""
     same_template: dict[str, str] = {}
+    # Records after such a record mostly have its layout too (its size, body length, and id
+    # length): a run of them is unpacked by one struct, body and id included, one C call per
+    # record; the first that differs ends the run and goes the record-by-record way below.
+    view = memoryview(data)
+    run: struct.Struct | None = None
+    run_size = run_body = 0
     while pos < end:
+        if run is not None:
+            count = (end - pos) // run_size
+            if count > 1:
+                for (
+                    total, magic, crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
+                    born_ts, born_raw, store_ts, store_raw, reconsume, prepared, body_len,
+                    body, start, raw_id, tail,
+                ) in run.iter_unpack(view[pos : pos + count * run_size]):  # fmt: skip
+                    if (
+                        total != run_size
+                        or magic != MAGIC_CODE
+                        or sys_flag & _V6_HOST_BITS
+                        or body_len != run_body
+                        or start != same_start
+                        or tail != same_tail
+                    ):
+                        break
+                    try:
+                        uniq = raw_id.decode()
+                    except UnicodeDecodeError:
+                        break
+                    if "\x02" in uniq:
+                        break
+                    copied = same_template.copy()
+                    copied[_UNIQ_KEY] = uniq
+                    if born_raw != last_born_raw:
+                        host = hosts.get(born_raw)
+                        if host is None:
+                            host = hosts[born_raw] = _v4_host(
+                                born_raw[:4], _INT.unpack_from(born_raw, 4)[0]
+                            )
+                        last_born = host
+                        last_born_raw = born_raw
+                    if store_raw != last_store_raw:
+                        host = hosts.get(store_raw)
+                        if host is None:
+                            host = hosts[store_raw] = _v4_host(
+                                store_raw[:4], _INT.unpack_from(store_raw, 4)[0]
+                            )
+                        last_store = host
+                        last_store_raw = store_raw
+                    append(new(
+                        total, crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
+                        born_ts, last_born, store_ts, last_store, reconsume, prepared,
+                        body, same_topic, copied,
+                    ))  # fmt: skip
+                    pos += run_size
+            run = None
+            continue
         if pos + 88 <= end:
             (
                 total, magic, crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
@@ -377,6 +432,11 @@ def decode_records_py(buf: Buffer) -> list[MessageExt]:
                                 same_span = record_end - topic_at
                                 same_topic = topic
                                 same_template = template
+                                run_size = total
+                                run_body = body_len
+                                run = _run_struct(
+                                    body_len, start_len, same_span - start_len - tail_len, tail_len
+                                )
                 except UnicodeDecodeError:
                     properties = None  # decode_record below says where
                 if properties is not None:
@@ -409,6 +469,24 @@ def decode_records_py(buf: Buffer) -> list[MessageExt]:
         append(message)
         pos += message.store_size
     return out
+
+
+# Structs of whole records by layout (see `decode_records_py`): made once per layout.
+_runs: dict[tuple[int, int, int, int], struct.Struct] = {}
+
+
+def _run_struct(body_len: int, start_len: int, id_len: int, tail_len: int) -> struct.Struct:
+    """A struct of one whole IPv4 record of this layout: the fixed fields, the hosts' raw
+    bytes, then the body, the bytes from the topic to the id, the id, and the rest."""
+    key = (body_len, start_len, id_len, tail_len)
+    found = _runs.get(key)
+    if found is None:
+        if len(_runs) > 256:
+            _runs.clear()  # answers of ever new layouts: kept bounded
+        found = _runs[key] = struct.Struct(
+            f">iiiiiqqiq8sq8siqi{body_len}s{start_len}s{id_len}s{tail_len}s"
+        )
+    return found
 
 
 def _topic_and_properties(

@@ -115,17 +115,77 @@ def test_properties_equal_a_full_parse_with_their_key_order(
         ]
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(_ids, min_size=2, max_size=5), st.data())
-def test_damaged_records_fail_as_decode_record_does(ids: list[str], data: st.DataObject) -> None:
-    texts = [f"WAIT\x01true\x02UNIQ_KEY\x01{uniq}\x02CLUSTER\x01DefaultCluster" for uniq in ids]
-    records = bytearray(b"".join(_record_with(text, n) for n, text in enumerate(texts)))
+# A batch's records as a broker stores them, of a few layouts (body and id lengths, hosts):
+# runs of one layout are decoded by one struct, and a record of another layout ends a run.
+_batch_records = st.lists(
+    st.tuples(
+        _ids,
+        st.sampled_from([b"", b"b" * 7, b"b" * 64]),
+        st.sampled_from([("10.0.0.1", 5), ("10.0.0.3", 5), ("::1", 5)]),
+        st.sampled_from(["T", "U"]),  # same length: only the bytes differ
+        st.sampled_from(["WAIT\x01true", "WAIT\x01fals", "KEYS\x01true"]),
+    ),
+    min_size=1,
+    max_size=12,
+)
+# Where a damaged byte hurts a record most: its size, magic code, sysflag (the host
+# families) and body length; else anywhere.
+_field_offsets = st.one_of(st.sampled_from([0, 3, 4, 7, 36, 39, 84, 87]), st.integers(0, 200))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_batch_records, st.data())
+def test_runs_of_one_layout_decode_as_record_by_record(
+    records: list[tuple[str, bytes, tuple[str, int], str, str]], data: st.DataObject
+) -> None:
+    parts = [
+        encode_record(
+            topic=topic, body=body, queue_id=1, born_host=host, store_host=("10.0.0.2", 9),
+            properties=f"{head}\x02UNIQ_KEY\x01{uniq}\x02CLUSTER\x01DefaultCluster",
+            queue_offset=n, physical_offset=n * 200,
+        )
+        for n, (uniq, body, host, topic, head) in enumerate(records)
+    ]  # fmt: skip
+    encoded = bytearray(b"".join(parts))
+    whole = bytes(encoded)
+    expected = _outcome(lambda buf: list(iter_records(buf)), whole)
+    assert _outcome(_record.decode_records_py, whole) == expected
+    if _speedups is not None:
+        assert _outcome(_speedups.decode_records, whole) == expected
+    # Damaged: the same records up to the same error at the same offset.
+    starts = [sum(len(p) for p in parts[:k]) for k in range(len(parts))]
     for _ in range(data.draw(st.integers(1, 3))):
-        records[data.draw(st.integers(0, len(records) - 1))] = data.draw(st.integers(0, 255))
-    damaged = bytes(records[: data.draw(st.integers(1, len(records)))])
+        at = data.draw(st.sampled_from(starts)) + data.draw(_field_offsets)
+        encoded[min(at, len(encoded) - 1)] = data.draw(st.integers(0, 255))
+    damaged = bytes(encoded[: data.draw(st.integers(1, len(encoded)))])
     assert _outcome(_record.decode_records_py, damaged) == _outcome(
         lambda buf: list(iter_records(buf)), damaged
     )
+
+
+def test_a_record_unlike_the_run_before_it_is_decoded_on_its_own() -> None:
+    # Four records of one layout; the third is changed in each field a run relies on.
+    def batch() -> bytearray:
+        texts = [f"WAIT\x01true\x02UNIQ_KEY\x01ID{n:02d}\x02CLUSTER\x01C" for n in range(4)]
+        return bytearray(b"".join(_record_with(text, n) for n, text in enumerate(texts)))
+
+    size = len(batch()) // 4
+    third = 2 * size
+    changes: dict[str, Callable[[bytearray], None]] = {
+        "magic": lambda b: b.__setitem__(third + 7, b[third + 7] ^ 1),
+        "born host IPv6 bit": lambda b: b.__setitem__(third + 39, b[third + 39] | 0x10),
+        "size": lambda b: b.__setitem__(third + 3, b[third + 3] - 1),
+        "body length": lambda b: b.__setitem__(third + 87, b[third + 87] + 1),
+        "topic": lambda b: b.__setitem__(third + 88 + 4 + 1, ord("U")),
+        "property after the id": lambda b: b.__setitem__(third + size - 1, ord("D")),
+        "separator in the id": lambda b: b.__setitem__(third + size - 14, 2),
+        "id not UTF-8": lambda b: b.__setitem__(third + size - 14, 0xFF),
+    }
+    for name, change in changes.items():
+        data = batch()
+        change(data)
+        expected = _outcome(lambda buf: list(iter_records(buf)), bytes(data))
+        assert _outcome(_record.decode_records_py, bytes(data)) == expected, name
 
 
 def _outcome(decode: Callable[[bytes], list[_record.MessageExt]], data: bytes) -> object:
