@@ -68,6 +68,10 @@ _PULL_ANSWERS = frozenset({
     ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
     ResponseCode.PULL_OFFSET_MOVED,
 })  # fmt: skip
+# A pull's sysFlag as a plain int: an IntFlag's ``|`` runs enum code on every pull.
+_COMPRESSED = MessageSysFlag.COMPRESSED
+_PULL_FLAGS = int(PullSysFlag.SUBSCRIPTION)
+_HELD_PULL_FLAGS = int(PullSysFlag.SUBSCRIPTION | PullSysFlag.SUSPEND)
 
 
 def parse_tags(expression: str) -> frozenset[str] | None:
@@ -158,6 +162,8 @@ class PullConsumer:
         # event needs the running event loop; a blocking consumer is built outside one).
         self._arrived: anyio.Event
         self._drained: anyio.Event
+        #: A loop waits for `_drained`: the next `poll` that takes sets it and makes a new one.
+        self._drain_awaited = False
 
     async def __aenter__(self) -> PullConsumer:
         if self._own_instance:
@@ -369,24 +375,33 @@ class PullConsumer:
             await self._take_queues(topic)
         if not self._assigned:
             raise MQClientError(ResponseCode.SYSTEM_ERROR, "poll before subscribe or assign")
-        for queue in self._assigned:
-            if queue not in self._offsets:
-                self._offsets[queue] = await self._start_offset(queue)
-            if queue not in self._loop_scopes:
-                self._start_loop(queue, self._offsets[queue])
-        deadline = anyio.current_time() + timeout
+        # Every running loop's queue is assigned and has an offset (`_assign` and `_move` stop
+        # the others): as many loops as queues means none to start, and no lookups per poll.
+        if len(self._loop_scopes) < len(self._assigned):
+            for queue in self._assigned:
+                if queue not in self._offsets:
+                    self._offsets[queue] = await self._start_offset(queue)
+                if queue not in self._loop_scopes:
+                    self._start_loop(queue, self._offsets[queue])
+        # Events and clock reads cost microseconds under anyio (a backend lookup each): a poll
+        # that finds messages buffered makes none, and the deadline is read on the first miss.
+        deadline: float | None = None
         while True:
-            # A new event before looking: a loop that buffers after the look sets this one.
-            self._arrived = anyio.Event()
             found = self._take()
             if found:
                 break
             failures = [self._failures[q] for q in self._assigned if q in self._failures]
             if failures and len(failures) == len(self._assigned):
                 raise failures[0]  # nothing answers: say why rather than wait out the timeout
-            remaining = deadline - anyio.current_time()
+            now = anyio.current_time()
+            if deadline is None:
+                deadline = now + timeout
+            remaining = deadline - now
             if remaining <= 0:
                 break
+            # Made after the look with no checkpoint between: a loop that buffers from now on
+            # sets this one, so nothing arrives unseen.
+            self._arrived = anyio.Event()
             with anyio.move_on_after(remaining):
                 await self._arrived.wait()
         if self.auto_commit and anyio.current_time() >= self._next_commit:
@@ -401,7 +416,8 @@ class PullConsumer:
             found.extend(messages)
             self._offsets[queue] = next_offset
             self._buffered[queue] -= len(messages)
-        if found:
+        if found and self._drain_awaited:
+            self._drain_awaited = False
             self._drained.set()
             self._drained = anyio.Event()
         return found
@@ -434,6 +450,7 @@ class PullConsumer:
         with scope:
             while True:
                 while self._buffered.get(queue, 0) >= self.prefetch:
+                    self._drain_awaited = True
                     await self._drained.wait()
                 if scope.cancel_called:
                     return  # woken by a poll and stopped by a seek in the same pass
@@ -484,12 +501,10 @@ class PullConsumer:
     ) -> tuple[list[MessageExt], int]:
         """One PULL_MESSAGE of ``queue`` at ``offset``: the messages (tag filter applied,
         bodies inflated) and the offset to pull from next."""
-        sys_flag = PullSysFlag.SUBSCRIPTION
-        if suspend > 0:
-            sys_flag |= PullSysFlag.SUSPEND
         header = PullMessageRequestHeader(
             consumer_group=self.group, topic=queue.topic, queue_id=queue.queue_id,
-            queue_offset=offset, max_msg_nums=self.pull_batch_size, sys_flag=int(sys_flag),
+            queue_offset=offset, max_msg_nums=self.pull_batch_size,
+            sys_flag=_HELD_PULL_FLAGS if suspend > 0 else _PULL_FLAGS,
             commit_offset=0, suspend_timeout_millis=int(suspend * 1000),
             subscription=self.subscriptions.get(queue.topic, "*"), sub_version=0,
             expression_type=self.expression_types.get(queue.topic, TAG),
@@ -509,15 +524,15 @@ class PullConsumer:
             # PULL_RETRY_IMMEDIATELY included: nothing matched the filter up to the offset the
             # broker names (RocketMQ's clients move on to it too).
             return [], answer.next_begin_offset
+        messages = decode_records(response.body)
         tags = self._tags.get(queue.topic)
-        messages = []
-        for message in decode_records(response.body):
-            if tags is not None and message.tags not in tags:
-                continue  # the broker filters by tag hash; collisions are dropped here
-            if message.sys_flag & MessageSysFlag.COMPRESSED:
-                message.body = decompress_body(message.body)
-                message.sys_flag &= ~MessageSysFlag.COMPRESSED
-            messages.append(message)
+        if tags is not None:
+            # The broker filters by tag hash; collisions are dropped here.
+            messages = [message for message in messages if message.tags in tags]
+        # Comprehensions, not one loop with appends: this runs for every message consumed.
+        for message in [m for m in messages if m.sys_flag & _COMPRESSED]:
+            message.body = decompress_body(message.body)
+            message.sys_flag &= ~_COMPRESSED
         return messages, answer.next_begin_offset
 
     # -- internals ----------------------------------------------------------------------------

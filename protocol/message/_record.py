@@ -303,34 +303,96 @@ _V4_RECORD = struct.Struct(">iiiiiqqiq8sq8siqi")
 _V6_HOST_BITS = MessageSysFlag.BORNHOST_V6 | MessageSysFlag.STOREHOST_V6
 _hosts: dict[bytes, Host] = {}
 _topics: dict[bytes, str] = {}
-# Parsed properties by the text before their last piece (see `decode_records_py`).
-_properties_heads: dict[str, dict[str, str]] = {}
+# Parsed properties by their text with the UNIQ_KEY value cut out (see `_properties_of`).
+_templates: dict[bytes, tuple[dict[str, str], bool]] = {}
+_UNIQ_KEY = MessageConst.UNIQ_KEY
+_UNIQ_PIECE = _UNIQ_KEY.encode() + b"\x01"
 
 
 def decode_records_py(buf: Buffer) -> list[MessageExt]:
-    """``list(iter_records(buf))`` in about 60% of the time: the pull consumer's decode path.
+    """``list(iter_records(buf))`` in about a quarter of the time: the pull consumer's decode path.
 
-    Records with IPv4 hosts are decoded with one struct unpack and cached host and topic
-    strings; any other record, and any record that fails a check, goes through
-    `decode_record`, so results and errors are the same.
+    Records with IPv4 hosts are decoded with one struct unpack, cached host and topic strings
+    and cached parses of their properties; any other record, and any record that fails a
+    check, goes through `decode_record`, so results and errors are the same.
     """
     out: list[MessageExt] = []
     append = out.append
     unpack = _V4_RECORD.unpack_from
     hosts = _hosts
-    topics = _topics
     new = MessageExt
-    heads = _properties_heads
     # Bodies are slices of ``data``: from bytes that is one copy each, as decode_record makes.
     data = buf if isinstance(buf, bytes) else bytes(buf)
     pos = 0
     end = len(data)
-    # A pull answer is of one topic: its name is compared in place, not sliced and looked up.
-    last_raw = b""
-    last_topic = ""
     last_born_raw = last_store_raw = b""
     last_born = last_store = ("", 0)
+    # A pull answer's records mostly come from one producer's batches: from the topic's length
+    # byte to the UNIQ_KEY value (topic, properties' length, properties before the id) and
+    # from the id to the end, their bytes are the record before's. A record whose bytes there
+    # are the same (``start``, ``tail``, over the same ``span``) has the topic and properties
+    # of the record before with its own id: no length to check, nothing to look up.
+    same_start = same_tail = b""
+    same_span = -1
+    start_len = tail_len = 0
+    same_topic = ""
+    same_template: dict[str, str] = {}
+    # Records after such a record mostly have its layout too (its size, body length, and id
+    # length): a run of them is unpacked by one struct, body and id included, one C call per
+    # record; the first that differs ends the run and goes the record-by-record way below.
+    view = memoryview(data)
+    run: struct.Struct | None = None
+    run_size = run_body = 0
     while pos < end:
+        if run is not None:
+            count = (end - pos) // run_size
+            if count > 1:
+                for (
+                    total, magic, crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
+                    born_ts, born_raw, store_ts, store_raw, reconsume, prepared, body_len,
+                    body, start, raw_id, tail,
+                ) in run.iter_unpack(view[pos : pos + count * run_size]):  # fmt: skip
+                    if (
+                        total != run_size
+                        or magic != MAGIC_CODE
+                        or sys_flag & _V6_HOST_BITS
+                        or body_len != run_body
+                        or start != same_start
+                        or tail != same_tail
+                    ):
+                        break
+                    try:
+                        uniq = raw_id.decode()
+                    except UnicodeDecodeError:
+                        break
+                    if "\x02" in uniq:
+                        break
+                    copied = same_template.copy()
+                    copied[_UNIQ_KEY] = uniq
+                    if born_raw != last_born_raw:
+                        host = hosts.get(born_raw)
+                        if host is None:
+                            host = hosts[born_raw] = _v4_host(
+                                born_raw[:4], _INT.unpack_from(born_raw, 4)[0]
+                            )
+                        last_born = host
+                        last_born_raw = born_raw
+                    if store_raw != last_store_raw:
+                        host = hosts.get(store_raw)
+                        if host is None:
+                            host = hosts[store_raw] = _v4_host(
+                                store_raw[:4], _INT.unpack_from(store_raw, 4)[0]
+                            )
+                        last_store = host
+                        last_store_raw = store_raw
+                    append(new(
+                        total, crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
+                        born_ts, last_born, store_ts, last_store, reconsume, prepared,
+                        body, same_topic, copied,
+                    ))  # fmt: skip
+                    pos += run_size
+            run = None
+            continue
         if pos + 88 <= end:
             (
                 total, magic, crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
@@ -341,91 +403,178 @@ def decode_records_py(buf: Buffer) -> list[MessageExt]:
             if (
                 magic == MAGIC_CODE
                 and not sys_flag & _V6_HOST_BITS
-                and total >= 91
-                and record_end <= end
                 and body_len >= 0
-                and topic_at + 3 <= record_end
+                and record_end <= end
             ):
-                topic_len = data[topic_at]
-                props_at = topic_at + 3 + topic_len
-                props_len = -1
-                if topic_len <= MAX_TOPIC_BYTES and props_at <= record_end:
-                    props_len = (data[props_at - 2] << 8) | data[props_at - 1]
-                if 0 <= props_len <= MAX_PROPERTIES_BYTES and props_at + props_len == record_end:
-                    try:
-                        if topic_len == len(last_raw) and data.startswith(last_raw, topic_at + 1):
-                            topic = last_topic
-                        else:
-                            raw_topic = data[topic_at + 1 : props_at - 2]
-                            cached = topics.get(raw_topic)
-                            if cached is None:
-                                if len(topics) > 4096:
-                                    topics.clear()
-                                cached = topics[raw_topic] = raw_topic.decode()
-                            topic = cached
-                            last_raw = raw_topic
-                            last_topic = topic
-                        # A producer's records share all their properties but the last
-                        # piece (UNIQ_KEY, set last): the rest is parsed once and copied.
-                        properties: dict[str, str]
-                        if props_len:
-                            text = data[props_at:record_end].decode()
-                            head, _, last = text.rpartition("\x02")
-                            shared = heads.get(head)
-                            if shared is None:
-                                shared = _properties_head(head)
-                            properties = shared.copy()
-                            name, _, value = last.partition("\x01")
-                            if value and name:  # a value means the separator was there
-                                properties[name] = value
-                        else:
-                            properties = {}
-                    except UnicodeDecodeError:
-                        pass  # decode_record below says where
-                    else:
-                        # A pull answer's records mostly share their hosts: compared with
-                        # the record before, looked up only when they differ.
-                        if born_raw != last_born_raw:
-                            host = hosts.get(born_raw)
-                            if host is None:
-                                host = hosts[born_raw] = _v4_host(
-                                    born_raw[:4], _INT.unpack_from(born_raw, 4)[0]
+                properties: dict[str, str] | None = None
+                try:
+                    if (
+                        record_end - topic_at == same_span
+                        and data.startswith(same_start, topic_at)
+                        and data.endswith(same_tail, record_end - tail_len, record_end)
+                    ):
+                        # The id has the length it had before, so it is not empty; a
+                        # separator in it would make it more than one piece.
+                        uniq = data[topic_at + start_len : record_end - tail_len].decode()
+                        if "\x02" not in uniq:
+                            topic = same_topic
+                            properties = same_template.copy()
+                            properties[_UNIQ_KEY] = uniq
+                    if properties is None:
+                        found = _topic_and_properties(data, topic_at, record_end)
+                        if found is not None:
+                            topic, properties, template, value_at, value_end = found
+                            if template is not None:
+                                same_start = data[topic_at:value_at]
+                                same_tail = data[value_end:record_end]
+                                start_len = value_at - topic_at
+                                tail_len = record_end - value_end
+                                same_span = record_end - topic_at
+                                same_topic = topic
+                                same_template = template
+                                run_size = total
+                                run_body = body_len
+                                run = _run_struct(
+                                    body_len, start_len, same_span - start_len - tail_len, tail_len
                                 )
-                            last_born = host
-                            last_born_raw = born_raw
-                        if store_raw != last_store_raw:
-                            host = hosts.get(store_raw)
-                            if host is None:
-                                host = hosts[store_raw] = _v4_host(
-                                    store_raw[:4], _INT.unpack_from(store_raw, 4)[0]
-                                )
-                            last_store = host
-                            last_store_raw = store_raw
-                        append(new(
-                            total, crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
-                            born_ts, last_born, store_ts, last_store, reconsume, prepared,
-                            data[pos + 88 : topic_at], topic, properties,
-                        ))  # fmt: skip
-                        pos = record_end
-                        continue
+                except UnicodeDecodeError:
+                    properties = None  # decode_record below says where
+                if properties is not None:
+                    # A pull answer's records mostly share their hosts: compared with the
+                    # record before, looked up only when they differ.
+                    if born_raw != last_born_raw:
+                        host = hosts.get(born_raw)
+                        if host is None:
+                            host = hosts[born_raw] = _v4_host(
+                                born_raw[:4], _INT.unpack_from(born_raw, 4)[0]
+                            )
+                        last_born = host
+                        last_born_raw = born_raw
+                    if store_raw != last_store_raw:
+                        host = hosts.get(store_raw)
+                        if host is None:
+                            host = hosts[store_raw] = _v4_host(
+                                store_raw[:4], _INT.unpack_from(store_raw, 4)[0]
+                            )
+                        last_store = host
+                        last_store_raw = store_raw
+                    append(new(
+                        total, crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
+                        born_ts, last_born, store_ts, last_store, reconsume, prepared,
+                        data[pos + 88 : topic_at], topic, properties,
+                    ))  # fmt: skip
+                    pos = record_end
+                    continue
         message = decode_record(data, pos)  # IPv6 hosts, or a bad record: raises with details
         append(message)
         pos += message.store_size
     return out
 
 
-def _properties_head(head: str) -> dict[str, str]:
-    """`string_to_properties` of ``head`` (all of a record's properties but the last piece),
-    kept for the records after it."""
-    if len(_properties_heads) >= 256:
-        _properties_heads.clear()  # heads that differ record by record: kept bounded
+# Structs of whole records by layout (see `decode_records_py`): made once per layout.
+_runs: dict[tuple[int, int, int, int], struct.Struct] = {}
+
+
+def _run_struct(body_len: int, start_len: int, id_len: int, tail_len: int) -> struct.Struct:
+    """A struct of one whole IPv4 record of this layout: the fixed fields, the hosts' raw
+    bytes, then the body, the bytes from the topic to the id, the id, and the rest."""
+    key = (body_len, start_len, id_len, tail_len)
+    found = _runs.get(key)
+    if found is None:
+        if len(_runs) > 256:
+            _runs.clear()  # answers of ever new layouts: kept bounded
+        found = _runs[key] = struct.Struct(
+            f">iiiiiqqiq8sq8siqi{body_len}s{start_len}s{id_len}s{tail_len}s"
+        )
+    return found
+
+
+def _topic_and_properties(
+    data: bytes, topic_at: int, record_end: int
+) -> tuple[str, dict[str, str], dict[str, str] | None, int, int] | None:
+    """The topic and properties of the record whose topic's length byte is at ``topic_at``,
+    with `_properties_of`'s template and the id's bounds; None when the lengths overrun
+    (`decode_record` then says how). UnicodeDecodeError as ``bytes.decode``."""
+    if topic_at + 3 > record_end:
+        return None
+    topic_len = data[topic_at]
+    props_at = topic_at + 3 + topic_len
+    if topic_len > MAX_TOPIC_BYTES or props_at > record_end:
+        return None
+    props_len = (data[props_at - 2] << 8) | data[props_at - 1]
+    if props_len > MAX_PROPERTIES_BYTES or props_at + props_len != record_end:
+        return None
+    raw_topic = data[topic_at + 1 : props_at - 2]
+    topic = _topics.get(raw_topic)
+    if topic is None:
+        if len(_topics) > 4096:
+            _topics.clear()  # many topics read by one process: kept bounded
+        topic = _topics[raw_topic] = raw_topic.decode()
+    if not props_len:
+        return topic, {}, None, 0, 0
+    return topic, *_properties_of(data, props_at, record_end)
+
+
+def _properties_of(
+    data: bytes, start: int, end: int
+) -> tuple[dict[str, str], dict[str, str] | None, int, int]:
+    """`string_to_properties` of ``data[start:end]`` (UTF-8), through the template cache.
+
+    Also returns, when the text's first ``UNIQ_KEY`` piece has a value that the parse keeps
+    (no later piece of that name replaces it), the template and where that value starts and
+    ends, so the records after it with the same bytes around their id skip even the lookup.
+    The cache key is the text with that value cut out: it holds ``UNIQ_KEY\x01`` at a piece
+    start, which a text without such a piece cannot, so keys of both kinds never meet. A
+    text whose first ``UNIQ_KEY\x01`` is not at a piece start, or whose value is empty, is
+    parsed in full (rare: no producer writes it so). UnicodeDecodeError as ``bytes.decode``.
+    """
+    at = data.find(_UNIQ_PIECE, start, end)
+    if at < 0:
+        key = data[start:end]
+        entry = _templates.get(key)
+        if entry is None:
+            entry = _add_template(key, -1)
+        return entry[0].copy(), None, 0, 0
+    value_at = at + len(_UNIQ_PIECE)
+    value_end = data.find(b"\x02", value_at, end)
+    if value_end < 0:
+        value_end = end
+    if (at != start and data[at - 1] != 2) or value_end == value_at:
+        return string_to_properties(data[start:end].decode()), None, 0, 0
+    key = data[start:value_at] + data[value_end:end]
+    entry = _templates.get(key)
+    if entry is None:
+        entry = _add_template(key, value_at - start)
+    template, keeps_value = entry
+    properties = template.copy()
+    if not keeps_value:
+        return properties, None, 0, 0
+    properties[_UNIQ_KEY] = data[value_at:value_end].decode()
+    return properties, template, value_at, value_end
+
+
+def _add_template(key: bytes, cut: int) -> tuple[dict[str, str], bool]:
+    """Parse ``key`` (a text with its first UNIQ_KEY value cut out at byte ``cut``, or -1 for
+    a text without one) as `string_to_properties` would the whole text, and cache it.
+
+    The cut value is stood in for by a placeholder, so the template has UNIQ_KEY in the
+    place the whole text's parse gives it; the flag says whether that piece's value is the
+    one kept (True), or a later piece of the same name replaced it (False).
+    """
+    if len(_templates) >= 1024:
+        _templates.clear()  # texts that differ record by record (distinct KEYS): kept bounded
+    text = key.decode() if cut < 0 else (key[:cut] + b"-" + key[cut:]).decode()
+    ours = -1 if cut < 0 else key.count(b"\x02", 0, cut)
     parsed: dict[str, str] = {}
-    for piece in head.split("\x02"):
-        name, _, value = piece.partition("\x01")
-        if value and name:
+    keeps_value = False
+    for index, piece in enumerate(text.split("\x02")):
+        name, sep, value = piece.partition("\x01")
+        if sep and name and value:
             parsed[name] = value
-    _properties_heads[head] = parsed
-    return parsed
+            if name == _UNIQ_KEY:
+                keeps_value = index == ours
+    entry = _templates[key] = (parsed, keeps_value)
+    return entry
 
 
 def _v4_host(raw: bytes, port: int) -> Host:
