@@ -369,21 +369,11 @@ def decode_records_py(buf: Buffer) -> list[MessageExt]:
                         break
                     copied = same_template.copy()
                     copied[_UNIQ_KEY] = uniq
-                    if born_raw != last_born_raw:
-                        host = hosts.get(born_raw)
-                        if host is None:
-                            host = hosts[born_raw] = _v4_host(
-                                born_raw[:4], _INT.unpack_from(born_raw, 4)[0]
-                            )
-                        last_born = host
+                    if born_raw != last_born_raw:  # mostly the record before's: no lookup
+                        last_born = hosts.get(born_raw) or _cached_v4_host(born_raw)
                         last_born_raw = born_raw
-                    if store_raw != last_store_raw:
-                        host = hosts.get(store_raw)
-                        if host is None:
-                            host = hosts[store_raw] = _v4_host(
-                                store_raw[:4], _INT.unpack_from(store_raw, 4)[0]
-                            )
-                        last_store = host
+                    if store_raw != last_store_raw:  # mostly the record before's: no lookup
+                        last_store = hosts.get(store_raw) or _cached_v4_host(store_raw)
                         last_store_raw = store_raw
                     append(new(
                         total, crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
@@ -442,21 +432,11 @@ def decode_records_py(buf: Buffer) -> list[MessageExt]:
                 if properties is not None:
                     # A pull answer's records mostly share their hosts: compared with the
                     # record before, looked up only when they differ.
-                    if born_raw != last_born_raw:
-                        host = hosts.get(born_raw)
-                        if host is None:
-                            host = hosts[born_raw] = _v4_host(
-                                born_raw[:4], _INT.unpack_from(born_raw, 4)[0]
-                            )
-                        last_born = host
+                    if born_raw != last_born_raw:  # mostly the record before's: no lookup
+                        last_born = hosts.get(born_raw) or _cached_v4_host(born_raw)
                         last_born_raw = born_raw
-                    if store_raw != last_store_raw:
-                        host = hosts.get(store_raw)
-                        if host is None:
-                            host = hosts[store_raw] = _v4_host(
-                                store_raw[:4], _INT.unpack_from(store_raw, 4)[0]
-                            )
-                        last_store = host
+                    if store_raw != last_store_raw:  # mostly the record before's: no lookup
+                        last_store = hosts.get(store_raw) or _cached_v4_host(store_raw)
                         last_store_raw = store_raw
                     append(new(
                         total, crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
@@ -575,6 +555,12 @@ def _add_template(key: bytes, cut: int) -> tuple[dict[str, str], bool]:
                 keeps_value = index == ours
     entry = _templates[key] = (parsed, keeps_value)
     return entry
+
+
+def _cached_v4_host(raw: bytes) -> Host:
+    """The host of a record's raw 8 bytes (IPv4 address, port), cached for the records after."""
+    host = _hosts[raw] = _v4_host(raw[:4], _INT.unpack_from(raw, 4)[0])
+    return host
 
 
 def _v4_host(raw: bytes, port: int) -> Host:
