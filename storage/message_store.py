@@ -12,6 +12,7 @@ reput service builds the consume queue), so a get after a put always sees it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 from collections.abc import AsyncIterator, Callable, Set
 from typing import Any
@@ -92,6 +93,8 @@ class FileMessageStore:
         self._gets = 0
         self._get_messages = 0
         self.recovered_abnormally = False
+        # A periodic checkpoint write put off by the open-file limit (logged once per spell).
+        self._checkpoint_deferred = False
         # Set when the parts were closed: the next `open` builds them afresh from the files.
         self._parts_closed = False
         # What ended the last run, when it crashed (logged again once the restart recovers).
@@ -339,7 +342,21 @@ class FileMessageStore:
         if self.index is not None:
             self.index.flush()
         self._update_checkpoint(logics_timestamp, index_timestamp)
-        self.checkpoint.flush()
+        try:
+            self.checkpoint.flush()
+        except OSError as exc:
+            if exc.errno not in (errno.EMFILE, errno.ENFILE):
+                raise
+            # Writing the checkpoint takes a descriptor for a moment. At the open-file limit
+            # (met and logged by the connections and queue files that took it) the write
+            # waits for the next round: recovery from older times is slower, not wrong.
+            if not self._checkpoint_deferred:
+                log.warning("store %s: checkpoint not written (%s); it is written again each "
+                            "second until a descriptor is free", self.config.store_path_root_dir,
+                            exc.strerror)  # fmt: skip
+            self._checkpoint_deferred = True
+        else:
+            self._checkpoint_deferred = False
 
     def _update_checkpoint(self, logics: int | None = None, index: int | None = None) -> None:
         checkpoint = self.checkpoint

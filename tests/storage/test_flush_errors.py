@@ -10,6 +10,8 @@ and process flushers report it (an errno per file).
 from __future__ import annotations
 
 import errno
+import logging
+import os
 from collections.abc import Callable
 
 import pytest
@@ -72,3 +74,40 @@ async def test_flush_done_raises_a_disk_error_and_skips_a_closed_file(
         assert commit_log.flushed_offset == before
         # EBADF: the file was closed after the plan (destroyed by retention): no error.
         assert commit_log.flush_done(plan, [errno.EBADF]) == plan.target
+
+
+async def test_the_checkpoint_waits_out_the_open_file_limit_and_a_disk_error_is_raised(
+    make_config: MakeConfig, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The periodic checkpoint write opens its file each time: at the open-file limit it is
+    put off (one warning per spell) instead of stopping the store; any other error stops it."""
+    config = make_config(flush_disk_type=FlushDiskType.ASYNC_FLUSH)
+    async with open_message_store(config) as store:
+        store.flush_logics()  # the checkpoint file as the first periodic write leaves it
+        await store.put_message(message(2))
+        path = str(store.checkpoint.path)
+        before = store.checkpoint.path.read_bytes()
+        store.checkpoint.physic_msg_timestamp = 1_700_000_000_000  # what the next write holds
+        real_open = os.open
+        error = errno.EMFILE
+
+        def limited_open(name: object, *args: object, **kwargs: object) -> int:
+            if str(name) == path:
+                raise OSError(error, os.strerror(error), path)
+            return real_open(name, *args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(os, "open", limited_open)
+        with caplog.at_level(logging.WARNING, logger="boltmq.storage"):
+            store.flush_logics()
+            store.flush_logics()
+        assert store.checkpoint.path.read_bytes() == before
+        warnings = [
+            r.getMessage() for r in caplog.records if "checkpoint not written" in r.getMessage()
+        ]
+        assert len(warnings) == 1 and "Too many open files" in warnings[0]
+        error = errno.EIO
+        with pytest.raises(OSError):
+            store.flush_logics()
+        monkeypatch.setattr(os, "open", real_open)
+        store.flush_logics()
+        assert (1_700_000_000_000).to_bytes(8, "big") in store.checkpoint.path.read_bytes()
