@@ -80,10 +80,12 @@ def append_batch(
     if topic_part is None:
         return None
     header_props = batch.properties.encode()
-    # The pure path sizes a plain batch (`_PlainBatch`) once, for the checks and the write.
-    plain = None
-    if write_batch_records is write_batch_records_py:
-        plain = _PlainBatch.of(elements, header_props, topic_part, topic, index_enabled)
+    # The pure path sizes a plain batch (`_PlainBatch`) once, for the checks and the write,
+    # and writes any other batch record by record without asking again whether it is plain.
+    pure = write_batch_records is write_batch_records_py
+    plain = (
+        _PlainBatch.of(elements, header_props, topic_part, topic, index_enabled) if pure else None
+    )
     if plain is not None:
         total = plain.total
         if plain.longest > MAX_PROPERTIES_SIZE or plain.largest > max_message_size:
@@ -126,7 +128,7 @@ def append_batch(
             group.index_keys if index_enabled else None,
         )  # fmt: skip
     else:
-        pos = write_batch_records(
+        pos = (_write_records_one_by_one if pure else write_batch_records)(
             mapped.view, pos, mapped.file_from_offset, elements, header_props, topic_part,
             queue_id, sys_flag, batch.born_timestamp, born, born_host[1], now, store,
             store_host[1], batch.reconsume_times, first_queue_offset, entries, offsets,

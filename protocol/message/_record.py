@@ -430,8 +430,8 @@ def decode_records_py(buf: Buffer) -> list[MessageExt]:
                 except UnicodeDecodeError:
                     properties = None  # decode_record below says where
                 if properties is not None:
-                    # A pull answer's records mostly share their hosts: compared with the
-                    # record before, looked up only when they differ.
+                    # The host lookups are inline in both loops, not a call: one per record
+                    # would cost more than the comparison that mostly skips them.
                     if born_raw != last_born_raw:  # mostly the record before's: no lookup
                         last_born = hosts.get(born_raw) or _cached_v4_host(born_raw)
                         last_born_raw = born_raw
