@@ -91,6 +91,28 @@ def decode_batch_tuples_py(body: Buffer) -> list[tuple[int, bytes, str]]:
     return _decode_batch_checked(data)
 
 
+class SameSizedElements(list[tuple[int, bytes, str]]):
+    """The elements of a batch whose elements all have one body length and one properties
+    length, as `_decode_same_sized` read them, with the columns it read them into: the
+    broker's pure batch write (`storage.inline_batch`) takes these instead of taking the
+    tuples apart and encoding the properties again. The list holds the same tuples as any
+    decode; a list made from it (a batch with duplicates dropped) is a plain list."""
+
+    def __init__(
+        self,
+        flags: tuple[int, ...],
+        bodies: tuple[bytes, ...],
+        raw_properties: tuple[bytes, ...],
+        properties: list[str],
+    ) -> None:
+        super().__init__(zip(flags, bodies, properties, strict=True))
+        self.flags = flags
+        self.bodies = bodies
+        #: Each element's properties as sent (UTF-8), and as decoded.
+        self.raw_properties = raw_properties
+        self.properties = properties
+
+
 def _decode_same_sized(data: bytes, end: int) -> list[tuple[int, bytes, str]] | None:
     """`decode_batch_tuples_py` of a batch whose elements all have the first one's body and
     properties lengths (a producer's batch of equal bodies), a column at a time: one
@@ -115,7 +137,7 @@ def _decode_same_sized(data: bytes, end: int) -> list[tuple[int, bytes, str]] | 
     ):
         return None
     try:
-        return list(zip(flags, bodies, map(bytes.decode, props), strict=True))
+        return SameSizedElements(flags, bodies, props, list(map(bytes.decode, props)))
     except UnicodeDecodeError:
         return None
 

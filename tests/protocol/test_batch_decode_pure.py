@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from protocol.message import MessageFormatError
 from protocol.message._batch import (
+    SameSizedElements,
     _decode_batch_checked,
     _decode_same_sized,
     decode_batch_tuples_py,
@@ -58,7 +59,12 @@ def test_the_quick_reads_agree_with_the_checking_read(
     assert decode_batch_tuples_py(memoryview(data)) == elements
     sizes = {(len(body), len(props.encode())) for _, body, props in elements}
     if len(elements) >= 2 and len(sizes) == 1:
-        assert _decode_same_sized(data, len(data)) == elements  # read a column at a time
+        same = _decode_same_sized(data, len(data))  # read a column at a time
+        assert same == elements
+        # ... with the columns the broker's batch write takes instead of the tuples.
+        assert type(same) is SameSizedElements
+        assert list(zip(same.flags, same.bodies, same.properties, strict=True)) == elements
+        assert same.raw_properties == tuple(props.encode() for _, _, props in elements)
     # Damaged bodies (sizes, bytes that are not UTF-8, cut short): the same elements or the
     # same error.
     for _ in range(8 if data else 0):

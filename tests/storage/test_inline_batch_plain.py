@@ -16,6 +16,11 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from protocol.message._batch import (
+    SameSizedElements,
+    decode_batch_tuples_py,
+    encode_batch_tuples,
+)
 from storage import MessageBatch, open_message_store
 from storage.inline_batch import _PlainBatch, _write_records_one_by_one, write_batch_records_py
 from storage.results import PutMessageResult, PutMessageStatus
@@ -89,6 +94,26 @@ def test_a_producers_batch_takes_the_plain_write(
     assert plain == _write(_write_records_one_by_one, elements, header, index)
     if index:
         assert plain[4] is not None and len(plain[4]) == 1 + len(elements)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(2, 6), st.integers(0, 64), st.sampled_from(["", "AC11", "\u00e9"]), _header,
+    st.booleans(), st.sampled_from(["WAIT\x01true\x02UNIQ_KEY\x01", "UNIQ_KEY\x01", "K\x01"]),
+)  # fmt: skip
+def test_a_same_sized_batch_is_written_from_its_decoded_columns_as_from_its_tuples(
+    count: int, body_len: int, tail: str, header: bytes, index: bool, head: str
+) -> None:
+    """The broker's decode hands a batch of same-sized elements over with its columns and raw
+    properties (`SameSizedElements`); the plain write takes those instead of the tuples and
+    must write the same bytes, entries, offsets and keys (or refuse the same batches)."""
+    elements = [(k % 3, bytes([k]) * body_len, f"{head}{tail}{k:02X}") for k in range(count)]
+    decoded = decode_batch_tuples_py(encode_batch_tuples(elements))
+    assert type(decoded) is SameSizedElements and decoded == elements
+    from_columns = _write(_write_plain_batch, decoded, header, index)
+    assert from_columns == _write(_write_plain_batch, list(decoded), header, index)
+    if from_columns[0] != -1:
+        assert from_columns == _write(_write_records_one_by_one, elements, header, index)
 
 
 def test_an_empty_batch_is_written_as_nothing() -> None:
