@@ -206,6 +206,9 @@ class CommitLogDispatcher:
         self.index_end_offset = index.end_phy_offset if index is not None else -1
         self.last_dispatch_timestamp = 0
         self.dispatched = 0
+        #: Index keys of groups dispatched with ``defer_index``, and their store times, in
+        #: dispatch order: not in the index until `build_deferred_index`.
+        self.deferred_index: list[tuple[list[tuple[str, int]], int]] = []
 
     def dispatch_group(
         self,
@@ -214,12 +217,15 @@ class CommitLogDispatcher:
         last_offset: int,
         store_timestamp: int,
         count: int,
+        defer_index: bool = False,
     ) -> None:
         """Add a group commit's records at once: per queue ``(topic, queue id, first queue
         offset, packed entries)``, and the full index keys ``(<topic>#<key>, offset)``.
 
         ``last_offset`` is the commit-log offset of the group's last record, ``count`` its
-        number of records (they all share ``store_timestamp``).
+        number of records (they all share ``store_timestamp``). With ``defer_index`` the keys
+        wait in `deferred_index` for `build_deferred_index` (the SYNC_FLUSH writer answers
+        the group's puts first); any other dispatch builds the waiting keys before its own.
         """
         queues = self.consume_queues
         for topic, queue_id, queue_offset, entries in queue_entries:
@@ -233,15 +239,29 @@ class CommitLogDispatcher:
                 end = self.index_end_offset
                 if index_keys[0][1] <= end:  # a replay: skip what is already indexed
                     index_keys = [k for k in index_keys if k[1] > end]
-                index.build_many(index_keys, store_timestamp)
+                if defer_index:
+                    self.deferred_index.append((index_keys, store_timestamp))
+                else:
+                    self.build_deferred_index()
+                    index.build_many(index_keys, store_timestamp)
             self.index_end_offset = last_offset
         self.last_dispatch_timestamp = store_timestamp
         self.dispatched += count
+
+    def build_deferred_index(self) -> None:
+        """Add the keys of `deferred_index` to the index, in dispatch order. Whoever reads
+        or changes the index calls this first (the store's reads settle through it)."""
+        deferred = self.deferred_index
+        if deferred and self.index is not None:
+            self.deferred_index = []
+            for keys, store_timestamp in deferred:
+                self.index.build_many(keys, store_timestamp)
 
     def dispatch_batch(self, batch: DispatchBatch) -> None:
         """Add the records of a `DispatchBatch` (read back from the commit log)."""
         if not batch.count:
             return
+        self.build_deferred_index()
         queues = self.consume_queues
         for topic, queue_id, queue_offset, entries in batch.queue_runs:
             queue = queues.queues.get((topic, queue_id))

@@ -241,6 +241,8 @@ class FileMessageStore:
         if not self._opened:
             return
         try:
+            if clean:  # after a crash the restart's replay indexes what waited
+                self.dispatcher.build_deferred_index()
             self.commit_log.flush()
             self.consume_queues.flush()
             if self.index is not None:

@@ -335,8 +335,10 @@ class StoreWriter(Actor[StoreWriterCommand]):
 
     def settle(self) -> None:
         """Complete the puts appended inline so far, so that reads see them (ASYNC_FLUSH;
-        with SYNC_FLUSH they become visible once flushed, as before)."""
+        with SYNC_FLUSH they become visible once flushed, as before), and index the keys of
+        answered groups still waiting (SYNC_FLUSH)."""
         self._inline.settle()
+        self._dispatcher.build_deferred_index()
 
     # -- what the inline path needs of the writer (`storage.inline_puts.InlineWriter`) ----
 
@@ -610,6 +612,9 @@ class StoreWriter(Actor[StoreWriterCommand]):
             while True:
                 if self._flushing is None:
                     waited = False
+                    if self._dispatcher.deferred_index:
+                        await self._index_after_answers()
+                        waited = True
                     while self._flushing is None and not self._unflushed and inline.group is None:
                         if self._stopping:
                             return
@@ -625,10 +630,12 @@ class StoreWriter(Actor[StoreWriterCommand]):
                     if self._flushing is None:
                         continue  # an inline group whose one put was refused
                 groups, request = self._flushing
+                if self._dispatcher.deferred_index:
+                    await self._index_after_answers()  # while the fdatasync runs
                 flushed = await self._wait_flush(request)
                 self._flushing = None
                 self._start_flush(flusher)
-                self._complete(groups, flushed)
+                self._complete(groups, flushed, defer_index=True)
         finally:
             self._flusher = None
             flusher.stop()
@@ -640,6 +647,15 @@ class StoreWriter(Actor[StoreWriterCommand]):
             if groups:
                 self._complete(groups, flushed=False)
             self._drained.set()
+
+    async def _index_after_answers(self) -> None:
+        """Index the keys of the groups just completed, once their answers are out: the
+        producers wait for the answers, and nothing needs the keys before them. Two scheduler
+        passes let the connections' writers send the answers first; a read meanwhile indexes
+        them itself (`settle`)."""
+        await trio.lowlevel.checkpoint()
+        await trio.lowlevel.checkpoint()
+        self._dispatcher.build_deferred_index()
 
     async def _wait_flush(self, request: Waitable) -> bool:
         """Wait for the fdatasync of ``request``; False on syncFlushTimeout, or when what ran
@@ -660,8 +676,11 @@ class StoreWriter(Actor[StoreWriterCommand]):
         log.warning("store writer: flush took longer than %d ms", timeout_ms)
         return False
 
-    def _complete(self, groups: list[CommitGroup], flushed: bool) -> None:
-        """Publish, dispatch, notify and answer ``groups`` (in order) as one group commit."""
+    def _complete(
+        self, groups: list[CommitGroup], flushed: bool, defer_index: bool = False
+    ) -> None:
+        """Publish, dispatch, notify and answer ``groups`` (in order) as one group commit;
+        with ``defer_index`` their index keys wait (`CommitLogDispatcher.deferred_index`)."""
         commit_log = self._commit_log
         dispatcher = self._dispatcher
         listener = self._listener
@@ -681,6 +700,7 @@ class StoreWriter(Actor[StoreWriterCommand]):
                     group.last_offset,
                     group.store_timestamp,
                     group.records,
+                    defer_index,
                 )
             grown = group.grown
             if group.replicated:

@@ -90,6 +90,7 @@ def truncate_store(
             cut.logic_files.append(queue.files.files[-1])
     index = dispatcher.index
     if index is not None:
+        dispatcher.build_deferred_index()  # keys waiting past the cut are cut with the rest
         cut.index_files = index.truncate_from(offset)
         dispatcher.index_end_offset = index.end_phy_offset
     cut.commit_log_files = commit_log.truncate_to(offset)
