@@ -246,8 +246,8 @@ _RECORD_HEAD = struct.Struct(">iiiiiqq48si")
 # A topic part and PROPERTIESLENGTH, per topic part length.
 _TOPIC_TAILS: dict[int, Callable[[bytes, int], bytes]] = {}
 _UNIQ_MARK = "\x02UNIQ_KEY\x01"
-# A regular expression finds a two-character string in a batch's properties several times
-# faster than ``in`` does.
+# A regular expression finds a two-character string in a batch's properties about three
+# times faster than ``in`` does.
 _NAME_ENDING_IN_S = re.compile("S\x01").search
 _CRC_MASK = 0x7FFFFFFF
 
