@@ -21,6 +21,10 @@ machine are sampled from /proc over the same window. A run during which other pr
 more than 20% of a core is repeated (up to --tries); a cell that never got a clean run is
 marked `~`. Each cell is the median of --runs runs. A JVM server (RocketMQ) first gets
 --jvm-warmup seconds of the workload, not measured, so its JIT has compiled the hot paths.
+The rows that the ratios compare, BoltMQ's (on each codec path) and RocketMQ's broker of
+one flush mode, are up together and take their runs in turn, the order turned by one each
+run: their cells come from the same minutes of a machine whose speed drifts
+(--no-interleave: each row on its own, one after another).
 
 example:
   python -m bench compare --rocketmq-home ~/rocketmq-all-4.9.4-bin-release --write-docs
@@ -176,10 +180,9 @@ def run_child(server: Server, workload: str, args: argparse.Namespace, **extra: 
     return answer["topic"] if workload == "fill" else Result(**answer)
 
 
-def measure(server: Server, workload: str, args: argparse.Namespace, rate: float) -> Cell:
-    """``--runs`` runs (each repeated up to ``--tries`` times while others were busy)."""
-    results: list[Result] = []
-    clean = True
+def prepare(server: Server, workload: str, args: argparse.Namespace, rate: float) -> dict[str, Any]:
+    """What every run of ``workload`` against ``server`` shares (its backlog, (d)'s rate),
+    after a JVM server's warm-up."""
     extra: dict[str, Any] = {"rate": rate}
     if workload == "c" and client_class(server.system).rereadable:
         # One backlog serves every run: each reads it as a new consumer group.
@@ -194,73 +197,157 @@ def measure(server: Server, workload: str, args: argparse.Namespace, rate: float
             run_child(server, workload, warmup, **extra)
         except (RuntimeError, subprocess.TimeoutExpired) as exc:
             _progress(f"{server.row} ({workload}): the warm-up failed ({exc}); measuring anyway")
-    for run in range(1, args.runs + 1):
-        best: Result | None = None
-        for attempt in range(1, args.tries + 1):
+    return extra
+
+
+def take_run(
+    server: Server, workload: str, args: argparse.Namespace, extra: dict[str, Any], run: int
+) -> Result:
+    """One run, taken again (up to ``--tries`` times) while other processes were busy: the
+    attempt with the least of them."""
+    best: Result | None = None
+    for attempt in range(1, args.tries + 1):
+        try:
+            result = run_child(server, workload, args, **extra)
+        except (RuntimeError, subprocess.TimeoutExpired) as exc:
+            if attempt == args.tries:
+                raise
+            _progress(f"{server.row} ({workload}) run {run}: failed ({exc}); taken again")
+            continue
+        note = ""
+        if result.others_cpu > OTHERS_LIMIT:
+            note = f" (others used {result.others_cpu:.0%} of a core: taken again)"
+            if attempt == args.tries:
+                note = f" (others used {result.others_cpu:.0%} of a core: kept, marked ~)"
+        _progress(f"{server.row} ({workload}) {NAMES[workload]} run {run}/{args.runs}: "
+                  f"{result.rate:,.0f} msgs/s{note}")  # fmt: skip
+        if best is None or result.others_cpu < best.others_cpu:
+            best = result
+        if result.others_cpu <= OTHERS_LIMIT:
+            break
+    assert best is not None
+    return best
+
+
+def groups(planned: list[Server], interleave: bool) -> list[list[Server]]:
+    """The servers that run side by side, in table order: with ``interleave``, the rows of
+    one flush mode that the ratios compare (BoltMQ's on each codec path and RocketMQ's
+    broker), so their runs alternate; every other row on its own."""
+    if not interleave:
+        return [[server] for server in planned]
+    out: list[list[Server]] = []
+    by_flush: dict[str, list[Server]] = {}
+    for server in planned:
+        if not server.flush:
+            out.append([server])
+        elif server.flush in by_flush:
+            by_flush[server.flush].append(server)
+        else:
+            by_flush[server.flush] = [server]
+            out.append(by_flush[server.flush])
+    return out
+
+
+def run_group(servers: list[Server], args: argparse.Namespace) -> list[Row]:
+    """Start ``servers``, measure every workload on each, stop them; their rows (each with
+    any error said). Run ``k`` of a workload is taken on each server in turn, the order
+    turned by one each run, so the cells of rows that are compared come from the same
+    minutes of a machine whose speed drifts."""
+    rows = [Row(server.row, server.system, server.settings) for server in servers]
+    up: list[tuple[Server, Row]] = []
+    try:
+        for server, row in zip(servers, rows, strict=True):
+            _progress(f"{server.row}: starting ({server.settings})")
             try:
-                result = run_child(server, workload, args, **extra)
-            except (RuntimeError, subprocess.TimeoutExpired) as exc:
-                if attempt == args.tries:
-                    raise
-                _progress(f"{server.row} ({workload}) run {run}: failed ({exc}); taken again")
+                started = time.monotonic()
+                server.start()
+                row.version = server.version()
+            except Exception as exc:
+                row.error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+                _progress(f"{server.row}: failed: {type(exc).__name__}: {exc}")
                 continue
-            note = ""
-            if result.others_cpu > OTHERS_LIMIT:
-                note = f" (others used {result.others_cpu:.0%} of a core: taken again)"
-                if attempt == args.tries:
-                    note = f" (others used {result.others_cpu:.0%} of a core: kept, marked ~)"
-            _progress(f"{server.row} ({workload}) {NAMES[workload]} run {run}/{args.runs}: "
-                      f"{result.rate:,.0f} msgs/s{note}")  # fmt: skip
-            if best is None or result.others_cpu < best.others_cpu:
-                best = result
-            if result.others_cpu <= OTHERS_LIMIT:
-                break
-        assert best is not None
-        clean = clean and best.others_cpu <= OTHERS_LIMIT
-        results.append(best)
-    return Cell.of(results, clean)
+            _progress(f"{server.row} {row.version}: up in {time.monotonic() - started:.1f} s")
+            up.append((server, row))
+        # In a, b, c, d order: (d) runs at half of (a)'s peak, so (a) runs for it anyway.
+        wanted = set(args.workloads) | ({"a"} if "d" in args.workloads else set())
+        for workload in [w for w in WORKLOADS if w in wanted and up]:
+            _measure_side_by_side(up, workload, args)
+        if "a" not in args.workloads:
+            for row in rows:
+                row.cells.pop("a", None)
+    finally:
+        for server, row in zip(servers, rows, strict=True):
+            _stop(server, row)
+    return rows
+
+
+def _measure_side_by_side(
+    up: list[tuple[Server, Row]], workload: str, args: argparse.Namespace
+) -> None:
+    """``--runs`` runs of ``workload`` on each started server, alternating; each row's cell
+    (or why it has none). One workload's failure costs that row's cell only."""
+    shared: dict[int, dict[str, Any]] = {}
+    results: dict[int, list[Result]] = {}
+    clean: dict[int, bool] = {}
+
+    def fail(server: Server, row: Row, exc: Exception) -> None:
+        if isinstance(exc, RuntimeError | subprocess.TimeoutExpired):
+            row.failures[workload] = str(exc).splitlines()[0][:200]
+            _progress(f"{server.row} ({workload}): failed: {row.failures[workload]}")
+        else:  # not the run's failure: the row stops here, the others go on
+            row.error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            row.failures.setdefault(workload, row.error)
+            _progress(f"{server.row}: failed: {row.error}")
+
+    for at, (server, row) in enumerate(up):
+        if row.error:
+            continue
+        if workload == "d" and "a" not in row.cells:
+            row.failures["d"] = "no peak rate: (a) failed"
+            continue
+        rate = row.cells["a"].rate / 2 if workload == "d" else 0.0
+        try:
+            shared[at] = prepare(server, workload, args, rate)
+        except Exception as exc:
+            fail(server, row, exc)
+            continue
+        results[at], clean[at] = [], True
+    for run in range(1, args.runs + 1):
+        turn = [at for at in results if workload not in up[at][1].failures]
+        shift = (run - 1) % len(turn) if turn else 0
+        for at in turn[shift:] + turn[:shift]:
+            server, row = up[at]
+            try:
+                best = take_run(server, workload, args, shared[at], run)
+            except Exception as exc:
+                fail(server, row, exc)
+                continue
+            clean[at] = clean[at] and best.others_cpu <= OTHERS_LIMIT
+            results[at].append(best)
+    for at, taken in results.items():
+        row = up[at][1]
+        if taken and workload not in row.failures:
+            row.cells[workload] = Cell.of(taken, clean[at])
+
+
+def _stop(server: Server, row: Row) -> None:
+    """Stop ``server``; a server that did not start keeps its scratch directory (its log
+    says why)."""
+    keep = row.error != "" and row.version == ""
+    killed = server.stop(keep=keep)
+    if keep:
+        _progress(f"{server.row}: its scratch directory and log are kept in {server.scratch}")
+    left = server.group.pids()
+    if killed:
+        _progress(f"{server.row}: killed after 30 s without exiting: pids {killed}")
+    if left:
+        row.error = row.error or f"processes left running: {left}"
+    _progress(f"{server.row}: stopped")
 
 
 def run_row(server: Server, args: argparse.Namespace) -> Row:
-    """Start ``server``, measure every workload, stop it; the row (with any error said)."""
-    row = Row(server.row, server.system, server.settings)
-    _progress(f"{server.row}: starting ({server.settings})")
-    try:
-        started = time.monotonic()
-        server.start()
-        row.version = server.version()
-        _progress(f"{server.row} {row.version}: up in {time.monotonic() - started:.1f} s")
-        # In a, b, c, d order: (d) runs at half of (a)'s peak, so (a) runs for it anyway.
-        wanted = set(args.workloads) | ({"a"} if "d" in args.workloads else set())
-        for workload in [w for w in WORKLOADS if w in wanted]:
-            if workload == "d" and "a" not in row.cells:
-                row.failures["d"] = "no peak rate: (a) failed"
-                continue
-            rate = row.cells["a"].rate / 2 if workload == "d" else 0.0
-            try:
-                row.cells[workload] = measure(server, workload, args, rate)
-            except (RuntimeError, subprocess.TimeoutExpired) as exc:
-                # One workload's failure costs its cell only; the row goes on.
-                row.failures[workload] = str(exc).splitlines()[0][:200]
-                _progress(f"{server.row} ({workload}): failed: {row.failures[workload]}")
-        if "a" not in args.workloads:
-            row.cells.pop("a", None)
-    except Exception as exc:
-        row.error = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        _progress(f"{server.row}: failed: {type(exc).__name__}: {exc}")
-    finally:
-        # A server that did not start keeps its scratch directory: its log says why.
-        keep = row.error is not None and row.version == ""
-        killed = server.stop(keep=keep)
-        if keep:
-            _progress(f"{server.row}: its scratch directory and log are kept in {server.scratch}")
-        left = server.group.pids()
-        if killed:
-            _progress(f"{server.row}: killed after 30 s without exiting: pids {killed}")
-        if left:
-            row.error = row.error or f"processes left running: {left}"
-        _progress(f"{server.row}: stopped")
-    return row
+    """`run_group` of one server: its row."""
+    return run_group([server], args)[0]
 
 
 def compiled_available() -> bool:
@@ -288,7 +375,33 @@ def path_ratio_lines(rows: list[Row], paths: Sequence[str | None]) -> list[str]:
         ]
         ratios = ratio_lines(view)
         lines += [f"{ratios[0].rstrip(':')}, BoltMQ's {path} codec path:", *ratios[1:], ""]
-    return lines[:-1]
+    return lines + path_gap_lines(rows)
+
+
+#: The pure path's least share of the compiled path's rate, per cell.
+PURE_SHARE = 0.8
+
+
+def path_gap_lines(rows: list[Row]) -> list[str]:
+    """BoltMQ's pure rows against its compiled rows, cell by cell (rates of (a), (b), (c)):
+    each at least `PURE_SHARE` or not."""
+    by_label = {row.label: row for row in rows if not row.error}
+    lines = ["Codec paths (BoltMQ pure / compiled, msgs/s):"]
+    for flush in ("ASYNC_FLUSH", "SYNC_FLUSH"):
+        pure = by_label.get(f"BoltMQ {flush} (pure)")
+        compiled = by_label.get(f"BoltMQ {flush} (compiled)")
+        if pure is None or compiled is None:
+            continue
+        for w in ("a", "b", "c"):
+            if w not in pure.cells or w not in compiled.cells or not compiled.cells[w].rate:
+                continue
+            ratio = pure.cells[w].rate / compiled.cells[w].rate
+            mark = "" if pure.cells[w].clean and compiled.cells[w].clean else " ~"
+            lines.append(
+                f"- BoltMQ {flush}, ({w}): {ratio:.2f}x (target >= {PURE_SHARE:g}x): "
+                f"{'met' if ratio >= PURE_SHARE else 'NOT met'}{mark}"
+            )  # fmt: skip
+    return ["", *lines] if len(lines) > 1 else []
 
 
 def _progress(line: str) -> None:
@@ -359,6 +472,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="SECONDS",
         help="seconds of unmeasured load a JVM server (RocketMQ) gets before each workload (10)",
     )
+    parser.add_argument(
+        "--no-interleave",
+        dest="interleave",
+        action="store_false",
+        help="run each row on its own, one after another (default: the rows of one flush mode "
+        "that the ratios compare run side by side, their runs alternating)",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -412,7 +532,10 @@ def main(argv: list[str] | None = None) -> int:
             ready.append(system)
     planned = servers(ready, args.rocketmq_home, paths)
     try:
-        rows = [run_row(server, args) for server in planned]
+        row_of: dict[int, Row] = {}
+        for group in groups(planned, args.interleave):
+            row_of.update(zip(map(id, group), run_group(group, args), strict=True))
+        rows = [row_of[id(server)] for server in planned]
     except KeyboardInterrupt:
         _progress("interrupted; every server started has been stopped")
         return 130

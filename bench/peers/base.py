@@ -26,6 +26,9 @@ class Server(abc.ABC):
     settings: str = ""
     #: A JVM server: it is warmed up (``--jvm-warmup``) before each workload is measured.
     jvm: bool = False
+    #: The flush mode of a row that runs beside others of the same mode (BoltMQ's and
+    #: RocketMQ's rows: their cells are compared), else "".
+    flush: str = ""
     #: Environment variables set (value) or removed (None) for the server's processes and
     #: for the client processes of its runs.
     env_changes: dict[str, str | None] = {}

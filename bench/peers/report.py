@@ -290,6 +290,9 @@ def codecs_text(status: str) -> str:
     return "compiled (`protocol/_speedups.pyx`)" if status == "compiled" else status
 
 
+_INTERLEAVED = "; the compared rows of a flush mode side by side, their runs in turn"
+
+
 def _run_lines(
     command: str, machine: str, args: dict[str, Any], codecs: str, minutes: float | None
 ) -> list[str]:
@@ -297,7 +300,7 @@ def _run_lines(
     return [
         f"- Command: `{command}` ({took}{args['seconds']:g} s runs, backlog "
         f"{args['backlog']:,}, {args['runs']} runs per cell, up to {args['tries']} tries per "
-        f"run)",
+        f"run{_INTERLEAVED if args.get('interleave') else ''})",
         f"- Machine: {machine}",
         f"- BoltMQ's codecs: {codecs_text(codecs)}",
     ]  # fmt: skip

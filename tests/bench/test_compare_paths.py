@@ -10,6 +10,7 @@ import pytest
 
 from bench import compare
 from bench.peers.boltmq import BoltMQServer
+from bench.peers.report import Cell, Row
 from protocol._codecs import PURE_SWITCH
 from tests.compiled import needs_compiled
 
@@ -48,3 +49,27 @@ def test_a_quick_run_has_a_row_per_path(capsys: pytest.CaptureFixture[str]) -> N
         for path in ("compiled", "pure"):
             row = next(line for line in out.splitlines() if f"BoltMQ {flush} ({path})" in line)
             assert re.search(r"\| ~?[0-9][0-9,]* \|", row), row  # a rate in (a)'s cell
+
+
+def test_the_pure_rows_are_read_against_the_compiled_ones() -> None:
+    def row(label: str, rates: dict[str, float], clean: bool = True) -> Row:
+        cells = {w: Cell(r, 1.0, 2.0, 0.5, 0.5, clean=clean, runs=3) for w, r in rates.items()}
+        return Row(label, "boltmq", "", cells=cells)
+
+    rows = [
+        row("BoltMQ ASYNC_FLUSH (compiled)", {"a": 30_000, "b": 100_000, "c": 200_000}),
+        row("BoltMQ ASYNC_FLUSH (pure)", {"a": 27_000, "b": 79_000, "c": 200_000}),
+        row("BoltMQ SYNC_FLUSH (compiled)", {"a": 12_000, "b": 50_000}),
+        row("BoltMQ SYNC_FLUSH (pure)", {"a": 12_000, "b": 40_000}, clean=False),
+    ]
+    lines = compare.path_ratio_lines(rows, ["compiled", "pure"])
+    gap = lines[lines.index("Codec paths (BoltMQ pure / compiled, msgs/s):") + 1 :]
+    assert gap == [
+        "- BoltMQ ASYNC_FLUSH, (a): 0.90x (target >= 0.8x): met",
+        "- BoltMQ ASYNC_FLUSH, (b): 0.79x (target >= 0.8x): NOT met",
+        "- BoltMQ ASYNC_FLUSH, (c): 1.00x (target >= 0.8x): met",
+        "- BoltMQ SYNC_FLUSH, (a): 1.00x (target >= 0.8x): met ~",
+        "- BoltMQ SYNC_FLUSH, (b): 0.80x (target >= 0.8x): met ~",
+    ]
+    # A run of one path has nothing to set beside it.
+    assert compare.path_gap_lines(rows[:1] + rows[2:3]) == []
