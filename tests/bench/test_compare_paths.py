@@ -59,8 +59,8 @@ def test_the_pure_rows_are_read_against_the_compiled_ones() -> None:
     rows = [
         row("BoltMQ ASYNC_FLUSH (compiled)", {"a": 30_000, "b": 100_000, "c": 200_000}),
         row("BoltMQ ASYNC_FLUSH (pure)", {"a": 27_000, "b": 79_000, "c": 200_000}),
-        row("BoltMQ SYNC_FLUSH (compiled)", {"a": 12_000, "b": 50_000}),
-        row("BoltMQ SYNC_FLUSH (pure)", {"a": 12_000, "b": 40_000}, clean=False),
+        row("BoltMQ SYNC_FLUSH (compiled)", {"a": 12_000, "b": 50_000, "c": 100_000}),
+        row("BoltMQ SYNC_FLUSH (pure)", {"a": 12_000, "b": 40_000, "c": 79_700}, clean=False),
     ]
     lines = compare.path_ratio_lines(rows, ["compiled", "pure"])
     gap = lines[lines.index("Codec paths (BoltMQ pure / compiled, msgs/s):") + 1 :]
@@ -70,6 +70,9 @@ def test_the_pure_rows_are_read_against_the_compiled_ones() -> None:
         "- BoltMQ ASYNC_FLUSH, (c): 1.00x (target >= 0.8x): met",
         "- BoltMQ SYNC_FLUSH, (a): 1.00x (target >= 0.8x): met ~",
         "- BoltMQ SYNC_FLUSH, (b): 0.80x (target >= 0.8x): met ~",
+        "- BoltMQ SYNC_FLUSH, (c): 0.797x (target >= 0.8x): NOT met ~",
     ]
+    head = lines.index("Codec paths (BoltMQ pure / compiled, msgs/s):")
+    assert lines[head - 1] == "" and lines[head - 2] != ""  # one blank line before it
     # A run of one path has nothing to set beside it.
     assert compare.path_gap_lines(rows[:1] + rows[2:3]) == []
