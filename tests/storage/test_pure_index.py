@@ -67,6 +67,7 @@ def test_pure_index_writer_equals_the_plain_loop(
     for fn in (_reference, put_index_entries_py):
         buf = bytearray(entries_start + 50 * 20)
         buf[40:44] = (3).to_bytes(4, "big")  # a slot pointing past the entry count
+        buf[44:48] = (0x80000001).to_bytes(4, "big")  # one negative as Java reads it
         first = fn(buf, keys, start, slots, entries_start, 1, limit, 17, 0, -1)
         second = fn(buf, keys, 0, slots, entries_start, first[1], limit, 18, first[2], first[3])
         outcomes.append((first, second, bytes(buf)))
