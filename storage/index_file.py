@@ -15,9 +15,7 @@ import logging
 import mmap
 import os
 import struct
-import sys
 import time
-from array import array
 from collections.abc import Callable
 from itertools import repeat
 from operator import itemgetter
@@ -35,9 +33,6 @@ _HEADER = struct.Struct(">qqqqii")
 _SLOT = struct.Struct(">i")
 _ENTRY = struct.Struct(">iqii")
 _INT_MAX = 0x7FFFFFFF
-# The index's ints are big-endian; `put_index_entries_py` reads and writes its slots as
-# native ones (4 bytes on every platform CPython runs on), swapped on a little-endian CPU.
-_SWAP = sys.byteorder == "little"
 _fdatasync = getattr(os, "fdatasync", os.fsync)
 
 
@@ -68,6 +63,8 @@ def put_index_entries_py(
     file's bytes until entry ``number`` reaches ``limit``: each entry chained to its slot's
     previous one, the slot pointed at it. Returns (position in ``keys`` after the last one
     added, next entry number, used slot count, last commit-log offset)."""
+    unpack_slot = _SLOT.unpack_from
+    pack_slot = _SLOT.pack_into
     heads = _SHIFTED_HEADS
     highs = _TAIL_HIGHS
     lows = _TAIL_LOWS
@@ -82,53 +79,38 @@ def put_index_entries_py(
         return max(stop, start), number, slot_count, phy_offset
     first = number
     added = keys[start:fit]
-    count = len(added)
     hashes: list[int] = []
+    previouses: list[int] = []
     add_hash = hashes.append
-    # The slots read and written as native unsigned ints (an item access, not a struct call
-    # per key): the entry numbers swapped to big-endian beforehand, the previous ones read
-    # swapped and put right afterwards, a column at a time.
-    numbers = array("I", range(first, first + count))
-    if _SWAP:
-        numbers.byteswap()
-    read: list[int] = []
-    add_read = read.append
-    with memoryview(buf) as whole, whole[INDEX_HEADER_SIZE:entries_start].cast("I") as table:
-        for (key, _), entry in zip(added, numbers, strict=True):
-            # The hash as sums of cached parts: the key's head (all but its last six
-            # characters) already times 31**6, and the two halves of its tail (a producer's
-            # keys share all but their last characters, and a half takes few values). Any
-            # part not cached: hashed whole, and the parts cached when they can be.
-            split = len(key) - 6
-            try:
-                khash = (
-                    heads[key[:split]] + highs[key[split : split + 3]] + lows[key[split + 3 :]]
-                ) & 0xFFFFFFFF
-            except KeyError:
-                khash = _key_hash_caching_parts(key, split)
-            else:
-                if khash & 0x80000000:
-                    khash = 0 if khash == 0x80000000 else 0x100000000 - khash
-            slot = khash % slots
-            add_read(table[slot])
-            table[slot] = entry
-            add_hash(khash)
-    previouses = array("I", read)
-    if _SWAP:
-        previouses.byteswap()
-    chained = previouses.tolist()
-    # A slot holds an earlier entry's number, or 0; anything else (left by a truncation, or
-    # above 2**31: negative as Java reads it) starts the bucket again.
-    if max(chained) >= first:
-        for at, previous in enumerate(chained):
-            if previous > first + at:
-                chained[at] = 0
-    slot_count += chained.count(0)
-    number = first + count
+    add_previous = previouses.append
+    for key, _ in added:
+        # The hash as sums of cached parts: the key's head (all but its last six characters)
+        # already times 31**6, and the two halves of its tail (a producer's keys share all but
+        # their last characters, and a half takes few values). Any part not cached: hashed
+        # whole, and the parts cached when they can be.
+        split = len(key) - 6
+        try:
+            khash = (
+                heads[key[:split]] + highs[key[split : split + 3]] + lows[key[split + 3 :]]
+            ) & 0xFFFFFFFF
+        except KeyError:
+            khash = _key_hash_caching_parts(key, split)
+        else:
+            if khash & 0x80000000:
+                khash = 0 if khash == 0x80000000 else 0x100000000 - khash
+        slot_pos = INDEX_HEADER_SIZE + (khash % slots) * HASH_SLOT_SIZE
+        (previous,) = unpack_slot(buf, slot_pos)
+        if previous <= 0 or previous > number:
+            previous = 0
+            slot_count += 1
+        pack_slot(buf, slot_pos, number)
+        add_hash(khash)
+        add_previous(previous)
+        number += 1
     # The entries are consecutive: packed and copied in at once.
     at = entries_start + first * INDEX_ENTRY_SIZE
-    buf[at : at + count * INDEX_ENTRY_SIZE] = b"".join(
-        map(_ENTRY.pack, hashes, map(_SECOND, added), repeat(time_diff), chained)
+    buf[at : at + len(added) * INDEX_ENTRY_SIZE] = b"".join(
+        map(_ENTRY.pack, hashes, map(_SECOND, added), repeat(time_diff), previouses)
     )
     if fit < stop:
         raise ValueError(f"index entry {number} lies past the end of the file")
