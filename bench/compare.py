@@ -24,7 +24,8 @@ marked `~`. Each cell is the median of --runs runs. A JVM server (RocketMQ) firs
 The rows that the ratios compare, BoltMQ's (on each codec path) and RocketMQ's broker of
 one flush mode, are up together and take their runs in turn, the order turned by one each
 run: their cells come from the same minutes of a machine whose speed drifts
-(--no-interleave: each row on its own, one after another).
+(--no-interleave: each row on its own, one after another). Before each run the disk is synced,
+so a run does not pay for writing back what the run before it left dirty.
 
 example:
   python -m bench compare --rocketmq-home ~/rocketmq-all-4.9.4-bin-release --write-docs
@@ -207,6 +208,10 @@ def take_run(
     attempt with the least of them."""
     best: Result | None = None
     for attempt in range(1, args.tries + 1):
+        # What the servers wrote before (a run of a row beside this one, whose pages the kernel
+        # or that server's own flush services write back later) is on disk before this run
+        # starts, so no run pays for the one before it.
+        os.sync()
         try:
             result = run_child(server, workload, args, **extra)
         except (RuntimeError, subprocess.TimeoutExpired) as exc:
