@@ -402,9 +402,9 @@ def path_gap_lines(rows: list[Row]) -> list[str]:
                 continue
             ratio = pure.cells[w].rate / compiled.cells[w].rate
             mark = "" if pure.cells[w].clean and compiled.cells[w].clean else " ~"
-            # Three places where two would round a ratio short of the target up to it.
-            shown = f"{ratio:.2f}" if (ratio >= PURE_SHARE) == (round(ratio, 2) >= PURE_SHARE) \
-                else f"{ratio:.3f}"  # fmt: skip
+            shown = f"{ratio:.2f}"
+            if (ratio >= PURE_SHARE) != (float(shown) >= PURE_SHARE):
+                shown = f"{ratio:.3f}"  # two places would round it up to the target
             lines.append(
                 f"- BoltMQ {flush}, ({w}): {shown}x (target >= {PURE_SHARE:g}x): "
                 f"{'met' if ratio >= PURE_SHARE else 'NOT met'}{mark}"
