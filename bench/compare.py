@@ -350,11 +350,6 @@ def _stop(server: Server, row: Row) -> None:
     _progress(f"{server.row}: stopped")
 
 
-def run_row(server: Server, args: argparse.Namespace) -> Row:
-    """`run_group` of one server: its row."""
-    return run_group([server], args)[0]
-
-
 def compiled_available() -> bool:
     """Whether BoltMQ's compiled codecs load here (asked of a process without BOLTMQ_PURE)."""
     env = {k: v for k, v in os.environ.items() if k != PURE_SWITCH}

@@ -86,7 +86,9 @@ def test_a_server_of_the_group_that_does_not_start_costs_its_row_only(
         assert boltmq.group.pids() == []  # stopped
     finally:
         _cleanup([broken, boltmq])
-    assert str(broken.scratch) in capsys.readouterr().err  # the failed one's log is kept
+    progress = capsys.readouterr().err
+    # The failure says why (the log's last lines) and where the kept log is.
+    assert "no such server" in progress and str(broken.scratch) in progress
 
 
 @needs_compiled

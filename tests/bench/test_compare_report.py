@@ -1,16 +1,8 @@
 """The comparison's ratio lines: each target met or not, and the SYNC_FLUSH p99 read also
-against the peers that fsync before they acknowledge; a server that fails to start."""
+against the peers that fsync before they acknowledge."""
 
 from __future__ import annotations
 
-import argparse
-import shutil
-import sys
-
-import pytest
-
-from bench.compare import run_row
-from bench.peers.base import Server
 from bench.peers.report import Cell, Row, ratio_lines
 
 
@@ -51,28 +43,3 @@ def test_targets_and_p99_lines() -> None:
 def test_no_rows_to_compare() -> None:
     lines = ratio_lines([_row("RabbitMQ", "rabbitmq", "durable", 5_000, 30.0)])
     assert lines[1] == "- none: the rows a target compares are not all in this run"
-
-
-def test_a_server_that_does_not_start_keeps_its_log(capsys: pytest.CaptureFixture[str]) -> None:
-    class Broken(Server):
-        system, row, settings = "broken", "Broken", "none"
-
-        def start(self) -> None:
-            self.group.spawn([sys.executable, "-c", "import sys; print('port taken'); sys.exit(3)"])
-            self.group.wait_until(lambda: False, "port open", 30)
-
-        def endpoint(self) -> dict[str, str]:
-            return {}
-
-        def version(self) -> str:
-            return "0"
-
-    server = Broken()
-    try:
-        row = run_row(server, argparse.Namespace(workloads=["a"]))
-        assert row.error is not None and "exited with status 3" in row.error
-        assert "port taken" in (server.scratch / "server.log").read_text()
-        progress = capsys.readouterr().err
-        assert "port taken" in progress and str(server.scratch) in progress
-    finally:
-        shutil.rmtree(server.scratch, ignore_errors=True)
