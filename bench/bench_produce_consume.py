@@ -13,6 +13,12 @@ is BoltMQ's remoting client in this process (one connection, requests in flight 
 ``--against DIR`` runs the broker of another checkout (an earlier commit, say) beside this
 one's in the same run, alternating which goes first each round, and prints both with the
 ratio of their medians: the machine is noisy, so only figures of one run compare.
+
+``--keys`` gives every message a fresh UNIQ_KEY, as every producer's message has, so the
+store's index writer runs too (without it the messages carry no key and the index is never
+written): use it for a change that touches the index.
+
+    python -m bench broker --against ../base --keys --flush ASYNC_FLUSH
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from protocol.headers import (
     encode_header,
     encode_send_header_v2,
 )
-from protocol.message import BatchElement, encode_batch
+from protocol.message import BatchElement, create_uniq_id, encode_batch
 
 READY = re.compile(r"ready on ([\d.]+:\d+)")
 BODY = b"x" * 1024
@@ -57,11 +63,15 @@ def _send_fields(topic: str, queue_id: int, batch: bool = False) -> dict[str, st
     return encode_send_header_v2(header)
 
 
-def _send(fields: dict[str, str], body: bytes, batch: bool = False) -> RemotingCommand:
+def _send(
+    fields: dict[str, str], body: bytes, batch: bool = False, key: bool = False
+) -> RemotingCommand:
     # The header fields are built once per sender, as a client caches what does not change:
     # the load generator shares the machine's cpus with the broker it measures.
     fields = fields.copy()
     fields["g"] = str(int(time.time() * 1000))
+    if key:  # a single message's UNIQ_KEY rides in the header's properties
+        fields["i"] = f"{fields['i']}\x02UNIQ_KEY\x01{create_uniq_id()}"
     code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
     return RemotingCommand.request(code, fields, body)
 
@@ -87,9 +97,10 @@ def _percentile(values: list[float], p: float) -> float:
 
 async def _produce(
     client: RemotingClient, address: str, topic: str, seconds: float, senders: int,
-    batch: int = 1, rate: float | None = None,
+    batch: int = 1, rate: float | None = None, keys: bool = False,
 ) -> tuple[int, list[float]]:  # fmt: skip
-    """(messages stored, latencies in s) for ``seconds`` of sends; ``rate`` caps msgs/s."""
+    """(messages stored, latencies in s) for ``seconds`` of sends; ``rate`` caps msgs/s;
+    ``keys``: each message with a fresh UNIQ_KEY."""
     body = encode_batch(BatchElement(0, BODY, "") for _ in range(batch)) if batch > 1 else BODY
     stored = 0
     latencies: list[float] = []
@@ -105,8 +116,14 @@ async def _produce(
             if interval:
                 next_at += interval
                 await trio.sleep_until(next_at)
+            payload = body
+            if keys and batch > 1:  # each element's own UNIQ_KEY, as a producer's batch has
+                payload = encode_batch(
+                    BatchElement(0, BODY, f"UNIQ_KEY\x01{create_uniq_id()}") for _ in range(batch)
+                )
             start = time.perf_counter()
-            answer = await client.invoke(address, _send(fields, body, batch > 1), 10)
+            request = _send(fields, payload, batch > 1, keys and batch == 1)
+            answer = await client.invoke(address, request, 10)
             latencies.append(time.perf_counter() - start)
             if answer.code != ResponseCode.SUCCESS:
                 raise RuntimeError(f"send failed: {answer.code} {answer.remark}")
@@ -149,7 +166,7 @@ def _entry_module(root: Path) -> str:
 
 
 async def _run_mode(
-    flush: str, seconds: float, root: Path = ROOT, store_type: str = "file"
+    flush: str, seconds: float, root: Path = ROOT, store_type: str = "file", keys: bool = False
 ) -> dict[str, float]:
     store = Path(tempfile.mkdtemp(prefix="boltmq-bench-"))
     env = {**os.environ, "PYTHONPATH": str(root)}
@@ -181,11 +198,13 @@ async def _run_mode(
             # Create the topic (and warm the connection) before measuring.
             await _produce(client, address, "BenchSingle", 0.3, 8)
             await _produce(client, address, "BenchBatch", 0.3, 2, batch=32)
-            sent, latencies = await _produce(client, address, "BenchSingle", seconds, 64)
+            sent, latencies = await _produce(client, address, "BenchSingle", seconds, 64, keys=keys)
             figures["single"] = sent / seconds
             figures["single_p50"] = _percentile(latencies, 0.5)
             figures["single_p99"] = _percentile(latencies, 0.99)
-            sent, latencies = await _produce(client, address, "BenchBatch", seconds, 8, batch=32)
+            sent, latencies = await _produce(
+                client, address, "BenchBatch", seconds, 8, batch=32, keys=keys
+            )
             figures["batch"] = sent / seconds
             figures["batch_p50"] = _percentile(latencies, 0.5)
             read, took = await _consume(client, address, "BenchBatch")
@@ -193,7 +212,9 @@ async def _run_mode(
             read, took = await _consume(client, address, "BenchBatch", commit=True)
             figures["consume_commit"] = read / took
             half = figures["single"] / 2
-            sent, latencies = await _produce(client, address, "BenchSingle", seconds, 64, rate=half)
+            sent, latencies = await _produce(
+                client, address, "BenchSingle", seconds, 64, rate=half, keys=keys
+            )
             figures["half_rate"] = sent / seconds
             figures["half_p50"] = _percentile(latencies, 0.5)
             figures["half_p99"] = _percentile(latencies, 0.99)
@@ -209,10 +230,11 @@ def _us(seconds: float) -> str:
     return f"{seconds * 1e6:,.0f} us"
 
 
-async def _main(seconds: float, stores: list[str]) -> None:
+async def _main(seconds: float, stores: list[str], keys: bool = False) -> None:
     print(
         f"broker produce/consume: {platform.machine()}, {os.cpu_count()} cpus, "
-        f"python {platform.python_version()}, 1 KiB bodies, {seconds:g}s per figure"
+        f"python {platform.python_version()}, 1 KiB bodies{_KEYED if keys else ''}, "
+        f"{seconds:g}s per figure"
     )
     # The memory store has nothing to flush: one run, whatever the flush mode.
     runs = [
@@ -221,7 +243,7 @@ async def _main(seconds: float, stores: list[str]) -> None:
         for flush in (("ASYNC_FLUSH", "SYNC_FLUSH") if store == "file" else ("ASYNC_FLUSH",))
     ]
     for store, flush in runs:
-        f = await _run_mode(flush, seconds, store_type=store)
+        f = await _run_mode(flush, seconds, store_type=store, keys=keys)
         mb = 1024 / 1e6
         print(f"  {flush} (file store)" if store == "file" else "  memory store (storeType=memory)")
         print(
@@ -247,20 +269,23 @@ async def _main(seconds: float, stores: list[str]) -> None:
 
 
 COMPARED = ("single", "batch", "consume", "consume_commit")
+_KEYED = " each with a UNIQ_KEY"
 
 
-async def _compare(against: Path, seconds: float, rounds: int, modes: list[str]) -> None:
+async def _compare(
+    against: Path, seconds: float, rounds: int, modes: list[str], keys: bool = False
+) -> None:
     print(
         f"broker produce/consume, this tree against {against}: {platform.machine()}, "
-        f"{os.cpu_count()} cpus, python {platform.python_version()}, 1 KiB bodies, "
-        f"{seconds:g}s per figure, {rounds} rounds, order alternating"
+        f"{os.cpu_count()} cpus, python {platform.python_version()}, 1 KiB bodies"
+        f"{_KEYED if keys else ''}, {seconds:g}s per figure, {rounds} rounds, order alternating"
     )
     for flush in modes:
         runs: dict[str, list[dict[str, float]]] = {"this": [], "against": []}
         for n in range(rounds):
             order = [("this", ROOT), ("against", against)]
             for label, root in order if n % 2 == 0 else order[::-1]:
-                figures = await _run_mode(flush, seconds, root)
+                figures = await _run_mode(flush, seconds, root, keys=keys)
                 runs[label].append(figures)
                 print(
                     f"  {flush} round {n + 1} {label:>7}: "
@@ -297,13 +322,17 @@ def main(argv: list[str] | None = None) -> None:
         "--flush", choices=["ASYNC_FLUSH", "SYNC_FLUSH"], action="append",
         help="flush mode with --against (repeatable; default both)",
     )  # fmt: skip
+    parser.add_argument(
+        "--keys", action="store_true",
+        help="give every message a fresh UNIQ_KEY, so the store's index is written too",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     seconds = 0.5 if args.quick else args.seconds
     if args.against is not None:
         modes = args.flush or ["ASYNC_FLUSH", "SYNC_FLUSH"]
-        trio.run(_compare, args.against.resolve(), seconds, args.rounds, modes)
+        trio.run(_compare, args.against.resolve(), seconds, args.rounds, modes, args.keys)
     else:
-        trio.run(_main, seconds, args.store or ["file"])
+        trio.run(_main, seconds, args.store or ["file"], args.keys)
 
 
 if __name__ == "__main__":
