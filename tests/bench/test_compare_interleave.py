@@ -10,6 +10,7 @@ import argparse
 import re
 import shutil
 import sys
+import time
 
 import pytest
 
@@ -163,3 +164,34 @@ def test_the_help_names_the_option(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         compare.main(["--help"])
     assert "--no-interleave" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("workload", ["a", "c"])
+def test_a_jvm_warm_up_lasts_the_seconds_asked_on_every_workload(
+    workload: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """(c) reads its backlog whatever the seconds, so its warm-up reads it again, each time as
+    a new consumer group, until --jvm-warmup is spent; (a) runs for the seconds itself. A real
+    broker stands in for the JVM one (only the warm-up differs)."""
+    server = BoltMQServer("ASYNC_FLUSH")
+    server.jvm = True
+    args = argparse.Namespace(
+        workloads=[workload], seconds=0.5, backlog=200, runs=1, tries=1, jvm_warmup=2.5
+    )
+    try:
+        server.start()
+        started = time.monotonic()
+        extra = compare.prepare(server, workload, args, rate=1000.0)
+        took = time.monotonic() - started
+        result = compare.take_run(server, workload, args, extra, 1)
+    finally:
+        server.stop()
+        _cleanup([server])
+    assert result.messages > 0
+    progress = capsys.readouterr().err
+    assert "warming up for 2.5 s" in progress
+    assert took >= 2.5
+    if workload == "c":
+        match = re.search(r"warmed up by (\d+) reads of the backlog in ([\d.]+) s", progress)
+        assert match is not None, progress
+        assert int(match[1]) >= 1 and float(match[2]) >= 2.5
