@@ -62,7 +62,7 @@ async def test_bench_broker_keys_have_the_store_index_every_message(
     cluster: EmbeddedCluster, batch: int
 ) -> None:
     """`python -m bench broker --keys`: each message a fresh UNIQ_KEY, found by the store's
-    index; without it the messages carry none (and nothing is indexed)."""
+    index; without it the messages carry none."""
     topic = f"BenchKeys{batch}"
     async with RemotingClient() as client:
         with trio.fail_after(30):
