@@ -56,6 +56,7 @@ import attrs
 
 from bench.peers import SYSTEMS, client_class, client_for, install, workloads
 from bench.peers.base import Server
+from bench.peers.boltmq import row_label
 from bench.peers.report import (
     Cell,
     Row,
@@ -407,8 +408,8 @@ def path_gap_lines(rows: list[Row]) -> list[str]:
     by_label = {row.label: row for row in rows if not row.error}
     lines = ["Codec paths (BoltMQ pure / compiled, msgs/s):"]
     for flush in ("ASYNC_FLUSH", "SYNC_FLUSH"):
-        pure = by_label.get(f"BoltMQ {flush} (pure)")
-        compiled = by_label.get(f"BoltMQ {flush} (compiled)")
+        pure = by_label.get(row_label(flush, "pure"))
+        compiled = by_label.get(row_label(flush, "compiled"))
         if pure is None or compiled is None:
             continue
         for w in ("a", "b", "c"):

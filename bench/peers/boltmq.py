@@ -28,6 +28,11 @@ async def broker_registered(namesrv: str) -> bool:
     return bool(info.broker_addr_table)
 
 
+def row_label(flush: str, path: str | None = None) -> str:
+    """A BoltMQ row's label: its flush mode, and its codec path when it names one."""
+    return f"BoltMQ {flush}" + (f" ({path})" if path else "")
+
+
 class BoltMQServer(Server):
     """``boltmq cluster``: a registry and a broker in one process, flushing as ``flush`` says."""
 
@@ -36,7 +41,7 @@ class BoltMQServer(Server):
     def __init__(self, flush: str, path: str | None = None) -> None:
         # ``path`` "compiled" or "pure": the codec path of the cluster and of the runs'
         # clients, named in the row's label; None runs whichever this environment gets.
-        self.row = f"BoltMQ {flush}" + (f" ({path})" if path else "")
+        self.row = row_label(flush, path)
         self.flush = flush
         self.settings = f"flushDiskType={flush}" + (f", codecs {path}" if path else "")
         if path is not None:
