@@ -320,7 +320,11 @@ from libc.string cimport memcpy
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object, Py_ssize_t*) except NULL
 
-from zlib import crc32 as _crc32
+# The CRC the pure code takes (protocol/message/_format.py): zlib-ng's where it is installed.
+try:
+    from zlib_ng.zlib_ng import crc32 as _crc32
+except ImportError:
+    from zlib import crc32 as _crc32
 
 cdef object _decode_batch_py = None
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import ipaddress
 import struct
-import zlib
 
-from protocol.message import MessageFormatError, encode_record
+from protocol.message import MessageFormatError, crc32, encode_record
 from storage._hash import tags_code as hash_tags
 from storage._record import split_properties
 from storage.commit_log import EncodedPut
@@ -50,7 +49,7 @@ def encode_message(
         )
     sys_flag = msg.sys_flag & ~_V6_BITS
     head = _IPV4_HEAD.pack(
-        total, _MAGIC_CODE, zlib.crc32(body) & 0x7FFFFFFF, msg.queue_id, msg.flag, 0, 0,
+        total, _MAGIC_CODE, crc32(body) & 0x7FFFFFFF, msg.queue_id, msg.flag, 0, 0,
         sys_flag, msg.born_timestamp, born, msg.born_host[1], 0, store, store_host[1],
         msg.reconsume_times, msg.prepared_transaction_offset, body_len,
     )  # fmt: skip
@@ -211,7 +210,6 @@ def _encode_batch_ipv4(
         return failure
     header_props = batch.properties.encode()
     pack = _IPV4_HEAD.pack
-    crc32 = zlib.crc32
     fixed = 91 + len(topic_bytes)
     queue_id, sys_flag = batch.queue_id, batch.sys_flag & ~_V6_BITS
     born_timestamp, born_port = batch.born_timestamp, batch.born_host[1]
@@ -330,7 +328,7 @@ def fast_encode_record(
     total = 91 + body_len + len(topic_bytes) + len(properties)
     record = bytearray(
         _IPV4_HEAD.pack(
-            total, _MAGIC_CODE, zlib.crc32(body) & 0x7FFFFFFF, queue_id, flag, 0, 0,
+            total, _MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, flag, 0, 0,
             sys_flag & ~_V6_BITS, born_timestamp, born, born_host[1], 0, store, store_host[1],
             reconsume_times, prepared_transaction_offset, body_len,
         )

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import ipaddress
 import struct
-import zlib
 from typing import NamedTuple
 
-from protocol.message import BLANK_MAGIC_CODE, MAGIC_CODE, MessageSysFlag
+from protocol.message import BLANK_MAGIC_CODE, MAGIC_CODE, MessageSysFlag, crc32
 from storage._hash import tags_code
 
 HEAD = struct.Struct(">iiiiiqqiq")  # total..born timestamp: 48 bytes
@@ -130,7 +129,7 @@ def check_record(
     p += 2 + props_len
     if props_len < 0 or p != pos + total:
         return RecordCheck(BAD, 0, f"record lengths do not add up to its size {total}")
-    if check_crc and zlib.crc32(view[body_start : body_start + body_len]) & 0x7FFFFFFF != crc:
+    if check_crc and crc32(view[body_start : body_start + body_len]) & 0x7FFFFFFF != crc:
         return RecordCheck(BAD, 0, "body CRC mismatch")
     return RecordCheck(RECORD, total, "")
 

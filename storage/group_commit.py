@@ -12,10 +12,10 @@ go through `CommitLog.append` (blank end-of-file record, batches, transactions).
 from __future__ import annotations
 
 import struct
-import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from protocol.message import crc32
 from protocol.names import SCHEDULE_TOPIC
 from storage._encode import (
     _IPV4_HEAD,
@@ -394,7 +394,7 @@ def append_message(
     now = group.store_timestamp
     view = mapped.view
     _IPV4_HEAD.pack_into(
-        view, pos, size, _MAGIC_CODE, zlib.crc32(body) & 0x7FFFFFFF, queue_id, msg.flag,
+        view, pos, size, _MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, msg.flag,
         queue_offset, phys, sys_flag, msg.born_timestamp, born, born_host[1], now, store,
         store_host[1], msg.reconsume_times, msg.prepared_transaction_offset, body_len,
     )  # fmt: skip

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import re
 import struct
-import zlib
 from collections.abc import Callable, Sequence
 from itertools import accumulate, chain, repeat
 from operator import add, and_, itemgetter
 
+from protocol.message import crc32
 from protocol.message._batch import SameSizedElements
 from storage._encode import (
     _MAGIC_CODE,
@@ -384,7 +384,7 @@ class _PlainBatch:
         shared = _BATCH_FIELDS.pack(
             sys_flag, born_timestamp, born, born_port, now, store, store_port, reconsume, 0
         )
-        crcs = map(and_, map(zlib.crc32, bodies), repeat(_CRC_MASK))
+        crcs = map(and_, map(crc32, bodies), repeat(_CRC_MASK))
         heads = map(_RECORD_HEAD.pack, sizes, repeat(_MAGIC_CODE), crcs, repeat(queue_id),
                     self.flags, range(queue_offset, queue_offset + n), phys, repeat(shared),
                     self.body_lens)  # fmt: skip
@@ -455,7 +455,6 @@ def _write_records_one_by_one(
 ) -> int:
     """`write_batch_records_py` of any batch, a record at a time."""
     pack_entry = ENTRY.pack
-    crc32 = zlib.crc32
     packers = _RECORD_PACKERS
     shared = _BATCH_FIELDS.pack(
         sys_flag, born_timestamp, born, born_port, now, store, store_port, reconsume, 0

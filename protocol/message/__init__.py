@@ -29,6 +29,7 @@ from protocol.message._format import (
     MessageSysFlag,
     body_crc,
     compress_body,
+    crc32,
     decompress_body,
 )
 from protocol.message._msg_id import (
@@ -78,6 +79,7 @@ __all__ = [
     "RecordPositions",
     "body_crc",
     "compress_body",
+    "crc32",
     "create_uniq_id",
     "decode_batch",
     "decode_batch_tuples",

@@ -18,6 +18,14 @@ BLANK_MAGIC_CODE = -875286124
 Host = tuple[str, int]
 Buffer = bytes | bytearray | memoryview
 
+# zlib-ng folds the CRC with the CPU's carry-less multiply: about 80 ns a KiB against 480 for
+# the system zlib's, which every stored body pays once (a batch's bodies one after another).
+# Same polynomial, same values; without its wheel (a platform it has none for), zlib's.
+try:
+    from zlib_ng.zlib_ng import crc32 as crc32
+except ImportError:
+    from zlib import crc32 as crc32
+
 MAX_TOPIC_BYTES = 127
 MAX_PROPERTIES_BYTES = 32767
 
@@ -56,7 +64,7 @@ class MessageSysFlag:
 
 def body_crc(body: Buffer) -> int:
     """BODYCRC: zlib CRC-32 of the stored body, masked to a non-negative int (sheet 5.8)."""
-    return zlib.crc32(body) & 0x7FFFFFFF
+    return crc32(body) & 0x7FFFFFFF
 
 
 def compress_body(body: Buffer, level: int = 5) -> bytes:

@@ -11,6 +11,8 @@ import ipaddress
 import itertools
 import os
 import struct
+import subprocess
+import sys
 import time
 import zlib
 
@@ -27,6 +29,7 @@ from protocol.message import (
     MessageSysFlag,
     body_crc,
     compress_body,
+    crc32,
     create_uniq_id,
     decode_batch,
     decode_offset_msg_id,
@@ -384,6 +387,33 @@ def test_properties_round_trip(props: dict[str, str], cpp_trailing: bool) -> Non
     text = properties_to_string(props)
     assert not text.endswith("\x02")
     assert string_to_properties(text + ("\x02" if cpp_trailing else "")) == props
+
+
+@given(st.binary(max_size=5000), st.integers(0, 2**32 - 1), st.integers(0, 64))
+@settings(max_examples=300)
+def test_crc32_is_zlibs(body: bytes, seed: int, cut: int) -> None:
+    # BODYCRC is zlib's CRC-32 whichever library computes it (zlib-ng's where installed),
+    # over any length, from any start value, and over a view into a larger buffer.
+    assert crc32(body) == zlib.crc32(body)
+    assert crc32(body, seed) == zlib.crc32(body, seed)
+    view = memoryview(body)[cut:]
+    assert crc32(view) == zlib.crc32(view)
+    assert body_crc(body) == zlib.crc32(body) & 0x7FFFFFFF
+
+
+def test_crc32_falls_back_to_zlib_without_zlib_ng() -> None:
+    # A platform zlib-ng has no wheel for installs without it: the format still imports, with
+    # zlib's own crc32 (a None entry in sys.modules makes the import fail as if absent).
+    code = (
+        "import sys, zlib; sys.modules['zlib_ng'] = None; "
+        "from protocol.message import _format; "
+        "assert _format.crc32 is zlib.crc32, _format.crc32; "
+        "print(_format.body_crc(b'hello'))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    ).stdout
+    assert int(out) == zlib.crc32(b"hello") & 0x7FFFFFFF
 
 
 def _java_hash(text: str) -> int:
