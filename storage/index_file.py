@@ -16,10 +16,12 @@ import mmap
 import os
 import struct
 import time
+from array import array
 from collections.abc import Callable
 from itertools import repeat
-from operator import itemgetter
+from operator import add, itemgetter, mod
 from pathlib import Path
+from typing import Any
 
 from storage._hash import java_hash
 from storage.mapped_file import _MADV_POPULATE_WRITE, _PAGE, _libc
@@ -63,11 +65,6 @@ def put_index_entries_py(
     file's bytes until entry ``number`` reaches ``limit``: each entry chained to its slot's
     previous one, the slot pointed at it. Returns (position in ``keys`` after the last one
     added, next entry number, used slot count, last commit-log offset)."""
-    unpack_slot = _SLOT.unpack_from
-    pack_slot = _SLOT.pack_into
-    heads = _SHIFTED_HEADS
-    highs = _TAIL_HIGHS
-    lows = _TAIL_LOWS
     stop = min(len(keys), start + max(limit - number, 0))
     # The entries that fit the buffer (an index file always has room for ``limit``).
     fit = min(stop, start + max((len(buf) - entries_start) // INDEX_ENTRY_SIZE - number, 0))
@@ -77,8 +74,47 @@ def put_index_entries_py(
         if stop > start:
             raise ValueError(f"index entry {number} lies past the end of the file")
         return max(stop, start), number, slot_count, phy_offset
-    first = number
     added = keys[start:fit]
+    # A producer's keys, a column at a time where they allow it (`_put_columns`), in chunks
+    # small enough that two keys seldom share a slot; what is left, key by key.
+    for at in range(0, len(added), _CHUNK):
+        chunk = added[at : at + _CHUNK]
+        done = None
+        if len(chunk) >= _MIN_RUN:
+            done = _put_columns(buf, chunk, slots, entries_start, number, time_diff, slot_count)
+        if done is not None:
+            number, slot_count = done
+            continue
+        # Not one producer's run (or two keys in one slot): its runs, short ones key by key.
+        runs = _runs(chunk)
+        for run in runs:
+            done = None
+            if len(runs) > 1 and len(run) >= _MIN_RUN:
+                done = _put_columns(buf, run, slots, entries_start, number, time_diff, slot_count)
+            if done is None:
+                done = _put_loop(buf, run, slots, entries_start, number, time_diff, slot_count)
+            number, slot_count = done
+    if fit < stop:
+        raise ValueError(f"index entry {number} lies past the end of the file")
+    return fit, number, slot_count, added[-1][1]
+
+
+def _put_loop(
+    buf: mmap.mmap | bytearray,
+    added: list[tuple[str, int]],
+    slots: int,
+    entries_start: int,
+    number: int,
+    time_diff: int,
+    slot_count: int,
+) -> tuple[int, int]:
+    """Entries ``number`` on for ``added``, a key at a time; (next number, used slots)."""
+    unpack_slot = _SLOT.unpack_from
+    pack_slot = _SLOT.pack_into
+    heads = _SHIFTED_HEADS
+    highs = _TAIL_HIGHS
+    lows = _TAIL_LOWS
+    first = number
     hashes: list[int] = []
     previouses: list[int] = []
     add_hash = hashes.append
@@ -112,9 +148,141 @@ def put_index_entries_py(
     buf[at : at + len(added) * INDEX_ENTRY_SIZE] = b"".join(
         map(_ENTRY.pack, hashes, map(_SECOND, added), repeat(time_diff), previouses)
     )
-    if fit < stop:
-        raise ValueError(f"index entry {number} lies past the end of the file")
-    return fit, number, slot_count, added[-1][1]
+    return number, slot_count
+
+
+# The column writer's limits: it costs about 5 us a call more than the loop, which a run of
+# fewer than _MIN_RUN keys does not win back (measured: 16 keys 1.17 against 1.01 us a key, 24
+# even, 32 0.87 against 0.95, 128 0.60 against 0.89); in chunks of _CHUNK keys, two keys land
+# in one slot seldom (the chunk then goes key by key).
+_MIN_RUN = 24
+_CHUNK = 256
+# The column writer moves the index's big-endian ints as 4-byte words, whatever they read
+# as natively (the bytes are what it copies; a struct reads the numbers it needs).
+_COLUMNS_OK = array("I").itemsize == 4
+# Per run length k: k 64-bit lanes each holding 1, each holding 0xFFFFFFFF, the struct that
+# reads k lanes back; k 32-bit lanes holding 1, holding 0 .. k-1; the structs that pack k
+# offsets and read k big-endian words.
+_LANES: dict[int, tuple[Any, ...]] = {}
+_TIME_WORD = struct.Struct(">I")
+_HEADER_WORDS = INDEX_HEADER_SIZE // 4
+# Per (run length, head length): the struct that reads each key's last six characters.
+_TAILS: dict[tuple[int, int], Callable[[bytes], tuple[bytes, ...]]] = {}
+# A tail character's weight in the hash, the first of the six first: 31**5 .. 31**0.
+_TAIL_WEIGHTS = (28629151, 923521, 29791, 961, 31, 1)
+
+
+def _runs(chunk: list[tuple[str, int]]) -> list[list[tuple[str, int]]]:
+    """``chunk`` cut where a key's length or head (all but its last six characters) changes."""
+    runs: list[list[tuple[str, int]]] = []
+    begin, size, head = 0, -1, ""
+    for at, (key, _) in enumerate(chunk):
+        if len(key) != size or not key.startswith(head):
+            if at:
+                runs.append(chunk[begin:at])
+            begin, size = at, len(key)
+            head = key[: max(size - 6, 0)]
+    runs.append(chunk[begin:])
+    return runs
+
+
+def _put_columns(
+    buf: mmap.mmap | bytearray,
+    run: list[tuple[str, int]],
+    slots: int,
+    entries_start: int,
+    first: int,
+    time_diff: int,
+    slot_count: int,
+) -> tuple[int, int] | None:
+    """`_put_loop` of a run of ASCII keys of one length and one head, a column at a time,
+    when no two of them share a slot; else None, having written nothing.
+
+    Each key's hash is its head's (cached) plus its six tail characters times their weights,
+    all keys at once as 64-bit lanes of one int (no carry crosses a lane: a lane's sum stays
+    below 2**35); the slots are read and written as words of the buffer, and each column of
+    the entries (hashes, offsets, the time, previous entries) is one strided copy."""
+    count = len(run)
+    key = run[0][0]
+    size = len(key)
+    split = size - 6
+    keys = list(map(_FIRST, run))
+    if split < 10 or not _COLUMNS_OK or len(set(map(len, keys))) != 1:
+        return None
+    joined = "".join(keys)
+    if not joined.isascii():
+        return None
+    data = joined.encode("ascii")
+    # One head: the keys are the first's head, each followed by its own six characters.
+    tails = _TAILS.get((count, split))
+    if tails is None:
+        if len(_TAILS) >= 256:
+            _TAILS.clear()
+        tails = _TAILS[count, split] = struct.Struct(f"{split}x6s" * count).unpack
+    first_head = data[:split]
+    if first_head + first_head.join(tails(data)) != data:
+        return None
+    lanes = _LANES.get(count)
+    if lanes is None:
+        ones = int.from_bytes(b"\x01\x00\x00\x00\x00\x00\x00\x00" * count, "little")
+        lanes = _LANES[count] = (
+            ones,
+            ones * 0xFFFFFFFF,
+            struct.Struct(f"<{count}Q").unpack,
+            int.from_bytes(b"\x01\x00\x00\x00" * count, "little"),
+            sum(i << (32 * i) for i in range(count)),
+            struct.Struct(f">{count}q").pack,
+            struct.Struct(f">{count}I").unpack,
+        )
+    ones, low_words, read_lanes, ones32, counting, pack_offsets, read_words = lanes
+    head = key[:split]
+    shifted = _SHIFTED_HEADS.get(head)
+    if shifted is None:
+        if len(_SHIFTED_HEADS) >= _PARTS_LIMIT:
+            _SHIFTED_HEADS.clear()
+        shifted = _SHIFTED_HEADS[head] = (java_hash(head) * 887503681) & 0xFFFFFFFF
+    total = shifted * ones
+    lane = bytearray(8 * count)
+    for place, weight in enumerate(_TAIL_WEIGHTS):
+        lane[0::8] = data[split + place :: size]
+        total += weight * int.from_bytes(lane, "little")
+    total &= low_words
+    # abs() of the hash as Java's int: a lane with bit 31 set becomes 2**32 minus itself.
+    negative = (total >> 31) & ones
+    total = (total ^ (negative * 0xFFFFFFFF)) + negative
+    hashes = read_lanes(total.to_bytes(8 * count, "little"))
+    if 0x80000000 in hashes:  # Java's abs(Integer.MIN_VALUE) stays negative: the index uses 0
+        hashes = tuple(0 if h == 0x80000000 else h for h in hashes)
+        total = int.from_bytes(struct.pack(f"<{count}Q", *hashes), "little")
+    # The slots as words of the whole buffer: the header is ten of them.
+    places = list(map(add, map(mod, hashes, repeat(slots)), repeat(_HEADER_WORDS)))
+    if len(set(places)) != count:
+        return None  # two keys chain in one bucket: key by key
+    # Big-endian words, the last lane first: read backwards, every other one (a lane's low
+    # half), they are the hashes in order; so the entry numbers, in 32-bit lanes.
+    hash_words = array("I", total.to_bytes(8 * count, "big"))[::-2]
+    number_words = array("I", (first * ones32 + counting).to_bytes(4 * count, "big"))[::-1]
+    offset_words = array("I", pack_offsets(*map(_SECOND, run)))
+    at = (entries_start + first * INDEX_ENTRY_SIZE) // 4
+    end = at + count * (INDEX_ENTRY_SIZE // 4)
+    with memoryview(buf) as whole, whole[: len(whole) & ~3].cast("I") as words:
+        stored = array("I", map(words.__getitem__, places))
+        for place, word in zip(places, number_words, strict=True):
+            words[place] = word
+        # A slot holds an earlier entry's number, or 0; anything else (left by a truncation,
+        # or above 2**31: negative as Java reads it) starts the bucket again.
+        previous = read_words(stored)
+        if max(previous) >= first:
+            for index, value in enumerate(previous):
+                if value > first + index:
+                    stored[index] = 0
+        slot_count += stored.count(0)
+        words[at:end:5] = hash_words
+        words[at + 1 : end : 5] = offset_words[0::2]
+        words[at + 2 : end : 5] = offset_words[1::2]
+        words[at + 3 : end : 5] = array("I", _TIME_WORD.pack(time_diff) * count)
+        words[at + 4 : end : 5] = stored
+    return first + count, slot_count
 
 
 # Parts of an index key's hash (`put_index_entries_py`), mod 2**32: the head of a key (all
@@ -124,6 +292,7 @@ _SHIFTED_HEADS: dict[str, int] = {}
 _TAIL_HIGHS: dict[str, int] = {}
 _TAIL_LOWS: dict[str, int] = {}
 _PARTS_LIMIT = 4096
+_FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
 
 

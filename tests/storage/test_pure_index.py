@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from storage import _hash
-from storage.index_file import put_index_entries_py
+from storage.index_file import _put_columns, put_index_entries_py
 
 
 def _reference(
@@ -72,3 +72,75 @@ def test_pure_index_writer_equals_the_plain_loop(
         second = fn(buf, keys, 0, slots, entries_start, first[1], limit, 18, first[2], first[3])
         outcomes.append((first, second, bytes(buf)))
     assert outcomes[0] == outcomes[1]
+
+
+# A group's keys as producers make them: runs of one topic and producer (one head, six
+# varying hex characters), now and then another head, another length or a key not ASCII.
+_HEADS = [
+    "TopicA#7F0000011A2B3C4D5E6F7A8B9C",
+    "TopicB#0A000002FFEEDDCCBBAA00112233",
+    "T#x0123456789",
+]
+_producer_key = st.builds(
+    lambda head, tail: head + tail,
+    st.sampled_from(_HEADS),
+    st.text(st.sampled_from("0123456789ABCDEF"), min_size=6, max_size=6),
+)
+_group_keys = st.lists(
+    st.tuples(
+        _producer_key
+        | st.just("TopicA#7F0000011A2B3C4D5E6F7A8B9C00000\u00e9")
+        | st.just("TopicA#7F0000011A2B3C4D5E6F7A8B9C0000001"),
+        st.integers(0, 2**62),
+    ),
+    max_size=300,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(_producer_key, min_size=1, max_size=4),
+    st.integers(0, 40),
+    _group_keys,
+    st.sampled_from([7, 977, 5_000_000]),
+    st.lists(st.tuples(st.integers(0, 6), st.sampled_from([2, 5, 400, 0x80000000, 0xFFFFFFFF]))),
+)
+def test_the_column_writer_equals_the_plain_loop(
+    runs: list[str], repeats: int, mixed: list[tuple[str, int]], slots: int,
+    planted: list[tuple[int, int]],
+) -> None:  # fmt: skip
+    """Long runs of one producer's keys (written a column at a time), groups mixing producers,
+    lengths and keys not ASCII (cut into runs, short ones key by key), slots few enough that
+    keys share one (the loop takes those runs) or many; slots planted with entry numbers
+    ahead of the writer, or negative as Java reads them."""
+    keys = [(key[:-3] + f"{n:03X}", n * 97) for key in runs for n in range(repeats)] + mixed
+    entries_start = 40 + slots * 4
+    outcomes = []
+    for fn in (_reference, put_index_entries_py):
+        buf = bytearray(entries_start + 700 * 20)
+        for index, value in planted:  # into the slot of one of the first keys
+            if index < len(keys):
+                struct.pack_into(">I", buf, 40 + (_key_hash(keys[index][0]) % slots) * 4, value)
+        first = fn(buf, keys, 0, slots, entries_start, 1, 700, 17, 0, -1)
+        second = fn(buf, keys, 0, slots, entries_start, first[1], 700, 18, first[2], first[3])
+        outcomes.append((first, second, bytes(buf)))
+    assert outcomes[0] == outcomes[1]
+
+
+def _key_hash(key: str) -> int:
+    h = _hash.java_hash_uncached(key)
+    return 0 if h == -0x80000000 else abs(h)
+
+
+def test_a_producers_run_is_written_a_column_at_a_time() -> None:
+    """The usual group (one producer's keys of one topic) takes the column writer, with the
+    plain loop's bytes; a run with two keys in one slot is left to the loop, untouched."""
+    keys = [(f"TopicA#7F0000011A2B3C4D5E6F7A8B{n:06X}", n * 1000) for n in range(64)]
+    entries_start = 40 + 5_000_000 * 4
+    mine, theirs = bytearray(entries_start + 70 * 20), bytearray(entries_start + 70 * 20)
+    assert _put_columns(mine, keys, 5_000_000, entries_start, 1, 9, 0) == (65, 64)
+    assert _reference(theirs, keys, 0, 5_000_000, entries_start, 1, 70, 9, 0, -1)[1:3] == (65, 64)
+    assert mine == theirs
+    one_slot = bytearray(40 + 4 + 70 * 20)
+    assert _put_columns(one_slot, keys, 1, 44, 1, 9, 0) is None
+    assert not any(one_slot)
