@@ -35,6 +35,12 @@ STOP_MORE, STOP_FILE_END, STOP_BAD = 0, 1, 2
 DISPATCH_CHUNK = 1 << 20
 _SCHEDULE, _TIMER = 1, 2
 _TOPIC_KINDS = {SCHEDULE_TOPIC: _SCHEDULE, TIMER_TOPIC: _TIMER}
+#: Index keys that wait after group commits before the dispatcher builds them in one go. As
+#: RocketMQ's index lags the puts (its reput service builds it), nothing waits for the keys
+#: but a query by key, which builds them first; a writer call costs about as much as a few
+#: keys, and a group commit holds one millisecond's keys (often a handful). The checkpoint
+#: builds them too, so a crash replays no more than before.
+DEFERRED_INDEX_KEYS = 256
 _TOPICS: dict[bytes, tuple[str, int]] = {}  # topic bytes -> (topic, kind)
 _TAG_CODES: dict[bytes, int] = {}
 
@@ -206,9 +212,10 @@ class CommitLogDispatcher:
         self.index_end_offset = index.end_phy_offset if index is not None else -1
         self.last_dispatch_timestamp = 0
         self.dispatched = 0
-        #: Index keys of groups dispatched with ``defer_index``, and their store times, in
-        #: dispatch order: not in the index until `build_deferred_index`.
+        #: Index keys of dispatched groups, and their store times, in dispatch order: not in
+        #: the index until `build_deferred_index`; ``deferred_keys`` counts them.
         self.deferred_index: list[tuple[list[tuple[str, int]], int]] = []
+        self.deferred_keys = 0
 
     def dispatch_group(
         self,
@@ -223,9 +230,10 @@ class CommitLogDispatcher:
         offset, packed entries)``, and the full index keys ``(<topic>#<key>, offset)``.
 
         ``last_offset`` is the commit-log offset of the group's last record, ``count`` its
-        number of records (they all share ``store_timestamp``). With ``defer_index`` the keys
-        wait in `deferred_index` for `build_deferred_index` (the SYNC_FLUSH writer answers
-        the group's puts first); any other dispatch builds the waiting keys before its own.
+        number of records (they all share ``store_timestamp``). The keys wait in
+        `deferred_index` until `DEFERRED_INDEX_KEYS` wait (then this builds them, unless
+        ``defer_index``: the SYNC_FLUSH writer answers the group's puts first and builds
+        them itself), a read of the index, a checkpoint or another kind of dispatch.
         """
         queues = self.consume_queues
         for topic, queue_id, queue_offset, entries in queue_entries:
@@ -239,23 +247,27 @@ class CommitLogDispatcher:
                 end = self.index_end_offset
                 if index_keys[0][1] <= end:  # a replay: skip what is already indexed
                     index_keys = [k for k in index_keys if k[1] > end]
-                if defer_index:
-                    self.deferred_index.append((index_keys, store_timestamp))
-                else:
+                self.deferred_index.append((index_keys, store_timestamp))
+                self.deferred_keys += len(index_keys)
+                if not defer_index and self.deferred_keys >= DEFERRED_INDEX_KEYS:
                     self.build_deferred_index()
-                    index.build_many(index_keys, store_timestamp)
             self.index_end_offset = last_offset
         self.last_dispatch_timestamp = store_timestamp
         self.dispatched += count
 
+    @property
+    def index_due(self) -> bool:
+        """Whether `DEFERRED_INDEX_KEYS` keys or more wait."""
+        return self.deferred_keys >= DEFERRED_INDEX_KEYS
+
     def build_deferred_index(self) -> None:
         """Add the keys of `deferred_index` to the index, in dispatch order. Whoever reads
-        or changes the index calls this first (the store's reads settle through it)."""
+        or changes the index calls this first (the store's queries settle through it)."""
         deferred = self.deferred_index
         if deferred and self.index is not None:
             self.deferred_index = []
-            for keys, store_timestamp in deferred:
-                self.index.build_many(keys, store_timestamp)
+            self.deferred_keys = 0
+            self.index.build_segments(deferred)
 
     def dispatch_batch(self, batch: DispatchBatch) -> None:
         """Add the records of a `DispatchBatch` (read back from the commit log)."""

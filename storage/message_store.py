@@ -334,12 +334,20 @@ class FileMessageStore:
         interval = self.config.flush_interval_consume_queue_ms / 1000
         while True:
             await trio.sleep(interval)
-            await trio.to_thread.run_sync(self.flush_logics)
+            # The keys waiting for the index go in first, here in the trio thread, so that
+            # every record dispatched by the checkpoint's logics time is indexed by its index
+            # time: a crash then replays the waiting keys with the rest.
+            self.dispatcher.build_deferred_index()
+            logics = self.dispatcher.last_dispatch_timestamp
+            index = self.index.last_update_timestamp if self.index is not None else 0
+            await trio.to_thread.run_sync(self.flush_logics, logics, index)
 
-    def flush_logics(self) -> None:
-        """Flush consume queues and index, then the checkpoint (blocking)."""
-        logics_timestamp = self.dispatcher.last_dispatch_timestamp
-        index_timestamp = self.index.last_update_timestamp if self.index is not None else 0
+    def flush_logics(self, logics_timestamp: int | None = None, index_timestamp: int = 0) -> None:
+        """Flush consume queues and index, then the checkpoint (blocking), with the
+        dispatch and index times read before (default: now)."""
+        if logics_timestamp is None:
+            logics_timestamp = self.dispatcher.last_dispatch_timestamp
+            index_timestamp = self.index.last_update_timestamp if self.index is not None else 0
         self.consume_queues.flush()
         if self.index is not None:
             self.index.flush()
@@ -499,11 +507,14 @@ class FileMessageStore:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def _settle(self) -> None:
-        # Dispatch the puts appended inline since the last group commit (see the module doc).
+    def _settle(self, index: bool = False) -> None:
+        # Dispatch the puts appended inline since the last group commit (see the module doc);
+        # with ``index``, index the keys still waiting (`CommitLogDispatcher.deferred_index`).
         writer = self._writer
         if writer is not None:
-            writer.settle()
+            writer.settle(index)
+        elif index:
+            self.dispatcher.build_deferred_index()
 
     def get_message(
         self,
@@ -592,7 +603,7 @@ class FileMessageStore:
         self, topic: str, key: str, max_num: int, begin: int, end: int
     ) -> QueryMessageResult:
         """Records of ``topic`` whose KEYS token or UNIQ_KEY is ``key``, newest first."""
-        self._settle()
+        self._settle(index=True)
         index = self.index
         buffers: list[memoryview] = []
         if index is None:

@@ -333,12 +333,13 @@ class StoreWriter(Actor[StoreWriterCommand]):
         else:
             inline.put_batch_nowait(batch, store_host, max_message_size, callback)
 
-    def settle(self) -> None:
+    def settle(self, index: bool = False) -> None:
         """Complete the puts appended inline so far, so that reads see them (ASYNC_FLUSH;
-        with SYNC_FLUSH they become visible once flushed, as before), and index the keys of
-        answered groups still waiting (SYNC_FLUSH)."""
+        with SYNC_FLUSH they become visible once flushed, as before); with ``index``, also
+        index the keys of completed groups still waiting (a query by key)."""
         self._inline.settle()
-        self._dispatcher.build_deferred_index()
+        if index:
+            self._dispatcher.build_deferred_index()
 
     # -- what the inline path needs of the writer (`storage.inline_puts.InlineWriter`) ----
 
@@ -612,7 +613,7 @@ class StoreWriter(Actor[StoreWriterCommand]):
             while True:
                 if self._flushing is None:
                     waited = False
-                    if self._dispatcher.deferred_index:
+                    if self._dispatcher.index_due:
                         await self._index_after_answers()
                         waited = True
                     while self._flushing is None and not self._unflushed and inline.group is None:
@@ -630,7 +631,7 @@ class StoreWriter(Actor[StoreWriterCommand]):
                     if self._flushing is None:
                         continue  # an inline group whose one put was refused
                 groups, request = self._flushing
-                if self._dispatcher.deferred_index:
+                if self._dispatcher.index_due:
                     await self._index_after_answers()  # while the fdatasync runs
                 flushed = await self._wait_flush(request)
                 self._flushing = None
@@ -649,10 +650,10 @@ class StoreWriter(Actor[StoreWriterCommand]):
             self._drained.set()
 
     async def _index_after_answers(self) -> None:
-        """Index the keys of the groups just completed, once their answers are out: the
-        producers wait for the answers, and nothing needs the keys before them. Two scheduler
-        passes let the connections' writers send the answers first; a read meanwhile indexes
-        them itself (`settle`)."""
+        """Index the keys of the groups completed so far (`DEFERRED_INDEX_KEYS` of them or
+        more), once their answers are out: the producers wait for the answers, and nothing
+        needs the keys before them. Two scheduler passes let the connections' writers send
+        the answers first; a query meanwhile indexes them itself (`settle`)."""
         await trio.lowlevel.checkpoint()
         await trio.lowlevel.checkpoint()
         self._dispatcher.build_deferred_index()

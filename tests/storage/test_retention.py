@@ -72,6 +72,7 @@ async def test_expired_files_go_at_the_delete_hour_and_min_offsets_move(
     )
     async with open_message_store(config) as store:
         await fill(store, 200)  # ~13 commit-log files, 4 consume-queue files, 5+ index files
+        store.query_message("TopicTest", "key-0", 1, 0, 2**62)  # builds the keys that wait
         files_before = len(store.commit_log.files.files)
         index_before = len(store.index.files) if store.index else 0
         assert files_before >= 12 and index_before >= 5
