@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import attrs
 
@@ -113,6 +114,10 @@ class SameSizedElements(list[tuple[int, bytes, str]]):
         self.properties = properties
 
 
+# Per (elements, body length, properties length): the unpack of a whole same-sized batch.
+_BATCH_READERS: dict[tuple[int, int, int], Callable[[bytes], tuple[Any, ...]]] = {}
+
+
 def _decode_same_sized(data: bytes, end: int) -> list[tuple[int, bytes, str]] | None:
     """`decode_batch_tuples_py` of a batch whose elements all have the first one's body and
     properties lengths (a producer's batch of equal bodies), a column at a time: one
@@ -124,11 +129,19 @@ def _decode_same_sized(data: bytes, end: int) -> list[tuple[int, bytes, str]] | 
     if rest or count < 2 or body_len < 0 or body_len > total - 22:
         return None
     props_len = total - 22 - body_len
-    try:
-        rows = list(struct.iter_unpack(f">i8xii{body_len}sH{props_len}s", data))
-    except struct.error:
-        return None
-    totals, flags, body_lens, bodies, props_lens, props = zip(*rows, strict=True)
+    # One struct reads the whole batch into one flat tuple; each column is a strided slice
+    # of it (no tuple per element, no transposition).
+    shape = (count, body_len, props_len)
+    unpack = _BATCH_READERS.get(shape)
+    if unpack is None:
+        if len(_BATCH_READERS) >= 256:
+            _BATCH_READERS.clear()
+        unpack = _BATCH_READERS[shape] = struct.Struct(
+            ">" + f"i8xii{body_len}sH{props_len}s" * count
+        ).unpack
+    flat = unpack(data)
+    totals, flags, body_lens = flat[0::6], flat[1::6], flat[2::6]
+    bodies, props_lens, props = flat[3::6], flat[4::6], flat[5::6]
     if (
         props_len > 0x7FFF
         or totals.count(total) != count

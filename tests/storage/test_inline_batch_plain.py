@@ -100,14 +100,19 @@ def test_a_producers_batch_takes_the_plain_write(
 @given(
     st.integers(2, 6), st.integers(0, 64), st.sampled_from(["", "AC11", "\u00e9"]), _header,
     st.booleans(), st.sampled_from(["WAIT\x01true\x02UNIQ_KEY\x01", "UNIQ_KEY\x01", "K\x01"]),
+    st.sampled_from([None, 0, -1, 7]),
 )  # fmt: skip
 def test_a_same_sized_batch_is_written_from_its_decoded_columns_as_from_its_tuples(
-    count: int, body_len: int, tail: str, header: bytes, index: bool, head: str
+    count: int, body_len: int, tail: str, header: bytes, index: bool, head: str, flag: int | None
 ) -> None:
     """The broker's decode hands a batch of same-sized elements over with its columns and raw
     properties (`SameSizedElements`); the plain write takes those instead of the tuples and
-    must write the same bytes, entries, offsets and keys (or refuse the same batches)."""
-    elements = [(k % 3, bytes([k]) * body_len, f"{head}{tail}{k:02X}") for k in range(count)]
+    must write the same bytes, entries, offsets and keys (or refuse the same batches). With
+    one FLAG for all (``flag``; None: each its own), it packs only what differs per record."""
+    elements = [
+        (k % 3 if flag is None else flag, bytes([k]) * body_len, f"{head}{tail}{k:02X}")
+        for k in range(count)
+    ]
     decoded = decode_batch_tuples_py(encode_batch_tuples(elements))
     assert type(decoded) is SameSizedElements and decoded == elements
     from_columns = _write(_write_plain_batch, decoded, header, index)
