@@ -10,7 +10,7 @@ Workloads, 1 KiB bodies, each in ASYNC_FLUSH and SYNC_FLUSH:
   consume  a backlog read back with pulls of 32 that commit their offsets, 8 queues
 
     python -m bench broker-cpu [--seconds 3] [--backlog 200000] [--quick]
-    python -m bench broker-cpu --against ../base --rounds 3 --flush ASYNC_FLUSH
+    python -m bench broker-cpu --against ../base --rounds 3 --flush ASYNC_FLUSH --keys
     python -m bench broker-cpu --profile /tmp/prof   # py-spy samples per workload
 
 ``--against DIR`` runs the broker of another checkout in the same run, alternating which goes
@@ -136,8 +136,9 @@ async def _drain(proc: trio.Process) -> None:
 
 
 async def _run_mode(
-    flush: str, seconds: float, backlog: int, root: Path, profile: Path | None, tag: str
-) -> dict[str, float]:
+    flush: str, seconds: float, backlog: int, root: Path, profile: Path | None, tag: str,
+    keys: bool = False,
+) -> dict[str, float]:  # fmt: skip
     """Broker CPU us/msg (and msgs/s, client CPU us/msg) of each workload, one broker."""
     store = Path(tempfile.mkdtemp(prefix="boltmq-bench-cpu-"))
     proc, address = await _start_broker(root, flush, store)
@@ -163,10 +164,12 @@ async def _run_mode(
                     figures[f"{label}_client"] = client_cpu / count * 1e6
 
                 async def single() -> int:
-                    return (await _produce(client, address, "BenchSingle", seconds, 64))[0]
+                    return (await _produce(client, address, "BenchSingle", seconds, 64,
+                                           keys=keys))[0]  # fmt: skip
 
                 async def batch() -> int:
-                    return (await _produce(client, address, "BenchBatch", seconds, 8, 32))[0]
+                    return (await _produce(client, address, "BenchBatch", seconds, 8, 32,
+                                           keys=keys))[0]  # fmt: skip
 
                 async def consume() -> int:
                     return (await _consume(client, address, "BenchBacklog", commit=True))[0]
@@ -200,7 +203,8 @@ async def _main(args: argparse.Namespace) -> None:
     load = os.getloadavg()
     print(
         f"broker CPU per message: {platform.machine()}, {os.cpu_count()} cpus, python "
-        f"{platform.python_version()}, 1 KiB bodies, {args.seconds:g}s per figure, backlog "
+        f"{platform.python_version()}, 1 KiB bodies"
+        f"{' each with a UNIQ_KEY' if args.keys else ''}, {args.seconds:g}s per figure, backlog "
         f"{args.backlog:,}, {args.rounds} rounds, load average {load[0]:.2f} {load[1]:.2f}"
     )
     checkouts = [("this", ROOT)] + ([("against", args.against)] if args.against else [])
@@ -208,7 +212,9 @@ async def _main(args: argparse.Namespace) -> None:
         runs: dict[str, list[dict[str, float]]] = {label: [] for label, _ in checkouts}
         for n in range(args.rounds):
             for label, root in checkouts if n % 2 == 0 else checkouts[::-1]:
-                f = await _run_mode(flush, args.seconds, args.backlog, root, args.profile, label)
+                f = await _run_mode(
+                    flush, args.seconds, args.backlog, root, args.profile, label, args.keys
+                )
                 runs[label].append(f)
                 print(f"  {flush} round {n + 1}", flush=True)
                 print(_line(label, f), flush=True)
@@ -252,6 +258,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--profile", type=Path, metavar="DIR", help="write py-spy samples per workload to DIR"
     )
+    parser.add_argument(
+        "--keys", action="store_true",
+        help="each sent message with a fresh UNIQ_KEY, as producers send (the index's keys)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.quick:
         args.seconds, args.backlog = min(args.seconds, 1.0), min(args.backlog, 20_000)
