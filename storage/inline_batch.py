@@ -487,9 +487,12 @@ _ENTRY_LANES: dict[tuple[int, int], tuple[int, int]] = {}
 def _entry_lanes(count: int, size: int, start: int) -> bytes:
     """The consume-queue entries (offset, size, tags code 0) of ``count`` records of ``size``
     bytes each, the first at commit-log offset ``start``: ``ENTRY.pack`` of each, joined."""
+    if count > 1024:  # lanes that long would hold much memory in the cache
+        return b"".join(map(ENTRY.pack, range(start, start + count * size, size),
+                            repeat(size), repeat(0)))  # fmt: skip
     cached = _ENTRY_LANES.get((count, size))
     if cached is None:
-        if len(_ENTRY_LANES) >= 1024:
+        if len(_ENTRY_LANES) >= 256:
             _ENTRY_LANES.clear()
         ones = sum(1 << (160 * k) for k in range(count))
         ascending = sum((count - 1 - k) << (160 * k) for k in range(count))

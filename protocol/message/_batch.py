@@ -114,7 +114,9 @@ class SameSizedElements(list[tuple[int, bytes, str]]):
         self.properties = properties
 
 
-# Per (elements, body length, properties length): the unpack of a whole same-sized batch.
+# Per (elements, body length, properties length): the unpack of a whole same-sized batch of
+# up to _FLAT_MAX elements (a producer's batches mostly hold 32; 64 shapes of 256 take ~3 MB).
+_FLAT_MAX = 256
 _BATCH_READERS: dict[tuple[int, int, int], Callable[[bytes], tuple[Any, ...]]] = {}
 
 
@@ -131,17 +133,20 @@ def _decode_same_sized(data: bytes, end: int) -> list[tuple[int, bytes, str]] | 
     props_len = total - 22 - body_len
     # One struct reads the whole batch into one flat tuple; each column is a strided slice
     # of it (no tuple per element, no transposition).
-    shape = (count, body_len, props_len)
-    unpack = _BATCH_READERS.get(shape)
-    if unpack is None:
-        if len(_BATCH_READERS) >= 256:
-            _BATCH_READERS.clear()
-        unpack = _BATCH_READERS[shape] = struct.Struct(
-            ">" + f"i8xii{body_len}sH{props_len}s" * count
-        ).unpack
-    flat = unpack(data)
-    totals, flags, body_lens = flat[0::6], flat[1::6], flat[2::6]
-    bodies, props_lens, props = flat[3::6], flat[4::6], flat[5::6]
+    element = f"i8xii{body_len}sH{props_len}s"
+    if count <= _FLAT_MAX:
+        shape = (count, body_len, props_len)
+        unpack = _BATCH_READERS.get(shape)
+        if unpack is None:
+            if len(_BATCH_READERS) >= 64:
+                _BATCH_READERS.clear()
+            unpack = _BATCH_READERS[shape] = struct.Struct(">" + element * count).unpack
+        flat = unpack(data)
+        totals, flags, body_lens = flat[0::6], flat[1::6], flat[2::6]
+        bodies, props_lens, props = flat[3::6], flat[4::6], flat[5::6]
+    else:  # a struct of that many fields would hold much memory in the cache
+        rows = list(struct.iter_unpack(">" + element, data))
+        totals, flags, body_lens, bodies, props_lens, props = zip(*rows, strict=True)
     if (
         props_len > 0x7FFF
         or totals.count(total) != count

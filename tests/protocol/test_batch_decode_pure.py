@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from protocol.message import MessageFormatError
 from protocol.message._batch import (
+    _FLAT_MAX,
     SameSizedElements,
     _decode_batch_checked,
     _decode_same_sized,
@@ -76,3 +77,19 @@ def test_the_quick_reads_agree_with_the_checking_read(
             assert _outcome(decode_batch_tuples_py, sample) == _outcome(
                 _decode_batch_checked, sample
             )
+
+
+def test_a_same_sized_batch_reads_alike_with_one_struct_or_one_per_element() -> None:
+    """Up to `_FLAT_MAX` elements one cached struct reads the whole batch; a longer batch is
+    read element by element (a struct that long would hold much memory in the cache)."""
+    for count in (2, _FLAT_MAX, _FLAT_MAX + 1, 3 * _FLAT_MAX):
+        elements = [(k % 5, bytes([k % 256]) * 7, f"UNIQ_KEY\x01{k:06X}") for k in range(count)]
+        data = encode_batch_tuples(elements)
+        same = _decode_same_sized(data, len(data))
+        assert type(same) is SameSizedElements and same == elements
+        assert same.raw_properties == tuple(props.encode() for _, _, props in elements)
+        # The last element's properties length off by one (its TOTALSIZE kept): not read as
+        # same-sized.
+        damaged = bytearray(data)
+        damaged[len(data) - len(elements[-1][2]) - 1] ^= 1
+        assert _decode_same_sized(bytes(damaged), len(data)) is None

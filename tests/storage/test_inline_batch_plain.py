@@ -22,7 +22,13 @@ from protocol.message._batch import (
     encode_batch_tuples,
 )
 from storage import MessageBatch, open_message_store
-from storage.inline_batch import _PlainBatch, _write_records_one_by_one, write_batch_records_py
+from storage.consume_queue import ENTRY
+from storage.inline_batch import (
+    _entry_lanes,
+    _PlainBatch,
+    _write_records_one_by_one,
+    write_batch_records_py,
+)
 from storage.results import PutMessageResult, PutMessageStatus
 from tests.storage.helpers import small_config, store_files
 
@@ -176,3 +182,13 @@ async def test_producers_batches_in_the_store_match_the_buffer_path_byte_for_byt
             found = store.query_message("PlainTopic", "7F00000100003B0002", 10, 0, 2**62)
             assert len(found.buffers) == 1
     assert store_files(roots["in-place"]) == store_files(roots["buffer"])
+
+
+def test_consume_queue_entries_of_equal_records_come_out_of_lanes_as_packed_one_by_one() -> None:
+    for count, size, start in ((1, 90, 0), (32, 1181, 1 << 33), (1024, 200, (1 << 62) + 7),
+                               (1025, 200, 5)):  # fmt: skip
+        packed = b"".join(
+            ENTRY.pack(offset, size, 0) for offset in range(start, start + count * size, size)
+        )
+        assert _entry_lanes(count, size, start) == packed
+        assert _entry_lanes(count, size, start) == packed  # cached lanes
