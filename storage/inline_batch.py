@@ -16,6 +16,7 @@ import struct
 from collections.abc import Callable, Sequence
 from itertools import accumulate, chain, repeat
 from operator import add, and_, itemgetter
+from typing import Literal
 
 from protocol.message import crc32
 from protocol.message._batch import SameSizedElements
@@ -250,6 +251,12 @@ _UNIQ_MARK = "\x02UNIQ_KEY\x01"
 # times faster than ``in`` does.
 _NAME_ENDING_IN_S = re.compile("S\x01").search
 _CRC_MASK = 0x7FFFFFFF
+_NAME_ENDING_IN_S_BYTES = re.compile(b"S\x01").search
+_UNIQ_MARK_BYTES = _UNIQ_MARK.encode()
+# Per (elements, bytes before the mark, value length): the struct that reads every element's
+# UNIQ_KEY mark and value out of a same-sized batch's joined properties (`_PlainBatch`).
+_UNIQ_READERS: dict[tuple[int, int, int], Callable[[bytes], tuple[bytes, ...]]] = {}
+_UNIQ_READERS_MAX_COUNT = 256
 
 
 class _PlainBatch:
@@ -316,6 +323,10 @@ class _PlainBatch:
         """The batch sized, with its UNIQ_KEY index keys when ``with_keys``; None when it is
         not plain."""
         encoded: Sequence[bytes] | None
+        if type(elements) is SameSizedElements:
+            plain = cls._of_same_sized(elements, header_props, topic_part, topic, with_keys)
+            if plain is not False:
+                return plain
         if type(elements) is SameSizedElements:  # columns and raw properties as decoded
             flags, bodies = elements.flags, elements.bodies
             props_strs: Sequence[str] = elements.properties
@@ -349,6 +360,51 @@ class _PlainBatch:
         else:
             plain = cls(flags, bodies, encoded, suffix, keys, topic_part, True)
         # PROPERTIESLENGTH must hold it (else the one-by-one write refuses the record).
+        return plain if plain.longest <= 0x7FFF else None
+
+    @classmethod
+    def _of_same_sized(
+        cls,
+        elements: SameSizedElements,
+        header_props: bytes,
+        topic_part: bytes,
+        topic: str,
+        with_keys: bool,
+    ) -> _PlainBatch | Literal[False] | None:
+        """`of` of a producer's same-sized batch whose UNIQ_KEYs all sit at one place, read
+        from the raw properties: one scan of them joined, and one struct that reads every
+        element's last UNIQ_KEY mark and value (no string per piece). `_UNDECIDED` when the
+        batch is not like that (False): `of` then reads it from the decoded strings."""
+        encoded = elements.raw_properties
+        raw = b"".join(encoded)
+        if _NAME_ENDING_IN_S_BYTES(raw):
+            return None  # as `of`: perhaps TAGS or KEYS (UTF-8 keeps ASCII bytes as they are)
+        if b"UNIQ_KEY\x01" not in raw:
+            return False
+        first = encoded[0]
+        _, mark, value = first.rpartition(_UNIQ_MARK_BYTES)
+        if not mark or not value:
+            return None  # as `of`: the first element has no UNIQ_KEY piece last, with a value
+        count = len(encoded)
+        shape = (count, len(first) - len(value) - len(mark), len(value))
+        read = _UNIQ_READERS.get(shape)
+        if read is None:
+            if count > _UNIQ_READERS_MAX_COUNT:
+                return False
+            if len(_UNIQ_READERS) >= 64:
+                _UNIQ_READERS.clear()
+            read = _UNIQ_READERS[shape] = struct.Struct(
+                f"{shape[1]}x{len(mark)}s{len(value)}s" * count
+            ).unpack
+        found = read(raw)
+        values = found[1::2]
+        # Each element's mark where the first's is, and no separator after it: that mark is
+        # its last one, and its value what follows (else the strings decide).
+        if found[0::2].count(mark) != count or b"\x02" in b"".join(values):
+            return False
+        keys = list(map(f"{topic}#".__add__, map(bytes.decode, values))) if with_keys else None
+        suffix = b"\x02" + header_props if header_props else b""
+        plain = cls(elements.flags, elements.bodies, encoded, suffix, keys, topic_part, True)
         return plain if plain.longest <= 0x7FFF else None
 
     def fits(self, view: memoryview, pos: int) -> bool:

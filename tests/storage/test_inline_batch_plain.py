@@ -192,3 +192,35 @@ def test_consume_queue_entries_of_equal_records_come_out_of_lanes_as_packed_one_
         )
         assert _entry_lanes(count, size, start) == packed
         assert _entry_lanes(count, size, start) == packed  # cached lanes
+
+
+# Same-sized properties whose UNIQ_KEY piece sits at one place in some batches and not in
+# others: its value's length traded against a padding value's, a piece after it, a value with
+# a separator or a name ending in S, or no UNIQ_KEY at all; mostly one shape for the batch.
+_layout = st.tuples(
+    st.sampled_from(["", "\x02WAIT\x01true", "\x02TAGS\x01a", "\x03", "S\x01"]),
+    st.sampled_from(["", "\x02", "\x01", "S", "\u00e9"]),
+    st.lists(st.tuples(st.integers(0, 4), st.booleans()), min_size=2, max_size=6),
+    st.integers(0, 4),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_layout, _header, st.booleans())
+def test_a_same_sized_batch_read_from_its_raw_properties_is_written_as_record_by_record(
+    layout: tuple[str, str, list[tuple[int, bool]], int], header: bytes, index: bool
+) -> None:
+    after, odd, shapes, uniform = layout
+    elements = []
+    for k, (pad, uniq) in enumerate(shapes):
+        pad = pad if uniform == 0 else uniform  # mostly every UNIQ_KEY at one place
+        name = "UNIQ_KEY" if uniq or uniform else "UNIQ_KEX"
+        value = f"{odd}{k:02X}" + "F" * (4 - pad)
+        elements.append((1, b"body", f"A\x01{'x' * pad}\x02{name}\x01{value}{after}"))
+    decoded = decode_batch_tuples_py(encode_batch_tuples(elements))
+    assert type(decoded) is SameSizedElements
+    written = _write(_write_plain_batch, decoded, header, index)
+    if written[0] == -1:
+        assert written[1:] == (b"\xee" * 4096, b"old", [1], [("before", 1)] if index else None)
+    else:
+        assert written == _write(_write_records_one_by_one, elements, header, index)
