@@ -249,7 +249,7 @@ class CommitLogDispatcher:
                     index_keys = [k for k in index_keys if k[1] > end]
                 self.deferred_index.append((index_keys, store_timestamp))
                 self.deferred_keys += len(index_keys)
-                if not defer_index and self.deferred_keys >= DEFERRED_INDEX_KEYS:
+                if not defer_index and self.index_due:
                     self.build_deferred_index()
             self.index_end_offset = last_offset
         self.last_dispatch_timestamp = store_timestamp

@@ -323,11 +323,10 @@ class _PlainBatch:
         """The batch sized, with its UNIQ_KEY index keys when ``with_keys``; None when it is
         not plain."""
         encoded: Sequence[bytes] | None
-        if type(elements) is SameSizedElements:
+        if type(elements) is SameSizedElements:  # columns and raw properties as decoded
             plain = cls._of_same_sized(elements, header_props, topic_part, topic, with_keys)
             if plain is not False:
                 return plain
-        if type(elements) is SameSizedElements:  # columns and raw properties as decoded
             flags, bodies = elements.flags, elements.bodies
             props_strs: Sequence[str] = elements.properties
             encoded = elements.raw_properties
@@ -373,8 +372,8 @@ class _PlainBatch:
     ) -> _PlainBatch | Literal[False] | None:
         """`of` of a producer's same-sized batch whose UNIQ_KEYs all sit at one place, read
         from the raw properties: one scan of them joined, and one struct that reads every
-        element's last UNIQ_KEY mark and value (no string per piece). `_UNDECIDED` when the
-        batch is not like that (False): `of` then reads it from the decoded strings."""
+        element's last UNIQ_KEY mark and value (no string per piece). False when the batch
+        is not like that: `of` then reads it from the decoded strings."""
         encoded = elements.raw_properties
         raw = b"".join(encoded)
         if _NAME_ENDING_IN_S_BYTES(raw):

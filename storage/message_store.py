@@ -342,11 +342,14 @@ class FileMessageStore:
             index = self.index.last_update_timestamp if self.index is not None else 0
             await trio.to_thread.run_sync(self.flush_logics, logics, index)
 
-    def flush_logics(self, logics_timestamp: int | None = None, index_timestamp: int = 0) -> None:
+    def flush_logics(
+        self, logics_timestamp: int | None = None, index_timestamp: int | None = None
+    ) -> None:
         """Flush consume queues and index, then the checkpoint (blocking), with the
-        dispatch and index times read before (default: now)."""
+        dispatch and index times read before (each by default: now)."""
         if logics_timestamp is None:
             logics_timestamp = self.dispatcher.last_dispatch_timestamp
+        if index_timestamp is None:
             index_timestamp = self.index.last_update_timestamp if self.index is not None else 0
         self.consume_queues.flush()
         if self.index is not None:
