@@ -19,7 +19,7 @@ import time
 from array import array
 from collections.abc import Callable
 from itertools import chain, repeat
-from operator import add, itemgetter, mod
+from operator import itemgetter, mod
 from pathlib import Path
 from typing import Any
 
@@ -207,7 +207,7 @@ def _put_columns(
     size = len(key)
     split = size - 6
     keys = list(map(_FIRST, run))
-    if split < 10 or not _COLUMNS_OK or len(set(map(len, keys))) != 1:
+    if count < 2 or split < 10 or not _COLUMNS_OK or len(set(map(len, keys))) != 1:
         return None
     joined = "".join(keys)
     if not joined.isascii():
@@ -254,8 +254,7 @@ def _put_columns(
     if 0x80000000 in hashes:  # Java's abs(Integer.MIN_VALUE) stays negative: the index uses 0
         hashes = tuple(0 if h == 0x80000000 else h for h in hashes)
         total = int.from_bytes(struct.pack(f"<{count}Q", *hashes), "little")
-    # The slots as words of the whole buffer: the header is ten of them.
-    places = list(map(add, map(mod, hashes, repeat(slots)), repeat(_HEADER_WORDS)))
+    places = list(map(mod, hashes, repeat(slots)))
     if len(set(places)) != count:
         return None  # two keys chain in one bucket: key by key
     # Big-endian words, the last lane first: read backwards, every other one (a lane's low
@@ -265,10 +264,15 @@ def _put_columns(
     offset_words = array("I", pack_offsets(*map(_SECOND, run)))
     at = (entries_start + first * INDEX_ENTRY_SIZE) // 4
     end = at + count * (INDEX_ENTRY_SIZE // 4)
-    with memoryview(buf) as whole, whole[: len(whole) & ~3].cast("I") as words:
-        stored = array("I", map(words.__getitem__, places))
+    with (
+        memoryview(buf) as whole,
+        whole[: len(whole) & ~3].cast("I") as words,
+        words[_HEADER_WORDS : _HEADER_WORDS + slots] as slot_words,
+    ):
+        # One itemgetter reads every slot in C (half the time of a map of __getitem__).
+        stored = array("I", itemgetter(*places)(slot_words))
         for place, word in zip(places, number_words, strict=True):
-            words[place] = word
+            slot_words[place] = word
         # A slot holds an earlier entry's number, or 0; anything else (left by a truncation,
         # or above 2**31: negative as Java reads it) starts the bucket again.
         previous = read_words(stored)

@@ -401,7 +401,7 @@ class _PlainBatch:
         # its last one, and its value what follows (else the strings decide).
         if found[0::2].count(mark) != count or b"\x02" in b"".join(values):
             return False
-        keys = list(map(f"{topic}#".__add__, map(bytes.decode, values))) if with_keys else None
+        keys = _index_keys(topic, values, count) if with_keys else None
         suffix = b"\x02" + header_props if header_props else b""
         plain = cls(elements.flags, elements.bodies, encoded, suffix, keys, topic_part, True)
         return plain if plain.longest <= 0x7FFF else None
@@ -579,6 +579,18 @@ def _header_suffix(props_strs: Sequence[str], joined: str, header_props: bytes) 
 
 _SECOND = itemgetter(1)
 _THIRD = itemgetter(2)
+
+
+def _index_keys(topic: str, values: tuple[bytes, ...], count: int) -> list[str]:
+    """``<topic>#<value>`` of each UTF-8 value: joined with a NUL between, decoded once and
+    split (half the time of a decode and a concatenation per value), unless a value holds a
+    NUL itself (then the split gives more than ``count`` pieces)."""
+    prefix = f"{topic}#"
+    encoded = prefix.encode()
+    keys = (encoded + (b"\x00" + encoded).join(values)).decode().split("\x00")
+    if len(keys) == count:
+        return keys
+    return list(map(prefix.__add__, map(bytes.decode, values)))
 
 
 def _write_records_one_by_one(

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import enum
+import struct
 from bisect import bisect_right
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import attrs
@@ -182,11 +184,24 @@ class PutMessageResult:
     def msg_id(self) -> str:
         """Offset msg id; comma-joined for a batch, as in the send response."""
         offsets = self.physical_offsets
-        if len(offsets) == 1:  # a single send: one format, no list
-            return f"{self.msg_id_prefix}{offsets[0]:016X}"
-        # A batch's ids in one format call: the format repeated once per record.
-        each = f"{self.msg_id_prefix.replace('%', '%%')}%016X,"
-        return (each * len(offsets) % tuple(offsets))[:-1]
+        count = len(offsets)
+        prefix = self.msg_id_prefix
+        if count == 1:  # a single send: one format, no list
+            return f"{prefix}{offsets[0]:016X}"
+        if not count:
+            return ""
+        pack = _OFFSET_PACKERS.get(count)
+        if pack is None:
+            if len(_OFFSET_PACKERS) >= 64:
+                _OFFSET_PACKERS.clear()
+            pack = _OFFSET_PACKERS[count] = struct.Struct(f">{count}Q").pack
+        # A batch's offsets packed at once and written out as hex, 8 bytes (16 digits) between
+        # commas, then the prefix put before each: half the time of one format per record.
+        return prefix + pack(*offsets).hex(",", 8).upper().replace(",", "," + prefix)
+
+
+# Per record count: the struct that packs a batch's commit-log offsets (`msg_id`).
+_OFFSET_PACKERS: dict[int, Callable[..., bytes]] = {}
 
 
 @attrs.define(slots=True)

@@ -25,6 +25,7 @@ from storage import MessageBatch, open_message_store
 from storage.consume_queue import ENTRY
 from storage.inline_batch import (
     _entry_lanes,
+    _index_keys,
     _PlainBatch,
     _write_records_one_by_one,
     write_batch_records_py,
@@ -152,6 +153,26 @@ def test_a_batchs_msg_ids_are_each_records_store_host_and_offset() -> None:
     odd = PutMessageResult(PutMessageStatus.PUT_OK, physical_offsets=[1, 2], msg_id_prefix="%d")
     assert odd.msg_id == "%d0000000000000001,%d0000000000000002"
     assert PutMessageResult(PutMessageStatus.PUT_OK).msg_id == ""
+
+
+@given(st.lists(st.text(st.sampled_from(["7", "F", "\x00", "\u00e9", "\U0001f600"])), min_size=1))
+def test_index_keys_are_each_value_after_its_topic(values: list[str]) -> None:
+    """The keys read by one decode and one split, values holding a NUL (the split's
+    separator) or multi-byte characters included."""
+    raw = tuple(value.encode() for value in values)
+    assert _index_keys("T", raw, len(raw)) == [f"T#{value}" for value in values]
+
+
+@given(
+    st.lists(st.integers(0, (1 << 63) - 1), max_size=70),
+    st.sampled_from(["7F00000100002A9F", "C0A80001000027A3", ""]),
+)
+def test_a_batchs_msg_id_is_its_msg_ids_joined(offsets: list[int], prefix: str) -> None:
+    """The batch answer's msgId (offsets packed and written as hex at once) against each
+    record's id on its own."""
+    result = PutMessageResult(PutMessageStatus.PUT_OK, physical_offsets=offsets,
+                              msg_id_prefix=prefix)  # fmt: skip
+    assert result.msg_id == ",".join(f"{prefix}{offset:016X}" for offset in offsets)
 
 
 async def test_producers_batches_in_the_store_match_the_buffer_path_byte_for_byte(
