@@ -432,7 +432,7 @@ class _PlainBatch:
     ) -> int:
         """`write_batch_records_py` of the batch, which fits ``view`` from ``pos``."""
         flags = self.flags
-        if self.same_sized and flags.count(flags[0]) == len(flags):
+        if self.same_sized and len(flags) <= _UNIFORM_MAX and flags.count(flags[0]) == len(flags):
             return self._write_uniform(
                 view, pos, base, queue_id, sys_flag, born_timestamp, born, born_port, now,
                 store, store_port, reconsume, queue_offset, entries, offsets, index_keys,
@@ -490,10 +490,11 @@ class _PlainBatch:
     ) -> int:
         """`write` of a batch whose records are all one size with one FLAG (a producer's
         batch of equal bodies): every record is the same bytes but for its CRC, queue offset,
-        physical offset, body and properties. Those four pack as one piece per record; the
-        rest are the same objects, set into the list of pieces a column at a time (a list's
-        strided assignment), so the join walks a list instead of a chain of iterators. The
-        consume-queue entries, an arithmetic progression, come out of one sum of big ints."""
+        physical offset, body and properties. The rest are the same objects, set into the
+        list of fields a column at a time (a list's strided assignment), and one struct per
+        batch shape packs them all straight into the file (no joined copy of the batch in
+        between). The consume-queue entries, an arithmetic progression, come out of one sum
+        of big ints."""
         bodies = self.bodies
         count = len(bodies)
         size = self.sizes[0]
@@ -505,19 +506,26 @@ class _PlainBatch:
         )
         size_magic = _SIZE_MAGIC(size, _MAGIC_CODE)
         suffix = self.suffix
-        pieces = [suffix + size_magic] * (6 * count + 1)
-        pieces[0] = size_magic
-        pieces[1::6] = list(
-            map(_PLACED, map(and_, map(crc32, bodies), repeat(_CRC_MASK)),
-                repeat(_QUEUE_FLAG(queue_id, self.flags[0])),
-                range(queue_offset, queue_offset + count), phys)
-        )  # fmt: skip
-        pieces[2::6] = [_SHARED_BODY_LEN(shared, self.body_lens[0])] * count
-        pieces[3::6] = bodies
-        pieces[4::6] = [self.topic_part + _SHORT(self.props_lens[0])] * count
-        pieces[5::6] = self.encoded
-        pieces[-1] = suffix
-        view[pos:end] = b"".join(pieces)
+        body_len = self.body_lens[0]
+        tail = self.topic_part + _SHORT(self.props_lens[0])
+        encoded = self.encoded
+        # Per record: BODYCRC, QUEUEID and FLAG, QUEUEOFFSET, PHYSICALOFFSET, the shared 48
+        # bytes and BODYLEN, BODY, the topic part and PROPERTIESLENGTH, PROPERTIES, and the
+        # suffix with the next record's TOTALSIZE and MAGICCODE (the last: the suffix alone).
+        fields = [suffix + size_magic] * (_UNIFORM_FIELDS * count + 1)
+        fields[0] = size_magic
+        fields[1::9] = list(map(and_, map(crc32, bodies), repeat(_CRC_MASK)))
+        fields[2::9] = [_QUEUE_FLAG(queue_id, self.flags[0])] * count
+        fields[3::9] = range(queue_offset, queue_offset + count)
+        fields[4::9] = phys
+        fields[5::9] = [_SHARED_BODY_LEN(shared, body_len)] * count
+        fields[6::9] = bodies
+        fields[7::9] = [tail] * count
+        fields[8::9] = encoded
+        fields[-1] = suffix
+        _uniform_packer(count, body_len, len(tail), len(encoded[0]), len(suffix))(
+            view, pos, *fields
+        )
         offsets += phys
         entries += _entry_lanes(count, size, start)
         keys = self.keys
@@ -526,11 +534,34 @@ class _PlainBatch:
         return end
 
 
-# `_PlainBatch._write_uniform`'s pieces: TOTALSIZE and MAGICCODE; BODYCRC, QUEUEID and FLAG,
-# QUEUEOFFSET, PHYSICALOFFSET; the batch's shared 48 bytes and BODYLEN; PROPERTIESLENGTH.
+# `_PlainBatch._write_uniform`'s pieces: TOTALSIZE and MAGICCODE; QUEUEID and FLAG; the
+# batch's shared 48 bytes and BODYLEN; PROPERTIESLENGTH.
 _SIZE_MAGIC = struct.Struct(">ii").pack
-_PLACED = struct.Struct(">I8sqq").pack
 _QUEUE_FLAG = struct.Struct(">ii").pack
+_UNIFORM_FIELDS = 9
+# The most records a uniform write packs with one struct (longer batches: `write`'s pieces).
+_UNIFORM_MAX = 256
+# Per (records, body, topic part and PROPERTIESLENGTH, properties, suffix lengths): the
+# struct that packs a uniform batch's fields into the file (a producer's batches mostly
+# share one shape; 64 shapes of 256 records hold about 4 MB).
+_UNIFORM_PACKERS: dict[tuple[int, int, int, int, int], Callable[..., None]] = {}
+
+
+def _uniform_packer(
+    count: int, body_len: int, tail_len: int, props_len: int, suffix_len: int
+) -> Callable[..., None]:
+    key = (count, body_len, tail_len, props_len, suffix_len)
+    packer = _UNIFORM_PACKERS.get(key)
+    if packer is None:
+        if len(_UNIFORM_PACKERS) >= 64:
+            _UNIFORM_PACKERS.clear()
+        record = f"I8sqq52s{body_len}s{tail_len}s{props_len}s"
+        packer = _UNIFORM_PACKERS[key] = struct.Struct(
+            f">8s{f'{record}{suffix_len + 8}s' * (count - 1)}{record}{suffix_len}s"
+        ).pack_into
+    return packer
+
+
 _SHARED_BODY_LEN = struct.Struct(">48si").pack
 _SHORT = struct.Struct(">h").pack
 # Per (records, size): the consume-queue entries of records at offsets 0, size, 2 * size, ...

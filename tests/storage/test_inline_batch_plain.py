@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -126,6 +127,20 @@ def test_a_same_sized_batch_is_written_from_its_decoded_columns_as_from_its_tupl
     assert from_columns == _write(_write_plain_batch, list(decoded), header, index)
     if from_columns[0] != -1:
         assert from_columns == _write(_write_records_one_by_one, elements, header, index)
+
+
+@pytest.mark.parametrize("count", [2, 255, 256, 257])
+@pytest.mark.parametrize("header", [b"", b"CLUSTER\x01DefaultCluster"])
+def test_a_uniform_batch_up_to_the_packed_length_and_past_it(count: int, header: bytes) -> None:
+    """A uniform batch (one size, one FLAG) of up to 256 records is packed by one struct, a
+    longer one joined from pieces: both the bytes of the record by record write."""
+    elements = [(5, b"%04d" % k, f"WAIT\x01true\x02UNIQ_KEY\x01{k:032X}") for k in range(count)]
+    decoded = decode_batch_tuples_py(encode_batch_tuples(elements))
+    assert type(decoded) is SameSizedElements
+    room = count * 200
+    packed = _write(_write_plain_batch, decoded, header, True, room=room)
+    assert packed[0] > 7
+    assert packed == _write(_write_records_one_by_one, elements, header, True, room=room)
 
 
 def test_an_empty_batch_is_written_as_nothing() -> None:
