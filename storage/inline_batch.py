@@ -509,10 +509,11 @@ class _PlainBatch:
         body_len = self.body_lens[0]
         tail = self.topic_part + _SHORT(self.props_lens[0])
         encoded = self.encoded
-        # Per record: BODYCRC, QUEUEID and FLAG, QUEUEOFFSET, PHYSICALOFFSET, the shared 48
-        # bytes and BODYLEN, BODY, the topic part and PROPERTIESLENGTH, PROPERTIES, and the
-        # suffix with the next record's TOTALSIZE and MAGICCODE (the last: the suffix alone).
-        fields = [suffix + size_magic] * (_UNIFORM_FIELDS * count + 1)
+        # Nine fields a record: BODYCRC, QUEUEID and FLAG, QUEUEOFFSET, PHYSICALOFFSET, the
+        # shared 48 bytes and BODYLEN, BODY, the topic part and PROPERTIESLENGTH, PROPERTIES,
+        # and the suffix with the next record's TOTALSIZE and MAGICCODE (the last: the suffix
+        # alone).
+        fields: list[bytes | int] = [suffix + size_magic] * (9 * count + 1)
         fields[0] = size_magic
         fields[1::9] = list(map(and_, map(crc32, bodies), repeat(_CRC_MASK)))
         fields[2::9] = [_QUEUE_FLAG(queue_id, self.flags[0])] * count
@@ -538,7 +539,6 @@ class _PlainBatch:
 # batch's shared 48 bytes and BODYLEN; PROPERTIESLENGTH.
 _SIZE_MAGIC = struct.Struct(">ii").pack
 _QUEUE_FLAG = struct.Struct(">ii").pack
-_UNIFORM_FIELDS = 9
 # The most records a uniform write packs with one struct (longer batches: `write`'s pieces).
 _UNIFORM_MAX = 256
 # Per (records, body, topic part and PROPERTIESLENGTH, properties, suffix lengths): the
